@@ -1,0 +1,109 @@
+# rlgate: a rate-limiting FastCGI gateway. Plain GNU make; pkg-config for
+# every library. `make test` installs what it needs (as root) and runs the
+# unit tests, then the integration tests against real servers.
+
+PREFIX	?= /usr/local
+SBINDIR	?= $(PREFIX)/sbin
+BINDIR	?= $(PREFIX)/bin
+MANDIR	?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+LIBEXECDIR ?= $(PREFIX)/lib/rlgate
+
+CC	?= cc
+CFLAGS	?= -O2 -g
+WARN	 = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	   -Wpointer-arith -Wwrite-strings -Wformat=2 -Werror
+PKGS	 = fcgi hiredis inih sqlite3
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CPPFLAGS += -D_GNU_SOURCE -Ifcgi $(PKG_CFLAGS)
+LDLIBS	 += $(PKG_LIBS) -lpthread -lm
+
+ifeq ($(SANITIZE),1)
+CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS	+= -fsanitize=address,undefined
+endif
+
+# The gateway, one file per concern, in the order a request goes through them.
+GATEWAY	 = fcgi/main.c
+LIB_SRCS = fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
+	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c
+LIB_OBJS = $(LIB_SRCS:.c=.o)
+SCRIPTS	 = $(sort $(wildcard lua/*.lua))
+
+# The report tool: its own sources plus conf and the audit schema.
+REPORT_SRCS = $(sort $(wildcard reports/*.c))
+REPORT_OBJS = $(REPORT_SRCS:.c=.o) fcgi/conf.o
+
+# Unit tests (cmocka): tests/test_NAME.c links the gateway's modules.
+UNIT_SRCS = $(sort $(wildcard tests/test_*.c))
+UNIT_BINS = $(UNIT_SRCS:.c=)
+# Helper programs for integration tests and benchmarks: tests/tools/NAME.c.
+TOOL_SRCS = $(sort $(wildcard tests/tools/*.c))
+TOOL_BINS = $(TOOL_SRCS:.c=)
+
+PROGS	= fcgi/rlgate cgi-bin/rlgate.cgi $(if $(REPORT_SRCS),reports/rlgate-report)
+
+.PHONY: all deps test unit integration run bench install clean
+all: $(PROGS)
+
+%.o: %.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+fcgi/scripts.c: $(SCRIPTS) fcgi/embed.sh
+	sh fcgi/embed.sh $(SCRIPTS) > $@.tmp && mv $@.tmp $@
+
+fcgi/rlgate: $(GATEWAY:.c=.o) $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The CGI entry point is the same program; it notices CGI by itself.
+cgi-bin/rlgate.cgi: fcgi/rlgate
+	cp fcgi/rlgate $@
+
+reports/rlgate-report: $(REPORT_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+tests/test_%: tests/test_%.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
+
+tests/tools/%: tests/tools/%.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	@sh tests/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS)
+	@sh tests/run
+
+unit: all $(UNIT_BINS)
+	@sh tests/run unit
+
+integration: all $(TOOL_BINS)
+	@sh tests/run integration
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh tests/demo.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(TOOL_BINS)
+	@sh tests/bench.sh
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/rlgate $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 755 fcgi/rlgate $(DESTDIR)$(SBINDIR)/rlgate
+	install -m 755 cgi-bin/rlgate.cgi $(DESTDIR)$(LIBEXECDIR)/rlgate.cgi
+	$(if $(REPORT_SRCS),install -m 755 reports/rlgate-report $(DESTDIR)$(BINDIR)/rlgate-report)
+	install -m 640 conf/rlgate.ini $(DESTDIR)$(SYSCONFDIR)/rlgate/rlgate.ini.sample
+	for m in $(wildcard man/*.[158]); do \
+		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/; done
+
+clean:
+	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
+		tests/tools/*.o tests/tools/*.d fcgi/scripts.c $(PROGS) \
+		$(UNIT_BINS) $(TOOL_BINS)
+
+-include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

@@ -1,0 +1,178 @@
+/*
+ * conf: the INI file turned into an immutable struct conf.
+ *
+ * Everything a user can get wrong in the file is found here, at load time,
+ * and reported as "FILE:LINE: [section] key: what is wrong, and what is
+ * expected". Nothing in this module knows about requests, Redis or SQLite;
+ * reports/ links it for its duration and number parsers.
+ */
+#ifndef RLG_CONF_H
+#define RLG_CONF_H
+
+#include <netinet/in.h>
+#include <regex.h>
+#include <stddef.h>
+
+#define RLG_DEFAULT_CONF	"/etc/rlgate/rlgate.ini"
+#define RLG_MAX_LINE		4096	/* longest line accepted in the INI file */
+#define RLG_MAX_RULES		256
+
+enum rlg_algorithm {
+	RLG_FIXED_WINDOW,
+	RLG_SLIDING_WINDOW,
+	RLG_SLIDING_LOG,
+	RLG_TOKEN_BUCKET,
+	RLG_GCRA,
+	RLG_LEAKY_BUCKET,
+	RLG_ALGORITHM_COUNT
+};
+
+enum rlg_headers {
+	RLG_HEADERS_IETF,
+	RLG_HEADERS_LEGACY,
+	RLG_HEADERS_BOTH,
+	RLG_HEADERS_NONE
+};
+
+enum rlg_on_error {
+	RLG_ON_ERROR_INHERIT,	/* rule only: use [redis] on_error */
+	RLG_ON_ERROR_ALLOW,
+	RLG_ON_ERROR_DENY
+};
+
+enum rlg_path_kind {
+	RLG_PATH_ANY,		/* no path = every path */
+	RLG_PATH_EXACT,		/* /user/list */
+	RLG_PATH_PREFIX,	/* /api/ *, stored without the '*' */
+	RLG_PATH_REGEX		/* ~^/user/[0-9]+$ */
+};
+
+enum rlg_log_level {
+	RLG_LOG_ERROR,
+	RLG_LOG_WARN,
+	RLG_LOG_INFO,
+	RLG_LOG_DEBUG
+};
+
+/* One piece of a key or cost template: literal text or a request field. */
+enum rlg_part_kind {
+	RLG_PART_LITERAL,	/* text */
+	RLG_PART_IP,
+	RLG_PART_PATH,
+	RLG_PART_METHOD,
+	RLG_PART_HOST,
+	RLG_PART_QUERY,		/* text = parameter name */
+	RLG_PART_HEADER,	/* text = header name as written */
+	RLG_PART_ENV,		/* text = FastCGI/CGI param name */
+	RLG_PART_RULE
+};
+
+struct tmpl_part {
+	enum rlg_part_kind	 kind;
+	char			*text;
+	size_t			 len;
+};
+
+struct tmpl {
+	struct tmpl_part	*parts;
+	size_t			 nparts;
+};
+
+struct cidr {
+	int			 family;	/* AF_INET or AF_INET6 */
+	unsigned char		 addr[16];
+	int			 bits;
+};
+
+struct rule {
+	char			*name;
+	int			 line;		/* line of the [rule:NAME] header */
+	enum rlg_path_kind	 path_kind;
+	char			*path;		/* exact path, prefix, or regex source */
+	size_t			 path_len;
+	regex_t			 path_re;	/* RLG_PATH_REGEX only */
+	char			**methods;	/* NULL-terminated, upper case; NULL = any */
+	char			*host;		/* NULL = any */
+	struct tmpl		 key;
+	enum rlg_algorithm	 algorithm;
+	long long		 limit;
+	long long		 window_ms;
+	long long		 burst;		/* 0 = not set (the scripts use limit) */
+	long long		 precision_ms;	/* sliding_window; 0 = not set */
+	long long		 cost;		/* when cost_tmpl.nparts == 0 */
+	struct tmpl		 cost_tmpl;
+	int			 on_missing_deny;
+	enum rlg_on_error	 on_error;
+	int			 dry_run;
+};
+
+struct conf {
+	char			*path;
+
+	/* [gateway] */
+	char			*listen;	/* NULL = the socket on fd 0 */
+	int			 workers;
+	int			 deny_status;
+	enum rlg_headers	 headers;
+	struct cidr		*trusted;
+	size_t			 ntrusted;
+	enum rlg_log_level	 log_level;
+
+	/* [redis] */
+	char			*redis_address;	/* "host:port" or "unix:/path" */
+	char			*redis_username;
+	char			*redis_password;
+	int			 redis_database;
+	long long		 redis_connect_timeout_ms;
+	long long		 redis_timeout_ms;
+	char			*key_prefix;
+	enum rlg_on_error	 on_error;	/* ALLOW or DENY */
+
+	/* [audit] */
+	char			*audit_database;	/* NULL = no audit */
+	long long		 audit_flush_interval_ms;
+	int			 audit_batch;
+	int			 audit_queue;
+	int			 audit_unmatched;
+
+	/* [cgi] */
+	char			*cgi_upstream;	/* NULL = answer like the responder */
+
+	struct rule		*rules;
+	size_t			 nrules;
+};
+
+/*
+ * Reads and checks the file at path. On success returns a conf the caller
+ * releases with conf_free() and sets *errors to NULL. On failure returns
+ * NULL and sets *errors to every problem found, one "FILE:LINE: ..." per
+ * line, in a string the caller frees. Thread safe (no global state).
+ */
+struct conf	*conf_load(const char *path, char **errors);
+
+/* Frees c and everything it owns. Accepts NULL. */
+void		 conf_free(struct conf *c);
+
+/* Name of an algorithm as written in the file ("token_bucket"). */
+const char	*conf_algorithm_name(enum rlg_algorithm a);
+
+/*
+ * The one bounded number parser: a decimal integer in [min, max], the whole
+ * string. Returns 0 and stores it in *out, or -1 and points *errstr at a
+ * static phrase ("is not a number", "is too small", "is too large").
+ */
+int		 conf_parse_int(const char *s, long long min, long long max,
+		    long long *out, const char **errstr);
+
+/*
+ * A duration: an integer followed by ms, s, m, h or d ("250ms", "1s").
+ * Stores milliseconds in *out_ms. Returns 0, or -1 with *errstr set.
+ */
+int		 conf_parse_duration(const char *s, long long *out_ms,
+		    const char **errstr);
+
+/* Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs? */
+int		 conf_trusted(const struct conf *c, int family,
+		    const unsigned char *addr);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * scripts: the Lua files of lua/, embedded at build time by fcgi/embed.sh.
+ * The limiter loads them into Redis; nothing else uses them.
+ */
+#ifndef RLG_SCRIPTS_H
+#define RLG_SCRIPTS_H
+
+#include <stddef.h>
+
+struct rlg_script {
+	const char	*name;		/* file name without .lua: "fixed_window" */
+	const char	*source;
+};
+
+extern const struct rlg_script	rlg_scripts[];
+extern const size_t		rlg_nscripts;
+
+/* The embedded script called name, or NULL. */
+const struct rlg_script	*scripts_find(const char *name);
+
+#endif

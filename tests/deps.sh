@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs the Debian 12 packages rlgate builds, tests and benchmarks with,
+# when they are missing. Needs root for apt-get; says what to do otherwise.
+PKGS="build-essential pkg-config libfcgi-dev libhiredis-dev libinih-dev
+libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
+spawn-fcgi apache2-utils wrk curl procps iproute2"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "rlgate: missing Debian packages:$missing" >&2
+	echo "rlgate: run as root, or: sudo apt-get install$missing" >&2
+	exit 1
+fi
+echo "rlgate: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+	{ echo "rlgate: apt-get install$missing failed" >&2; exit 1; }
+# Debian starts the services it installs where it can; the tests run their own.
+for s in redis-server lighttpd; do
+	command -v systemctl >/dev/null && systemctl disable --now "$s" >/dev/null 2>&1
+	command -v service >/dev/null && service "$s" stop >/dev/null 2>&1
+done
+exit 0
