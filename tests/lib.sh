@@ -103,3 +103,30 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # sql QUERY: runs QUERY on $AUDIT_DB.
 sql() { sqlite3 -batch -noheader "$AUDIT_DB" "$1"; }
+
+# lighttpd_from_shipped [EXTRA-LINES]: conf/lighttpd.conf with only its var.
+# lines changed to this test's port, docroot and rlgate address, so that
+# what is tested is what is shipped. Starts it.
+start_shipped_lighttpd() {
+	HTTP_PORT=${HTTP_PORT:-$(free_port)}
+	DOCROOT=${DOCROOT:-$TOP/tests/www}
+	sed -e "s|^var.http_port .*|var.http_port   = $HTTP_PORT|" \
+	    -e "s|^var.docroot .*|var.docroot     = \"$DOCROOT\"|" \
+	    -e "s|^var.rlgate_port .*|var.rlgate_port = $RLGATE_PORT|" \
+	    "$TOP/conf/lighttpd.conf" > "$T/lighttpd.conf"
+	printf '%s\n' "${1:-}" >> "$T/lighttpd.conf"
+	lighttpd -tt -f "$T/lighttpd.conf" || return 1
+	lighttpd -D -f "$T/lighttpd.conf" 2>>"$T/lighttpd.log" &
+	HTTPD_PID=$!
+	PIDS+=("$HTTPD_PID")
+	wait_for 10 port_open "$HTTP_PORT" || { echo "# lighttpd did not start"; cat "$T/lighttpd.log"; return 1; }
+}
+
+# ab_run ARGS...: runs ab, sets AB_COMPLETE, AB_NON2XX, AB_FAILED.
+ab_run() {
+	ab -q "$@" > "$T/ab.out" 2>&1
+	AB_COMPLETE=$(sed -n 's/^Complete requests: *//p' "$T/ab.out")
+	AB_NON2XX=$(sed -n 's/^Non-2xx responses: *//p' "$T/ab.out")
+	AB_FAILED=$(sed -n 's/^Failed requests: *//p' "$T/ab.out")
+	AB_NON2XX=${AB_NON2XX:-0}
+}

@@ -1,0 +1,596 @@
+/*
+ * audit: the SQLite writer. Workers copy rows into a bounded queue with
+ * audit_push(); one thread per process writes them in batches, one
+ * BEGIN IMMEDIATE ... COMMIT per batch, and a row leaves the queue only
+ * when the transaction holding it has committed. Not for reading the
+ * database: reports/ does that.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "log.h"
+
+#define AUDIT_BUSY_MS		250	/* a write waits this long for another writer */
+#define AUDIT_OPEN_BUSY_MS	2000	/* opening (schema, switch to WAL) may wait longer */
+#define AUDIT_BACKOFF_MIN_MS	25	/* first retry after a failed write */
+#define AUDIT_BACKOFF_MAX_MS	1000	/* retries never further apart than this */
+#define AUDIT_TXN_ROWS		8192	/* rows per transaction at most (or batch if larger) */
+#define AUDIT_CHECKPOINT_PAGES	1000	/* WAL pages that trigger a checkpoint (SQLite's default) */
+#define AUDIT_TEXT_MAX		65536	/* longer strings are cut: a row SQLite refuses would block the queue */
+
+#define INSERT_SQL \
+	"INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, " \
+	"allowed, reason, cost, limit_value, window_ms, burst, remaining, " \
+	"retry_after_ms, delay_ms, method, path, client_ip, status, latency_us) " \
+	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " \
+	"?15, ?16, ?17, ?18, ?19)"
+
+/* The strings of a row, in the order they are packed. */
+enum {
+	T_REQUEST_ID, T_RULE, T_KEY, T_ALGORITHM, T_REASON, T_METHOD, T_PATH,
+	T_CLIENT_IP, T_COUNT
+};
+
+/*
+ * A queued row: one malloc'd block, the copy of the caller's row followed
+ * by its strings. r's pointers point into text[]. Owned by the queue from
+ * audit_push() until the writer has committed it.
+ */
+struct qrow {
+	struct audit_row	 r;
+	int			 len[T_COUNT];
+	char			 text[];
+};
+
+struct audit {
+	char			*path;
+
+	/* Writer thread only (and audit_open() before the thread starts). */
+	sqlite3			*db;		/* NULL: reopen before the next write */
+	sqlite3_stmt		*insert, *begin, *commit, *rollback;
+	int			 wal_frames;	/* WAL size after the last commit */
+	int			 ckpt_failing;
+	struct qrow		**txn;		/* the rows of the transaction being written */
+	size_t			 txn_max;
+	char			 err[512];	/* why the last write failed */
+
+	/* Everything below is guarded by mu. */
+	pthread_mutex_t		 mu;
+	pthread_cond_t		 wake;		/* writer: rows, or closing (CLOCK_MONOTONIC) */
+	pthread_cond_t		 room;		/* pushers: room in the queue; close: pushers gone */
+	struct qrow		**ring;		/* the queue: count rows from head */
+	size_t			 cap;
+	size_t			 head;
+	size_t			 count;
+	size_t			 batch;
+	long long		 flush_interval_ms;
+	int			 writer_waiting;	/* pushers signal wake only then */
+	int			 room_waiters;
+	int			 pushers;	/* threads inside audit_push() */
+	int			 closing;
+	long long		 give_up_at;	/* monotonic ms, once closing */
+	long long		 written;
+	long long		 failures;
+
+	pthread_t		 thread;
+};
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
+{
+	struct timespec ts;
+
+	ts.tv_sec = at_ms / 1000;
+	ts.tv_nsec = (at_ms % 1000) * 1000000;
+	pthread_cond_timedwait(c, m, &ts);
+}
+
+/* SQLite's WAL hook, called after each commit: remember the WAL size. */
+static int
+wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct audit *a = arg;
+
+	(void)db;
+	(void)name;
+	a->wal_frames = frames;
+	return SQLITE_OK;
+}
+
+static void
+db_close(struct audit *a)
+{
+	sqlite3_finalize(a->insert);
+	sqlite3_finalize(a->begin);
+	sqlite3_finalize(a->commit);
+	sqlite3_finalize(a->rollback);
+	a->insert = a->begin = a->commit = a->rollback = NULL;
+	sqlite3_close(a->db);
+	a->db = NULL;
+}
+
+/*
+ * Opens a->path in WAL mode with the schema and prepares the statements.
+ * Used at start and again by the writer when the file was replaced or a
+ * write failed in a way the connection may not survive.
+ */
+static int
+db_open(struct audit *a, char *errbuf, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	const char *mode;
+	int rc;
+
+	rc = sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		goto fail;
+	sqlite3_extended_result_codes(a->db, 1);
+	sqlite3_busy_timeout(a->db, AUDIT_OPEN_BUSY_MS);
+	/* SQLite falls back to read-only without a word; writes would fail later. */
+	if (sqlite3_db_readonly(a->db, "main") == 1) {
+		snprintf(errbuf, errlen, "%s: the database file is read-only",
+		    a->path);
+		goto fail_msg;
+	}
+	if (sqlite3_prepare_v2(a->db, "PRAGMA journal_mode=WAL", -1, &st,
+	    NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
+		goto fail;
+	mode = (const char *)sqlite3_column_text(st, 0);
+	if (mode == NULL || strcasecmp(mode, "wal") != 0) {
+		snprintf(errbuf, errlen, "%s: journal_mode stays \"%s\", not "
+		    "wal (is the file on a network filesystem?)", a->path,
+		    mode != NULL ? mode : "");
+		goto fail_msg;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	/* In WAL mode NORMAL loses no committed row on a crash, only on power loss. */
+	if (sqlite3_exec(a->db, "PRAGMA synchronous=NORMAL", NULL, NULL,
+	    NULL) != SQLITE_OK ||
+	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+		goto fail;
+	if (sqlite3_prepare_v3(a->db, INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
+	    &a->insert, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(a->db, "BEGIN IMMEDIATE", -1, &a->begin,
+	    NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(a->db, "COMMIT", -1, &a->commit, NULL) !=
+	    SQLITE_OK ||
+	    sqlite3_prepare_v2(a->db, "ROLLBACK", -1, &a->rollback, NULL) !=
+	    SQLITE_OK)
+		goto fail;
+	sqlite3_busy_timeout(a->db, AUDIT_BUSY_MS);
+	/*
+	 * Checkpoints are run by write_rows(), not inside COMMIT: a failing
+	 * auto-checkpoint makes a successful COMMIT return an error, and the
+	 * rows would then be written twice.
+	 */
+	sqlite3_wal_hook(a->db, wal_hook, a);
+	a->wal_frames = 0;
+	return 0;
+fail:
+	snprintf(errbuf, errlen, "%s: %s", a->path, a->db != NULL ?
+	    sqlite3_errmsg(a->db) : sqlite3_errstr(rc));
+fail_msg:
+	sqlite3_finalize(st);
+	db_close(a);
+	return -1;
+}
+
+static int
+bind_text(sqlite3_stmt *st, int col, const char *s, int len)
+{
+	/* SQLITE_STATIC: the row outlives the statement's use of it. */
+	if (s == NULL)
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_text(st, col, s, len, SQLITE_STATIC);
+}
+
+static int
+bind_opt(sqlite3_stmt *st, int col, int64_t v)
+{
+	if (v < 0)
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_int64(st, col, v);
+}
+
+static int
+bind_row(sqlite3_stmt *st, const struct qrow *q)
+{
+	const struct audit_row *r = &q->r;
+	int rc = 0;
+
+	/* Every parameter is bound for every row: none keeps a freed row's pointer in use. */
+	rc |= sqlite3_bind_int64(st, 1, r->ts_ms);
+	rc |= bind_text(st, 2, r->request_id, q->len[T_REQUEST_ID]);
+	rc |= bind_text(st, 3, r->rule, q->len[T_RULE]);
+	rc |= bind_text(st, 4, r->key, q->len[T_KEY]);
+	rc |= bind_text(st, 5, r->algorithm, q->len[T_ALGORITHM]);
+	rc |= sqlite3_bind_int(st, 6, r->allowed);
+	rc |= bind_text(st, 7, r->reason, q->len[T_REASON]);
+	rc |= bind_opt(st, 8, r->cost);
+	rc |= bind_opt(st, 9, r->limit_value);
+	rc |= bind_opt(st, 10, r->window_ms);
+	rc |= bind_opt(st, 11, r->burst);
+	rc |= bind_opt(st, 12, r->remaining);
+	rc |= bind_opt(st, 13, r->retry_after_ms);
+	rc |= bind_opt(st, 14, r->delay_ms);
+	rc |= bind_text(st, 15, r->method, q->len[T_METHOD]);
+	rc |= bind_text(st, 16, r->path, q->len[T_PATH]);
+	rc |= bind_text(st, 17, r->client_ip, q->len[T_CLIENT_IP]);
+	rc |= bind_opt(st, 18, r->status);
+	rc |= bind_opt(st, 19, r->latency_us);
+	return rc;
+}
+
+/*
+ * Writes rows[0..n) in one transaction. Returns 0 when committed, or -1
+ * with a->err set and nothing written (the transaction is rolled back).
+ */
+static int
+write_rows(struct audit *a, struct qrow **rows, size_t n)
+{
+	size_t i;
+	int rc, moved = 0;
+
+	/*
+	 * Removed or renamed (rotated) under us: writes would go to a file
+	 * nobody can read any more. Write to a new one at the path instead.
+	 */
+	if (a->db != NULL && sqlite3_file_control(a->db, "main",
+	    SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved) {
+		log_warn("audit: %s: the database file was removed or "
+		    "replaced; writing to a new one", a->path);
+		db_close(a);
+	}
+	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1)
+		return -1;
+
+	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		if ((rc = bind_row(a->insert, rows[i])) != SQLITE_OK)
+			goto fail;
+		if ((rc = sqlite3_step(a->insert)) != SQLITE_DONE)
+			goto fail;
+		sqlite3_reset(a->insert);
+	}
+	if ((rc = sqlite3_step(a->commit)) != SQLITE_DONE)
+		goto fail;
+	sqlite3_reset(a->begin);
+	sqlite3_reset(a->commit);
+
+	if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
+		/* PASSIVE: never waits for readers; a later one finishes the job. */
+		rc = sqlite3_wal_checkpoint_v2(a->db, NULL,
+		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
+			a->wal_frames = 0;
+			a->ckpt_failing = 0;
+		} else if (!a->ckpt_failing) {
+			/* The rows are safe in the WAL; only the WAL grows. */
+			a->ckpt_failing = 1;
+			log_warn("audit: %s: checkpoint failed: %s", a->path,
+			    sqlite3_errmsg(a->db));
+		}
+	}
+	return 0;
+fail:
+	snprintf(a->err, sizeof(a->err), "%s", sqlite3_errmsg(a->db));
+	sqlite3_reset(a->insert);
+	sqlite3_reset(a->begin);
+	sqlite3_reset(a->commit);
+	if (!sqlite3_get_autocommit(a->db)) {
+		sqlite3_step(a->rollback);
+		sqlite3_reset(a->rollback);
+	}
+	/*
+	 * Another writer's lock passes; after an I/O error, a full disk or a
+	 * read-only file, start again from a fresh connection.
+	 */
+	if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+		db_close(a);
+	return -1;
+}
+
+static void *
+writer_main(void *arg)
+{
+	struct audit *a = arg;
+	long long now, due = 0, at, retry_at = 0, backoff = 0;
+	size_t n, i;
+	int failing = 0;
+
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		if (a->count == 0) {
+			if (a->closing)
+				break;
+			a->writer_waiting = 1;
+			pthread_cond_wait(&a->wake, &a->mu);
+			a->writer_waiting = 0;
+			due = now_ms() + a->flush_interval_ms;
+			continue;
+		}
+		now = now_ms();
+		if (failing) {
+			at = retry_at;
+			if (a->closing && a->give_up_at < at)
+				at = a->give_up_at;
+		} else if (a->closing || a->count >= a->batch)
+			at = now;
+		else
+			at = due;
+		if (now < at) {
+			/* While backing off, pushes need not wake the writer. */
+			a->writer_waiting = !failing;
+			wait_until(&a->wake, &a->mu, at);
+			a->writer_waiting = 0;
+			continue;
+		}
+
+		/*
+		 * Only the writer removes rows and pushers only append, so
+		 * the n oldest stay put while the lock is released.
+		 */
+		n = a->count < a->txn_max ? a->count : a->txn_max;
+		for (i = 0; i < n; i++)
+			a->txn[i] = a->ring[(a->head + i) % a->cap];
+		pthread_mutex_unlock(&a->mu);
+
+		if (write_rows(a, a->txn, n) == 0) {
+			for (i = 0; i < n; i++)
+				free(a->txn[i]);
+			pthread_mutex_lock(&a->mu);
+			a->head = (a->head + n) % a->cap;
+			a->count -= n;
+			a->written += (long long)n;
+			if (a->room_waiters > 0)
+				pthread_cond_broadcast(&a->room);
+			if (failing) {
+				failing = 0;
+				backoff = 0;
+				log_info("audit: %s: recovered, %zu rows written, "
+				    "%zu waiting", a->path, n, a->count);
+			}
+			due = now_ms() + a->flush_interval_ms;
+			continue;
+		}
+
+		pthread_mutex_lock(&a->mu);
+		a->failures++;
+		now = now_ms();
+		if (!failing) {
+			failing = 1;
+			backoff = AUDIT_BACKOFF_MIN_MS;
+			log_error("audit: %s: cannot write: %s; %zu rows waiting, "
+			    "kept and retried", a->path, a->err, a->count);
+		} else if ((backoff *= 2) > AUDIT_BACKOFF_MAX_MS)
+			backoff = AUDIT_BACKOFF_MAX_MS;
+		retry_at = now + backoff;
+		if (a->closing && now >= a->give_up_at) {
+			log_error("audit: %s: giving up at shutdown: %s; %zu rows "
+			    "not written", a->path, a->err, a->count);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+struct audit *
+audit_open(const char *path, int queue_max, int batch,
+    long long flush_interval_ms, char *errbuf, size_t errlen)
+{
+	struct audit *a = NULL;
+	pthread_condattr_t ca;
+	char dummy[1];
+	int mu_ok = 0, wake_ok = 0, room_ok = 0;
+
+	if (errbuf == NULL || errlen == 0) {
+		errbuf = dummy;
+		errlen = sizeof(dummy);
+	}
+	if (path == NULL || *path == '\0') {
+		snprintf(errbuf, errlen, "audit: no database path");
+		return NULL;
+	}
+	if (queue_max < 1 || batch < 1 || flush_interval_ms < 0) {
+		snprintf(errbuf, errlen, "%s: queue (%d) and batch (%d) must be "
+		    "at least 1, flush interval (%lld ms) at least 0", path,
+		    queue_max, batch, flush_interval_ms);
+		return NULL;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL ||
+	    (a->path = strdup(path)) == NULL)
+		goto fail_errno;
+	a->cap = (size_t)queue_max;
+	a->batch = (size_t)batch < a->cap ? (size_t)batch : a->cap;
+	a->flush_interval_ms = flush_interval_ms;
+	a->txn_max = a->batch > AUDIT_TXN_ROWS ? a->batch : AUDIT_TXN_ROWS;
+	if (a->txn_max > a->cap)
+		a->txn_max = a->cap;
+	if ((a->ring = calloc(a->cap, sizeof(*a->ring))) == NULL ||
+	    (a->txn = calloc(a->txn_max, sizeof(*a->txn))) == NULL)
+		goto fail_errno;
+
+	if ((errno = pthread_mutex_init(&a->mu, NULL)) != 0)
+		goto fail_errno;
+	mu_ok = 1;
+	if ((errno = pthread_condattr_init(&ca)) != 0)
+		goto fail_errno;
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	errno = pthread_cond_init(&a->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	if (errno != 0)
+		goto fail_errno;
+	wake_ok = 1;
+	if ((errno = pthread_cond_init(&a->room, NULL)) != 0)
+		goto fail_errno;
+	room_ok = 1;
+
+	if (db_open(a, errbuf, errlen) == -1)
+		goto fail;
+	if ((errno = pthread_create(&a->thread, NULL, writer_main, a)) != 0)
+		goto fail_errno;
+	return a;
+
+fail_errno:
+	snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
+fail:
+	if (a != NULL) {
+		db_close(a);
+		if (room_ok)
+			pthread_cond_destroy(&a->room);
+		if (wake_ok)
+			pthread_cond_destroy(&a->wake);
+		if (mu_ok)
+			pthread_mutex_destroy(&a->mu);
+		free(a->txn);
+		free(a->ring);
+		free(a->path);
+		free(a);
+	}
+	return NULL;
+}
+
+int
+audit_push(struct audit *a, const struct audit_row *row)
+{
+	const char *src[T_COUNT];
+	const char **dst[T_COUNT];
+	size_t len[T_COUNT], size = 0;
+	struct qrow *q;
+	char *p;
+	int i;
+
+	if (a == NULL || row == NULL || row->request_id == NULL ||
+	    row->reason == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	src[T_REQUEST_ID] = row->request_id;
+	src[T_RULE] = row->rule;
+	src[T_KEY] = row->key;
+	src[T_ALGORITHM] = row->algorithm;
+	src[T_REASON] = row->reason;
+	src[T_METHOD] = row->method;
+	src[T_PATH] = row->path;
+	src[T_CLIENT_IP] = row->client_ip;
+	for (i = 0; i < T_COUNT; i++) {
+		len[i] = src[i] != NULL ? strnlen(src[i], AUDIT_TEXT_MAX) : 0;
+		size += len[i] + 1;
+	}
+
+	/* The copy is made before taking the lock: the writer waits less. */
+	if ((q = malloc(sizeof(*q) + size)) == NULL)
+		return -1;
+	q->r = *row;
+	q->r.allowed = row->allowed != 0;
+	dst[T_REQUEST_ID] = &q->r.request_id;
+	dst[T_RULE] = &q->r.rule;
+	dst[T_KEY] = &q->r.key;
+	dst[T_ALGORITHM] = &q->r.algorithm;
+	dst[T_REASON] = &q->r.reason;
+	dst[T_METHOD] = &q->r.method;
+	dst[T_PATH] = &q->r.path;
+	dst[T_CLIENT_IP] = &q->r.client_ip;
+	p = q->text;
+	for (i = 0; i < T_COUNT; i++) {
+		q->len[i] = (int)len[i];
+		if (src[i] == NULL) {
+			*dst[i] = NULL;
+			continue;
+		}
+		memcpy(p, src[i], len[i]);
+		p[len[i]] = '\0';
+		*dst[i] = p;
+		p += len[i] + 1;
+	}
+
+	pthread_mutex_lock(&a->mu);
+	a->pushers++;
+	while (a->count == a->cap && !a->closing) {
+		a->room_waiters++;
+		pthread_cond_wait(&a->room, &a->mu);
+		a->room_waiters--;
+	}
+	if (a->closing) {
+		/* audit_close() waits until the last pusher has left. */
+		if (--a->pushers == 0)
+			pthread_cond_broadcast(&a->room);
+		pthread_mutex_unlock(&a->mu);
+		free(q);
+		errno = EPIPE;
+		return -1;
+	}
+	a->ring[(a->head + a->count) % a->cap] = q;
+	a->count++;
+	if (a->writer_waiting && (a->count == 1 || a->count >= a->batch))
+		pthread_cond_signal(&a->wake);
+	a->pushers--;
+	pthread_mutex_unlock(&a->mu);
+	return 0;
+}
+
+long long
+audit_close(struct audit *a, long long give_up_ms)
+{
+	long long lost;
+	size_t i;
+
+	if (a == NULL)
+		return 0;
+	pthread_mutex_lock(&a->mu);
+	a->closing = 1;
+	a->give_up_at = now_ms() + (give_up_ms > 0 ? give_up_ms : 0);
+	pthread_cond_broadcast(&a->wake);
+	pthread_cond_broadcast(&a->room);
+	while (a->pushers > 0)
+		pthread_cond_wait(&a->room, &a->mu);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);
+
+	lost = (long long)a->count;
+	for (i = 0; i < a->count; i++)
+		free(a->ring[(a->head + i) % a->cap]);
+	db_close(a);
+	pthread_cond_destroy(&a->room);
+	pthread_cond_destroy(&a->wake);
+	pthread_mutex_destroy(&a->mu);
+	free(a->txn);
+	free(a->ring);
+	free(a->path);
+	free(a);
+	return lost;
+}
+
+void
+audit_stats(struct audit *a, struct audit_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	st->queued = (long long)a->count;
+	st->written = a->written;
+	st->failures = a->failures;
+	pthread_mutex_unlock(&a->mu);
+}

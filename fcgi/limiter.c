@@ -1,0 +1,414 @@
+/*
+ * limiter: the only code that talks to Redis. Each worker owns a struct
+ * limiter (a hiredis connection and the scripts' SHA1s); what is shared is
+ * only the knowledge that Redis is down, so that a dead server costs one
+ * probe per back-off period instead of one timeout per request.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "limiter.h"
+#include "log.h"
+#include "scripts.h"
+
+#define BACKOFF_FIRST_MS	50
+#define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
+#define KEY_MAX			(RLG_MAX_KEY + 256)
+
+struct limiter {
+	redisContext	*ctx;
+	long		 epoch;		/* outage count when ctx was made */
+	char		 target[512];	/* what ctx is connected to */
+	char		 sha[RLG_ALGORITHM_COUNT][41];
+};
+
+/* Shared by all workers of the process: is Redis down, until when. */
+static atomic_llong	down_until_ms;
+static atomic_llong	backoff_ms;
+static atomic_long	outage_epoch;
+static atomic_int	outage_logged;
+
+static long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timeval
+tv_ms(long long ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	return tv;
+}
+
+struct limiter *
+limiter_new(void)
+{
+	return calloc(1, sizeof(struct limiter));
+}
+
+static void
+disconnect(struct limiter *l)
+{
+	if (l->ctx != NULL)
+		redisFree(l->ctx);
+	l->ctx = NULL;
+}
+
+void
+limiter_free(struct limiter *l)
+{
+	if (l == NULL)
+		return;
+	disconnect(l);
+	free(l);
+}
+
+/* Everything that, when changed by a reload, needs a new connection. */
+static void
+target_of(const struct conf *c, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s|%s|%s|%d", c->redis_address,
+	    c->redis_username ? c->redis_username : "",
+	    c->redis_password ? c->redis_password : "", c->redis_database);
+}
+
+/* Runs one command on l->ctx and checks its reply is not an error. */
+static int
+command_ok(struct limiter *l, char *err, size_t errlen, int argc,
+    const char **argv)
+{
+	redisReply *rep;
+	int rc = -1;
+
+	rep = redisCommandArgv(l->ctx, argc, argv, NULL);
+	if (rep == NULL)
+		snprintf(err, errlen, "%s: %s", argv[0], l->ctx->errstr);
+	else if (rep->type == REDIS_REPLY_ERROR)
+		snprintf(err, errlen, "%s: %s", argv[0], rep->str);
+	else
+		rc = 0;
+	freeReplyObject(rep);
+	return rc;
+}
+
+static int
+load_scripts(struct limiter *l, char *err, size_t errlen)
+{
+	redisReply *rep;
+	int a;
+
+	for (a = 0; a < RLG_ALGORITHM_COUNT; a++) {
+		const struct rlg_script *s =
+		    scripts_find(conf_algorithm_name((enum rlg_algorithm)a));
+
+		l->sha[a][0] = '\0';
+		if (s == NULL)
+			continue;
+		rep = redisCommand(l->ctx, "SCRIPT LOAD %s", s->source);
+		if (rep == NULL || rep->type != REDIS_REPLY_STRING ||
+		    rep->len != 40) {
+			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", s->name,
+			    rep == NULL ? l->ctx->errstr :
+			    rep->type == REDIS_REPLY_ERROR ? rep->str :
+			    "unexpected reply");
+			freeReplyObject(rep);
+			return -1;
+		}
+		memcpy(l->sha[a], rep->str, 41);
+		freeReplyObject(rep);
+	}
+	return 0;
+}
+
+/* Opens, authenticates and prepares a connection. */
+static int
+connect_redis(struct limiter *l, const struct conf *c, char *err,
+    size_t errlen)
+{
+	const char *addr = c->redis_address;
+	char host[256], db[16];
+	struct timeval ct = tv_ms(c->redis_connect_timeout_ms);
+	const char *colon;
+	int port;
+
+	disconnect(l);
+	if (strncmp(addr, "unix:", 5) == 0) {
+		l->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
+			snprintf(err, errlen, "bad address");
+			return -1;
+		}
+		/* "[::1]:6379": hiredis wants the bare address. */
+		if (addr[0] == '[')
+			snprintf(host, sizeof(host), "%.*s",
+			    (int)(colon - addr - 2), addr + 1);
+		else
+			snprintf(host, sizeof(host), "%.*s",
+			    (int)(colon - addr), addr);
+		port = atoi(colon + 1);	/* checked by conf */
+		l->ctx = redisConnectWithTimeout(host, port, ct);
+	}
+	if (l->ctx == NULL || l->ctx->err) {
+		snprintf(err, errlen, "%s", l->ctx ? l->ctx->errstr :
+		    "out of memory");
+		goto fail;
+	}
+	if (redisSetTimeout(l->ctx, tv_ms(c->redis_timeout_ms)) != REDIS_OK) {
+		snprintf(err, errlen, "cannot set timeout: %s", l->ctx->errstr);
+		goto fail;
+	}
+	redisEnableKeepAlive(l->ctx);
+	if (c->redis_password != NULL) {
+		const char *argv[3] = { "AUTH", c->redis_username,
+		    c->redis_password };
+
+		if (c->redis_username == NULL) {
+			argv[1] = c->redis_password;
+			if (command_ok(l, err, errlen, 2, argv) == -1)
+				goto fail;
+		} else if (command_ok(l, err, errlen, 3, argv) == -1)
+			goto fail;
+	}
+	if (c->redis_database != 0) {
+		const char *argv[2] = { "SELECT", db };
+
+		snprintf(db, sizeof(db), "%d", c->redis_database);
+		if (command_ok(l, err, errlen, 2, argv) == -1)
+			goto fail;
+	}
+	if (load_scripts(l, err, errlen) == -1)
+		goto fail;
+	target_of(c, l->target, sizeof(l->target));
+	l->epoch = atomic_load(&outage_epoch);
+	return 0;
+fail:
+	disconnect(l);
+	return -1;
+}
+
+/* Redis failed us: back off, and say so once per outage. */
+static void
+mark_down(const struct conf *c, const char *why)
+{
+	long long b = atomic_load(&backoff_ms);
+
+	b = b == 0 ? BACKOFF_FIRST_MS : b * 2;
+	if (b > BACKOFF_MAX_MS)
+		b = BACKOFF_MAX_MS;
+	atomic_store(&backoff_ms, b);
+	atomic_store(&down_until_ms, mono_ms() + b);
+	atomic_fetch_add(&outage_epoch, 1);
+	if (atomic_exchange(&outage_logged, 1) == 0)
+		log_error("redis %s: %s; answering with on_error until it is "
+		    "back", c->redis_address, why);
+}
+
+static void
+mark_up(const struct conf *c)
+{
+	atomic_store(&backoff_ms, 0);
+	atomic_store(&down_until_ms, 0);
+	if (atomic_exchange(&outage_logged, 0) == 1)
+		log_info("redis %s answers again", c->redis_address);
+}
+
+/*
+ * Makes sure l has a usable connection. While Redis is known to be down,
+ * only one worker per back-off period gets to try.
+ */
+static int
+ensure_connected(struct limiter *l, const struct conf *c)
+{
+	char target[512], err[256];
+	long long until, now;
+
+	target_of(c, target, sizeof(target));
+	if (l->ctx != NULL && (strcmp(target, l->target) != 0 ||
+	    l->epoch != atomic_load(&outage_epoch)))
+		disconnect(l);	/* reloaded, or made before an outage */
+	if (l->ctx != NULL)
+		return 0;
+	until = atomic_load(&down_until_ms);
+	now = mono_ms();
+	if (now < until)
+		return -1;
+	if (until != 0 && !atomic_compare_exchange_strong(&down_until_ms,
+	    &until, now + atomic_load(&backoff_ms)))
+		return -1;	/* another worker is probing */
+	if (connect_redis(l, c, err, sizeof(err)) == -1) {
+		mark_down(c, err);
+		return -1;
+	}
+	mark_up(c);
+	return 0;
+}
+
+static void
+fmt_ll(char *buf, size_t len, long long v)
+{
+	snprintf(buf, len, "%lld", v);
+}
+
+/* Queues EVALSHA for match m; the argv strings live in args. */
+struct call {
+	char	 key[KEY_MAX];
+	char	 num[5][24];
+	size_t	 keylen;
+};
+
+static void
+append_call(struct limiter *l, const struct conf *c, const struct match *m,
+    struct call *k)
+{
+	const struct rule *ru = m->rule;
+	const char *argv[10];
+	size_t argl[10];
+	int i, n;
+
+	n = snprintf(k->key, sizeof(k->key), "%s{%s:", c->key_prefix,
+	    ru->name);
+	memcpy(k->key + n, m->key, m->key_len);
+	k->key[n + m->key_len] = '}';
+	k->keylen = (size_t)n + m->key_len + 1;
+	fmt_ll(k->num[0], sizeof(k->num[0]), m->cost);
+	fmt_ll(k->num[1], sizeof(k->num[1]), ru->limit);
+	fmt_ll(k->num[2], sizeof(k->num[2]), ru->window_ms);
+	k->num[3][0] = k->num[4][0] = '\0';
+	if (ru->burst > 0)
+		fmt_ll(k->num[3], sizeof(k->num[3]), ru->burst);
+	if (ru->precision_ms > 0)
+		fmt_ll(k->num[4], sizeof(k->num[4]), ru->precision_ms);
+
+	argv[0] = "EVALSHA";
+	argv[1] = l->sha[ru->algorithm];
+	argv[2] = "1";
+	argv[3] = k->key;
+	argv[4] = "";		/* now: Redis TIME, one clock for all gateways */
+	for (i = 0; i < 5; i++)
+		argv[5 + i] = k->num[i];
+	for (i = 0; i < 10; i++)
+		argl[i] = strlen(argv[i]);
+	argl[3] = k->keylen;
+	redisAppendCommandArgv(l->ctx, 10, argv, argl);
+}
+
+/* Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O. */
+static int
+read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
+{
+	redisReply *rep;
+	long long *f[7];
+	int i, rc = 0;
+
+	if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK)
+		return -1;
+	memset(v, 0, sizeof(*v));
+	if (rep->type == REDIS_REPLY_ERROR) {
+		if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
+			rc = 1;
+		else
+			log_error("rule %s: redis: %s", m->rule->name, rep->str);
+		freeReplyObject(rep);
+		return rc;
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 7) {
+		log_error("rule %s: redis: the script's reply is not 7 integers",
+		    m->rule->name);
+		freeReplyObject(rep);
+		return 0;
+	}
+	f[0] = &v->remaining;	/* allowed is an int: handled below */
+	f[1] = &v->remaining;
+	f[2] = &v->limit;
+	f[3] = &v->reset_ms;
+	f[4] = &v->retry_after_ms;
+	f[5] = &v->now_us;
+	f[6] = &v->delay_ms;
+	for (i = 0; i < 7; i++)
+		if (rep->element[i]->type != REDIS_REPLY_INTEGER)
+			break;
+	if (i == 7) {
+		for (i = 1; i < 7; i++)
+			*f[i] = rep->element[i]->integer;
+		v->allowed = rep->element[0]->integer != 0;
+		v->answered = 1;
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+int
+limiter_decide(struct limiter *l, const struct conf *c,
+    const struct match *m, size_t n, struct verdict *v)
+{
+	struct call calls[RLG_MAX_MATCHES];
+	size_t i, retry[RLG_MAX_MATCHES], nretry = 0;
+	int rc, pass;
+	char err[256];
+
+	memset(v, 0, n * sizeof(*v));
+	if (n == 0)
+		return 0;
+	if (n > RLG_MAX_MATCHES || ensure_connected(l, c) == -1)
+		return -1;
+
+	for (i = 0; i < n; i++)
+		retry[i] = i;
+	nretry = n;
+	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
+	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
+	for (pass = 0; pass < 2 && nretry > 0; pass++) {
+		size_t todo[RLG_MAX_MATCHES], ntodo = nretry;
+
+		memcpy(todo, retry, nretry * sizeof(*todo));
+		nretry = 0;
+		for (i = 0; i < ntodo; i++)
+			append_call(l, c, &m[todo[i]], &calls[todo[i]]);
+		for (i = 0; i < ntodo; i++) {
+			rc = read_verdict(l, &m[todo[i]], &v[todo[i]]);
+			if (rc == -1) {
+				mark_down(c, l->ctx->errstr[0] ? l->ctx->errstr :
+				    strerror(errno));
+				disconnect(l);
+				return -1;
+			}
+			if (rc == 1)
+				retry[nretry++] = todo[i];
+		}
+		if (nretry > 0 && load_scripts(l, err, sizeof(err)) == -1) {
+			mark_down(c, err);
+			disconnect(l);
+			return -1;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (!v[i].answered)
+			return -1;
+	return 0;
+}
+
+int
+limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
+{
+	struct limiter l;
+	int rc;
+
+	memset(&l, 0, sizeof(l));
+	rc = connect_redis(&l, c, errbuf, errlen);
+	disconnect(&l);
+	return rc;
+}

@@ -1,0 +1,53 @@
+/*
+ * limiter: asks Redis for the decisions of the rules a request matched,
+ * all of them in one pipelined round trip of EVALSHA calls to the scripts
+ * of lua/. One struct limiter per worker thread (one Redis connection
+ * each); a dead Redis is backed off process-wide, not hammered.
+ */
+#ifndef RLG_LIMITER_H
+#define RLG_LIMITER_H
+
+#include <stddef.h>
+
+#include "conf.h"
+#include "rule.h"
+
+/* One rule's decision, as the script returned it. */
+struct verdict {
+	int		 answered;	/* 0: Redis could not decide (see on_error) */
+	int		 allowed;
+	long long	 remaining;
+	long long	 limit;
+	long long	 reset_ms;
+	long long	 retry_after_ms;
+	long long	 now_us;	/* Redis TIME */
+	long long	 delay_ms;
+};
+
+struct limiter;
+
+/* A limiter with no connection yet. Returns NULL when out of memory. */
+struct limiter	*limiter_new(void);
+
+/* Closes the connection and frees l. Accepts NULL. */
+void		 limiter_free(struct limiter *l);
+
+/*
+ * Decides m[0..n) against Redis as configured in c, filling v[0..n).
+ * Connects (or reconnects after c changed the address) as needed, loads
+ * the scripts, and runs them again once after NOSCRIPT. Never waits longer
+ * than c's connect timeout plus its timeout per attempt. Returns 0 when
+ * Redis answered every match, -1 when some v[i].answered is 0 (the reason
+ * is logged once per outage, not per request). Not thread safe: one
+ * limiter per thread.
+ */
+int		 limiter_decide(struct limiter *l, const struct conf *c,
+		    const struct match *m, size_t n, struct verdict *v);
+
+/*
+ * Checks that Redis at c's address answers and accepts the scripts.
+ * Returns 0, or -1 with a sentence in errbuf. For `rlgate -t` and start-up.
+ */
+int		 limiter_probe(const struct conf *c, char *errbuf, size_t errlen);
+
+#endif

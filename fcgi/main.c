@@ -1,0 +1,582 @@
+/*
+ * main: start-up, signals, worker threads and the accept loop, and CGI
+ * mode. Each request goes one way: request -> rule -> limiter -> respond
+ * -> audit. Nothing here decides anything; it wires the modules together
+ * and owns the process's lifetime (reload on SIGHUP, drain on SIGTERM).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "audit.h"
+#include "conf.h"
+#include "limiter.h"
+#include "log.h"
+#include "request.h"
+#include "respond.h"
+#include "rule.h"
+#include "scripts.h"
+
+#define RLG_VERSION	"0.1.0"
+
+extern char **environ;
+
+/* A configuration in use; freed when the last request using it is done. */
+struct generation {
+	struct conf	*conf;
+	int		 refs;		/* requests using it, +1 while current */
+};
+
+struct worker {
+	pthread_t	 thread;
+	struct limiter	*limiter;
+	FCGX_Request	 fcgi;
+	char		*out;		/* RLG_MAX_RESPONSE bytes */
+	struct match	 m[RLG_MAX_MATCHES];
+	struct verdict	 v[RLG_MAX_MATCHES];
+};
+
+static pthread_mutex_t	 gen_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct generation *current;
+static struct audit	*audit;
+static int		 listen_fd = -1;
+static atomic_int	 stopping;
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: rlgate [-t] [-c file] [-s unix:/path | host:port]\n"
+	    "       rlgate -V | -h\n"
+	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
+	    "  -s addr  listen here instead of on the socket inherited on fd 0\n"
+	    "  -t       check the configuration, print \"configuration OK\" "
+	    "or every error\n"
+	    "  -V       print the version\n"
+	    "  -h       print this help\n", RLG_DEFAULT_CONF);
+}
+
+static long long
+now_us(int clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static struct generation *
+gen_acquire(void)
+{
+	struct generation *g;
+
+	pthread_mutex_lock(&gen_lock);
+	g = current;
+	g->refs++;
+	pthread_mutex_unlock(&gen_lock);
+	return g;
+}
+
+static void
+gen_release(struct generation *g)
+{
+	int last;
+
+	pthread_mutex_lock(&gen_lock);
+	last = --g->refs == 0;
+	pthread_mutex_unlock(&gen_lock);
+	if (last) {
+		conf_free(g->conf);
+		free(g);
+	}
+}
+
+static void
+gen_install(struct conf *c)
+{
+	struct generation *g, *old;
+
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		fatal("out of memory");
+	g->conf = c;
+	g->refs = 1;
+	pthread_mutex_lock(&gen_lock);
+	old = current;
+	current = g;
+	pthread_mutex_unlock(&gen_lock);
+	if (old != NULL)
+		gen_release(old);
+}
+
+/* Every rule needs its algorithm's script in this binary. */
+static int
+check_scripts(const struct conf *c, FILE *errf)
+{
+	int bad = 0;
+
+	for (size_t i = 0; i < c->nrules; i++) {
+		const struct rule *ru = &c->rules[i];
+
+		if (scripts_find(conf_algorithm_name(ru->algorithm)) == NULL) {
+			fprintf(errf, "%s:%d: [rule:%s] algorithm: %s is not "
+			    "built into this rlgate\n", c->path, ru->line,
+			    ru->name, conf_algorithm_name(ru->algorithm));
+			bad = 1;
+		}
+	}
+	return bad ? -1 : 0;
+}
+
+static struct conf *
+load(const char *path, FILE *errf)
+{
+	struct conf *c;
+	char *errors = NULL;
+
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fputs(errors ? errors : "out of memory\n", errf);
+		free(errors);
+		return NULL;
+	}
+	if (check_scripts(c, errf) == -1) {
+		conf_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Writes the audit rows of one decided request. */
+static void
+record(const struct decision *d, long long latency_us)
+{
+	struct audit_row row;
+	size_t i;
+
+	if (audit == NULL)
+		return;
+	memset(&row, 0, sizeof(row));
+	row.request_id = d->req->id;
+	row.method = d->req->method;
+	row.path = d->req->path;
+	row.client_ip = d->req->ip;
+	row.status = d->status;
+	row.latency_us = latency_us;
+	row.ts_ms = now_us(CLOCK_REALTIME) / 1000;
+	row.cost = row.limit_value = row.window_ms = row.burst = -1;
+	row.remaining = row.retry_after_ms = row.delay_ms = -1;
+
+	if (d->n == 0) {
+		if (d->bad_rule == NULL && d->bad_detail == NULL &&
+		    !d->conf->audit_unmatched)
+			return;
+		row.rule = d->bad_rule ? d->bad_rule->name : NULL;
+		row.allowed = d->allowed;
+		row.reason = respond_reason_name(d->bad_detail ?
+		    RLG_REASON_BAD_REQUEST : RLG_REASON_UNMATCHED);
+		audit_push(audit, &row);
+		return;
+	}
+	for (i = 0; i < d->n; i++) {
+		const struct rule *ru = d->m[i].rule;
+		const struct verdict *v = &d->v[i];
+
+		row.rule = ru->name;
+		row.key = d->m[i].key;
+		row.algorithm = conf_algorithm_name(ru->algorithm);
+		row.allowed = d->rule_allowed[i];
+		row.reason = respond_reason_name(d->rule_reason[i]);
+		row.cost = d->m[i].cost;
+		row.limit_value = ru->limit;
+		row.window_ms = ru->window_ms;
+		row.burst = ru->burst > 0 ? ru->burst : ru->limit;
+		if (v->answered) {
+			/* Redis TIME: the clock every gateway shares. */
+			row.ts_ms = v->now_us / 1000;
+			row.remaining = v->remaining;
+			row.retry_after_ms = v->retry_after_ms;
+			row.delay_ms = v->delay_ms;
+		}
+		audit_push(audit, &row);
+	}
+}
+
+static void
+sleep_ms(long long ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+/*
+ * Decides one request and writes its reply into out. Returns the reply's
+ * length; d is left filled for the caller (CGI mode needs it).
+ */
+static size_t
+serve(const struct conf *c, struct limiter *lim, char **envp,
+    struct request *req, struct decision *d, struct match *m,
+    struct verdict *v, char *out)
+{
+	long long start = now_us(CLOCK_MONOTONIC);
+	const char *errstr = NULL;
+	int bad_status, n = 0;
+	size_t len;
+
+	memset(d, 0, sizeof(*d));
+	d->conf = c;
+	d->req = req;
+	d->m = m;
+	d->v = v;
+	bad_status = request_init(req, envp, c, &errstr);
+	if (bad_status != 0)
+		d->bad_detail = errstr;
+	else if ((n = rule_match(c, req, m, RLG_MAX_MATCHES, &d->bad_rule,
+	    &errstr)) == -1) {
+		d->bad_detail = errstr;
+		n = 0;
+	} else if (n > 0)
+		limiter_decide(lim, c, m, (size_t)n, v);
+	d->n = (size_t)n;
+	respond_decide(d, bad_status);
+	len = respond_write(d, out, RLG_MAX_RESPONSE);
+	record(d, now_us(CLOCK_MONOTONIC) - start);
+	/* leaky_bucket: the consumer waits its turn instead of failing. */
+	if (d->allowed && d->delay_ms > 0)
+		sleep_ms(d->delay_ms);
+	return len;
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct generation *g;
+	struct decision d;
+	struct request req;
+	size_t len;
+
+	if (FCGX_InitRequest(&w->fcgi, listen_fd, 0) != 0) {
+		log_error("cannot set up a FastCGI request");
+		return NULL;
+	}
+	for (;;) {
+		if (FCGX_Accept_r(&w->fcgi) < 0) {
+			if (atomic_load(&stopping))
+				break;
+			/* Out of descriptors or a broken peer: not fatal. */
+			sleep_ms(10);
+			continue;
+		}
+		g = gen_acquire();
+		len = serve(g->conf, w->limiter, w->fcgi.envp, &req, &d, w->m,
+		    w->v, w->out);
+		FCGX_PutStr(w->out, (int)len, w->fcgi.out);
+		gen_release(g);
+		FCGX_Finish_r(&w->fcgi);
+	}
+	FCGX_Free(&w->fcgi, 1);
+	return NULL;
+}
+
+/* unix:/path or host:port, opened by us: FCGX_OpenSocket exits on error. */
+static int
+open_listener(const char *addr)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char host[256];
+	const char *colon;
+	int fd = -1, one = 1, rc;
+
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un sun;
+		struct stat st;
+		const char *path = addr + 5;
+
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		if (strlen(path) >= sizeof(sun.sun_path))
+			fatal("listen %s: path too long", addr);
+		strcpy(sun.sun_path, path);
+		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
+			fatal("socket: %s", strerror(errno));
+		/* Remove a stale socket, never a live one or another file. */
+		if (lstat(path, &st) == 0) {
+			if (!S_ISSOCK(st.st_mode))
+				fatal("listen %s: exists and is not a socket", addr);
+			if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+				fatal("listen %s: another process listens there",
+				    addr);
+			unlink(path);
+		}
+		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+			fatal("listen %s: %s", addr, strerror(errno));
+		/* The web server runs as another user; guard access with the
+		 * directory the socket lives in. */
+		chmod(path, 0666);
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
+			fatal("listen %s: use unix:/path or host:port", addr);
+		if (addr[0] == '[')
+			snprintf(host, sizeof(host), "%.*s",
+			    (int)(colon - addr - 2), addr + 1);
+		else
+			snprintf(host, sizeof(host), "%.*s",
+			    (int)(colon - addr), addr);
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+		if ((rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints,
+		    &res)) != 0)
+			fatal("listen %s: %s", addr, gai_strerror(rc));
+		for (ai = res; ai != NULL; ai = ai->ai_next) {
+			fd = socket(ai->ai_family, ai->ai_socktype, 0);
+			if (fd == -1)
+				continue;
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+				break;
+			close(fd);
+			fd = -1;
+		}
+		freeaddrinfo(res);
+		if (fd == -1)
+			fatal("listen %s: %s", addr, strerror(errno));
+	}
+	if (listen(fd, 1024) == -1)
+		fatal("listen %s: %s", addr, strerror(errno));
+	return fd;
+}
+
+static int
+fd0_is_listener(void)
+{
+	int val = 0;
+	socklen_t len = sizeof(val);
+
+	return getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &val, &len) == 0 &&
+	    val != 0;
+}
+
+static void
+reload(const char *path)
+{
+	struct conf *c, *old = current->conf;
+	char *errors = NULL;
+	FILE *mem;
+	size_t size = 0;
+
+	if ((mem = open_memstream(&errors, &size)) == NULL)
+		return;
+	c = load(path, mem);
+	fclose(mem);
+	if (c == NULL) {
+		/* One log line per problem, then the verdict. */
+		for (char *line = strtok(errors, "\n"); line != NULL;
+		    line = strtok(NULL, "\n"))
+			log_error("reload: %s", line);
+		log_error("reload: %s has errors; keeping the running "
+		    "configuration", path);
+		free(errors);
+		return;
+	}
+	free(errors);
+	if (old->workers != c->workers)
+		log_warn("reload: workers changes only on restart (%d kept)",
+		    old->workers);
+	if ((old->audit_database == NULL) != (c->audit_database == NULL) ||
+	    (old->audit_database != NULL &&
+	    strcmp(old->audit_database, c->audit_database) != 0))
+		log_warn("reload: [audit] database changes only on restart");
+	log_set_level(c->log_level);
+	gen_install(c);
+	log_info("reload: %s loaded, %zu rules", path, c->nrules);
+}
+
+static int
+run_cgi(struct conf *c)
+{
+	struct limiter *lim = limiter_new();
+	struct match *m = calloc(RLG_MAX_MATCHES, sizeof(*m));
+	struct verdict *v = calloc(RLG_MAX_MATCHES, sizeof(*v));
+	char *out = malloc(RLG_MAX_RESPONSE), errbuf[256], num[32];
+	struct respond_summary s;
+	struct decision d;
+	struct request req;
+	size_t len;
+
+	if (lim == NULL || m == NULL || v == NULL || out == NULL)
+		fatal("out of memory");
+	if (c->audit_database != NULL && (audit = audit_open(c->audit_database,
+	    c->audit_queue, c->audit_batch, c->audit_flush_interval_ms,
+	    errbuf, sizeof(errbuf))) == NULL)
+		log_error("audit: %s; this request is not recorded", errbuf);
+	len = serve(c, lim, environ, &req, &d, m, v, out);
+	audit_close(audit, 5000);
+	limiter_free(lim);
+	if (d.allowed && c->cgi_upstream != NULL) {
+		/* Wrapper mode: become the protected program, which gets
+		 * our environment and the untouched stdin. */
+		if (respond_summary(&d, &s) == 0) {
+			setenv("RATELIMIT_POLICY", s.policy, 1);
+			snprintf(num, sizeof(num), "%lld", s.limit);
+			setenv("RATELIMIT_LIMIT", num, 1);
+			snprintf(num, sizeof(num), "%lld", s.remaining);
+			setenv("RATELIMIT_REMAINING", num, 1);
+			snprintf(num, sizeof(num), "%lld", s.reset_s);
+			setenv("RATELIMIT_RESET", num, 1);
+		}
+		execl(c->cgi_upstream, c->cgi_upstream, (char *)NULL);
+		log_error("cgi: cannot run %s: %s", c->cgi_upstream,
+		    strerror(errno));
+		fputs("Status: 500 Internal Server Error\r\n"
+		    "Content-Type: text/plain\r\n\r\nupstream failed\n", stdout);
+		return 1;
+	}
+	fwrite(out, 1, len, stdout);
+	fflush(stdout);
+	return 0;
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *path = getenv("RLGATE_CONF"), *listen_addr = NULL;
+	struct worker *workers;
+	struct conf *c;
+	sigset_t sigs;
+	int ch, test = 0, sig, i, nworkers, cgi;
+	long long lost;
+
+	if (path == NULL || *path == '\0')
+		path = RLG_DEFAULT_CONF;
+	while ((ch = getopt(argc, argv, "c:s:tVh")) != -1) {
+		switch (ch) {
+		case 'c': path = optarg; break;
+		case 's': listen_addr = optarg; break;
+		case 't': test = 1; break;
+		case 'V': printf("rlgate %s\n", RLG_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 1;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 1;
+	}
+	if ((c = load(path, stderr)) == NULL)
+		return 1;
+	if (test) {
+		printf("configuration OK\n");
+		conf_free(c);
+		return 0;
+	}
+	log_set_level(c->log_level);
+	if (listen_addr == NULL)
+		listen_addr = c->listen;
+	cgi = listen_addr == NULL && !fd0_is_listener();
+	if (cgi && getenv("GATEWAY_INTERFACE") == NULL) {
+		fprintf(stderr, "rlgate: no listening socket on fd 0 and no "
+		    "listen address: use -s ADDR, [gateway] listen, or "
+		    "spawn-fcgi\n");
+		conf_free(c);
+		return 1;
+	}
+	if (cgi) {
+		i = run_cgi(c);
+		conf_free(c);
+		return i;
+	}
+
+	listen_fd = listen_addr != NULL ? open_listener(listen_addr) : 0;
+	if (FCGX_Init() != 0)
+		fatal("FCGX_Init failed");
+	/* Signals are taken by sigwait() below, never by a worker. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+	if (c->audit_database != NULL) {
+		char errbuf[512];
+
+		if ((audit = audit_open(c->audit_database, c->audit_queue,
+		    c->audit_batch, c->audit_flush_interval_ms, errbuf,
+		    sizeof(errbuf))) == NULL)
+			fatal("audit: %s", errbuf);
+	}
+	{
+		char errbuf[256];
+
+		if (limiter_probe(c, errbuf, sizeof(errbuf)) == -1)
+			log_warn("redis %s: %s; starting anyway (on_error "
+			    "applies until it answers)", c->redis_address, errbuf);
+	}
+	nworkers = c->workers;
+	gen_install(c);
+	if ((workers = calloc((size_t)nworkers, sizeof(*workers))) == NULL)
+		fatal("out of memory");
+	for (i = 0; i < nworkers; i++) {
+		workers[i].limiter = limiter_new();
+		workers[i].out = malloc(RLG_MAX_RESPONSE);
+		if (workers[i].limiter == NULL || workers[i].out == NULL)
+			fatal("out of memory");
+		if ((errno = pthread_create(&workers[i].thread, NULL,
+		    worker_main, &workers[i])) != 0)
+			fatal("pthread_create: %s", strerror(errno));
+	}
+	log_info("rlgate %s: %d workers, %zu rules, listening on %s",
+	    RLG_VERSION, nworkers, c->nrules,
+	    listen_addr != NULL ? listen_addr : "fd 0");
+
+	for (;;) {
+		if (sigwait(&sigs, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			reload(path);
+			continue;
+		}
+		break;
+	}
+	log_info("signal %d: finishing requests in flight", sig);
+	atomic_store(&stopping, 1);
+	FCGX_ShutdownPending();
+	/* Wakes every FCGX_Accept_r blocked in accept(). */
+	shutdown(listen_fd, SHUT_RDWR);
+	for (i = 0; i < nworkers; i++) {
+		struct timespec deadline;
+
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += 10;
+		/* A kept-alive web-server connection can hold a worker in
+		 * read(); do not let it hold the exit forever. */
+		if (pthread_timedjoin_np(workers[i].thread, NULL, &deadline) != 0)
+			log_warn("worker %d did not finish in 10 s", i);
+		else {
+			limiter_free(workers[i].limiter);
+			free(workers[i].out);
+		}
+	}
+	lost = audit_close(audit, 30000);
+	if (lost > 0)
+		log_error("audit: %lld rows could not be written", lost);
+	if (listen_addr != NULL && strncmp(listen_addr, "unix:", 5) == 0)
+		unlink(listen_addr + 5);
+	log_info("stopped");
+	return lost > 0 ? 1 : 0;
+}

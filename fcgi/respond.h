@@ -1,0 +1,94 @@
+/*
+ * respond: turns the verdicts of the rules a request matched into one
+ * decision (status and reason per rule), and writes the reply the web
+ * server expects for the request's role: headers (Status first), the IETF
+ * or legacy rate-limit headers, and a JSON or problem+json body. Pure
+ * code: it fills buffers and never does I/O.
+ */
+#ifndef RLG_RESPOND_H
+#define RLG_RESPOND_H
+
+#include <stddef.h>
+
+#include "conf.h"
+#include "limiter.h"
+#include "request.h"
+#include "rule.h"
+
+#define RLG_MAX_RESPONSE	(160 * 1024)
+
+/* Why a rule's audit row says what it says (the audit "reason" column). */
+enum rlg_reason {
+	RLG_REASON_LIMIT,
+	RLG_REASON_UNMATCHED,
+	RLG_REASON_REDIS_ERROR,
+	RLG_REASON_DRY_RUN,
+	RLG_REASON_BAD_REQUEST
+};
+
+/* One request's decision. The pointers are borrowed, not owned. */
+struct decision {
+	const struct conf	*conf;
+	const struct request	*req;
+	const struct match	*m;
+	const struct verdict	*v;
+	size_t			 n;
+	const struct rule	*bad_rule;	/* set for a bad request */
+	const char		*bad_detail;
+
+	/* Filled in by respond_decide(): */
+	int			 status;	/* 200, deny_status, 503, 400, 414 */
+	int			 allowed;	/* the request goes through */
+	long long		 retry_after_ms;/* longest wait among the denials */
+	long long		 delay_ms;	/* leaky_bucket: hold this long */
+	int			 rule_allowed[RLG_MAX_MATCHES];
+	enum rlg_reason		 rule_reason[RLG_MAX_MATCHES];
+};
+
+/*
+ * Sets d's status, allowed, retry_after_ms, delay_ms and the per-rule
+ * outcome from its verdicts: a bad request is 400 (or the status given in
+ * bad_status); a rule over its limit denies (deny_status) unless dry_run;
+ * a rule Redis could not decide follows its on_error (deny is 503);
+ * everything else is allowed.
+ */
+void		 respond_decide(struct decision *d, int bad_status);
+
+/*
+ * Writes the whole reply for d into out (at most outlen bytes), as CGI
+ * headers, a blank line and the body, and returns its length. The shape
+ * depends on the role: an allowed AUTHORIZER gets Status 200 and Variable-
+ * headers only; everything else gets the rate-limit headers and a body.
+ */
+size_t		 respond_write(const struct decision *d, char *out,
+		    size_t outlen);
+
+/* The words after the status code ("Too Many Requests"). */
+const char	*respond_reason_phrase(int status);
+
+/* The audit name of a reason ("redis_error"). */
+const char	*respond_reason_name(enum rlg_reason r);
+
+/*
+ * The values handed to the protected program (RATELIMIT_* variables in
+ * CGI wrapper mode, Variable-RATELIMIT_* for authorizers): the policy that
+ * is closest to its limit, or none (returns -1) when no rule applied.
+ */
+struct respond_summary {
+	const char	*policy;	/* rule name */
+	long long	 limit;
+	long long	 remaining;
+	long long	 reset_s;
+};
+int		 respond_summary(const struct decision *d,
+		    struct respond_summary *s);
+
+/*
+ * Appends s (len bytes) to out as a JSON string with quotes, escaping
+ * what JSON requires and any byte that is not printable ASCII as \u00XX
+ * (keys may hold any bytes). Returns the new length, or outlen on overflow.
+ */
+size_t		 respond_json_string(char *out, size_t pos, size_t outlen,
+		    const char *s, size_t len);
+
+#endif

@@ -1,0 +1,188 @@
+#!/bin/bash
+# The core gateway end to end: a real redis-server, the real rlgate and a
+# real lighttpd (authorizer mode, conf/lighttpd.conf as shipped) on
+# loopback, driven with ab and curl, checked in the audit database.
+. "$(dirname "$0")/lib.sh"
+
+start_redis || exit 1
+AUDIT_DB=$T/audit.db
+DOCROOT=$T/www
+mkdir -p "$DOCROOT/user" "$DOCROOT/tb" "$DOCROOT/race" "$DOCROOT/open" "$DOCROOT/closed" "$DOCROOT/load"
+cp "$TOP/tests/www/user/list" "$DOCROOT/user/list"
+for d in tb race open closed load; do echo "$d content" > "$DOCROOT/$d/item"; done
+
+cat > "$T/rlgate.ini" <<EOF
+[gateway]
+workers = 8
+
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+connect_timeout = 200ms
+timeout = 100ms
+
+[audit]
+database = $AUDIT_DB
+flush_interval = 20ms
+
+; The seeds' PHP demonstration: 100 per second per org and endpoint.
+[rule:user_list]
+path = /user/list
+key = {query.org}{path}
+algorithm = fixed_window
+limit = 100
+window = 1s
+
+; The seeds' Go demonstration: a bucket of 100 refilled at 100 per second.
+[rule:tb]
+path = /tb/*
+key = {query.org}
+algorithm = token_bucket
+limit = 100
+window = 1s
+burst = 100
+
+; The Korean report: 100 calls per minute per seller, 16 consumers.
+[rule:race]
+path = /race/*
+key = {query.seller}
+algorithm = fixed_window
+limit = 100
+window = 1m
+
+[rule:open]
+path = /open/*
+limit = 1000000
+window = 1s
+on_error = allow
+
+[rule:closed]
+path = /closed/*
+limit = 1000000
+window = 1s
+on_error = deny
+
+[rule:load]
+path = /load/*
+limit = 1000000
+window = 1s
+EOF
+
+check "rlgate -t accepts the test configuration" "$RLGATE" -t -c "$T/rlgate.ini"
+start_rlgate "$T/rlgate.ini" || exit 1
+start_shipped_lighttpd 'server.modules += ( "mod_accesslog" )
+accesslog.filename = "'"$T"'/access.log"' || exit 1
+BASE=http://127.0.0.1:$HTTP_PORT
+
+# Waits until the writer has stored at least $1 rows.
+rows_at_least() { [ "$(sql 'SELECT count(*) FROM decisions')" -ge "$1" ]; }
+
+# 1. ab -n 110 -c 10 against 100/s: exactly 100 + 10.
+ab_run -n 110 -c 10 "$BASE/user/list?org=org1"
+is "seed demo: 110 requests complete" 110 "$AB_COMPLETE"
+is "seed demo: 10 answered 429" 10 "$AB_NON2XX"
+is "seed demo: 10 of them 429 in lighttpd's log" 10 "$(grep -c '"GET /user/list?org=org1 HTTP/1.0" 429' "$T/access.log")"
+is "seed demo: 100 of them 200 in lighttpd's log" 100 "$(grep -c '"GET /user/list?org=org1 HTTP/1.0" 200' "$T/access.log")"
+is "org2 is counted on its own" 200 "$(status "$BASE/user/list?org=org2")"
+is "redis holds org1's window with 100 admitted" 100 "$(rcli HGET 'rl:{user_list:org1/user/list}' count)"
+is "redis holds org2's window with 1 admitted" 1 "$(rcli HGET 'rl:{user_list:org2/user/list}' count)"
+wait_for 5 rows_at_least 111
+is "audit: 110 rows for org1" 110 "$(sql "SELECT count(*) FROM decisions WHERE rule='user_list' AND key='org1/user/list'")"
+is "audit: 100 allowed, 10 denied" "100|10" "$(sql "SELECT sum(allowed), sum(1-allowed) FROM decisions WHERE key='org1/user/list'")"
+is "audit: denied rows say 429 and limit" "10" "$(sql "SELECT count(*) FROM decisions WHERE key='org1/user/list' AND allowed=0 AND status=429 AND reason='limit'")"
+is "audit: every row has the rule's parameters" 110 "$(sql "SELECT count(*) FROM decisions WHERE key='org1/user/list' AND algorithm='fixed_window' AND limit_value=100 AND window_ms=1000 AND cost=1 AND path='/user/list' AND method='GET' AND client_ip='127.0.0.1' AND request_id<>''")"
+now_ms=$(( $(date +%s%N) / 1000000 ))
+is "audit: millisecond timestamps from the last minute" 110 "$(sql "SELECT count(*) FROM decisions WHERE key='org1/user/list' AND ts_ms BETWEEN $((now_ms - 60000)) AND $((now_ms + 1000))")"
+is "audit: the last 10 by time are the denied ones" 10 "$(sql "SELECT count(*) FROM (SELECT allowed FROM decisions WHERE key='org1/user/list' ORDER BY ts_ms DESC, id DESC LIMIT 10) WHERE allowed=0")"
+
+# 4. What a client sees: a 429 with everything, and content unchanged.
+curl -s -D "$T/h429" -o "$T/b429" "$BASE/user/list?org=org1"
+hdr() { tr -d '\r' < "$1" | sed -n "s/^$2: //Ip" | head -1; }
+is "429 status line" "HTTP/1.1 429 Too Many Requests" "$(head -1 "$T/h429" | tr -d '\r')"
+retry=$(hdr "$T/h429" Retry-After)
+check "429 Retry-After is 1 second (window 1s, rounded up)" [ "$retry" = 1 ]
+is "429 RateLimit-Policy" '"user_list";q=100;w=1' "$(hdr "$T/h429" RateLimit-Policy)"
+is "429 RateLimit" '"user_list";r=0;t=1' "$(hdr "$T/h429" RateLimit)"
+is "429 Cache-Control" "no-store" "$(hdr "$T/h429" Cache-Control)"
+is "429 Content-Type" "application/problem+json" "$(hdr "$T/h429" Content-Type)"
+check "429 body is the quota-exceeded problem" grep -q '^{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"[^"]*","violated-policies":\["user_list"\],"retry_after_ms":[1-9][0-9]*}$' "$T/b429"
+curl -s -o "$T/b200" "$BASE/user/list?org=org3"
+check "an allowed request gets the protected file unchanged" cmp -s "$T/b200" "$DOCROOT/user/list"
+is "a request lacking the key's field is not limited (on_missing = skip)" 200 "$(status "$BASE/tb/item")"
+
+# 2. Token bucket: at least the bucket, at most what refill allows.
+ab_run -n 110 -c 10 "$BASE/tb/item?org=go"
+admitted=$((AB_COMPLETE - AB_NON2XX))
+check "token bucket: at least 100 of 110 admitted ($admitted)" [ "$admitted" -ge 100 ]
+wait_for 5 rows_at_least $(( 112 + 110 + 1 ))
+read -r first last rows_ok <<<"$(sql "SELECT min(ts_ms), max(ts_ms), sum(allowed) FROM decisions WHERE rule='tb'" | tr '|' ' ')"
+# Any interval of d ms admits at most burst + d * rate (+1 for ms rounding).
+bound=$(( 100 + (last - first + 1) * 100 / 1000 + 1 ))
+check "token bucket: admitted $rows_ok <= $bound, the promise over $((last - first)) ms" [ "$rows_ok" -le "$bound" ]
+is "token bucket: audit agrees with ab" "$admitted" "$rows_ok"
+
+# 3. The race: 16 clients, 500 requests, 100 per minute: exactly 100.
+ab_run -n 500 -c 16 "$BASE/race/item?seller=s1"
+is "race: 500 requests complete" 500 "$AB_COMPLETE"
+is "race: exactly 400 denied" 400 "$AB_NON2XX"
+wait_for 5 rows_at_least $(( 112 + 110 + 500 + 1 ))
+is "race: audit holds exactly 100 admitted" "100|500" "$(sql "SELECT sum(allowed), count(*) FROM decisions WHERE rule='race'")"
+
+# 5. Configuration errors: each named with file and line; -t exits 1.
+cat > "$T/bad.ini" <<'EOF'
+[gateway]
+workers = many
+colour = blue
+
+[rule:a]
+limit = 10
+window = 10x
+
+[nonsense]
+EOF
+printf 'key = 1\n' >> "$T/bad.ini"
+"$RLGATE" -t -c "$T/bad.ini" > "$T/bad.out" 2>&1
+is "rlgate -t exits 1 on a bad file" 1 $?
+check "bad number named with its line" grep -q "bad.ini:2: \[gateway\] workers" "$T/bad.out"
+check "unknown key named with its line" grep -q "bad.ini:3: \[gateway\] colour" "$T/bad.out"
+check "bad duration named with its line" grep -q "bad.ini:7: \[rule:a\] window" "$T/bad.out"
+check "unknown section named with its line" grep -q "bad.ini:1[01]: \[nonsense\]" "$T/bad.out"
+check "configuration OK is not printed" bash -c "! grep -q 'configuration OK' '$T/bad.out'"
+"$RLGATE" -t -c "$TOP/conf/rlgate.ini" > "$T/sample.out" 2>&1
+is "the sample conf/rlgate.ini passes -t" "configuration OK" "$(cat "$T/sample.out")"
+
+# 6. Redis stopped, then back.
+stop_redis
+t0=$(date +%s%N)
+is "redis down, on_error=allow: admitted" 200 "$(status --max-time 3 "$BASE/open/item")"
+is "redis down, on_error=deny: 503" 503 "$(status --max-time 3 "$BASE/closed/item")"
+curl -s -D "$T/h503" -o /dev/null --max-time 3 "$BASE/closed/item"
+is "503 carries Retry-After: 1" 1 "$(hdr "$T/h503" Retry-After)"
+for i in $(seq 20); do status --max-time 3 "$BASE/open/item" >/dev/null; done
+t1=$(date +%s%N)
+# 23 requests: a hang would take seconds each; this bounds behaviour, not speed.
+check "23 requests with redis down answered without waiting on it ($(( (t1 - t0) / 1000000 )) ms)" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+start_redis "$REDIS_PORT" || exit 1
+back() { [ "$(status "$BASE/closed/item")" = 200 ]; }
+check "redis back: decisions resume without restarting rlgate" wait_for 3 back
+is "and Redis decides again (its script cache was empty)" 1 "$(rcli EXISTS 'rl:{closed:127.0.0.1}')"
+sleep 0.2
+check "audit: redis_error rows were recorded as admitted" [ "$(sql "SELECT count(*) FROM decisions WHERE rule='open' AND reason='redis_error' AND allowed=1 AND status=200")" -ge 21 ]
+check "audit: redis_error rows for deny say 503" [ "$(sql "SELECT count(*) FROM decisions WHERE rule='closed' AND reason='redis_error' AND allowed=0 AND status=503")" -ge 2 ]
+check "the outage was logged once, not per request" [ "$(grep -c 'answering with on_error' "$T/rlgate.log")" -le 2 ]
+check "and its end was logged" grep -q 'answers again' "$T/rlgate.log"
+
+# 7. SIGTERM under load: every answered request has its row.
+before=$(sql "SELECT count(*) FROM decisions WHERE rule='load'")
+ab -q -n 20000 -c 20 "$BASE/load/item" > "$T/ab-load.out" 2>&1 &
+AB_PID=$!
+sleep 1
+kill -TERM "$RLGATE_PID"
+wait "$RLGATE_PID"
+is "rlgate exits 0 after SIGTERM" 0 $?
+wait "$AB_PID"
+answered=$(grep -c '"GET /load/item HTTP/1.0" 200' "$T/access.log")
+rows=$(sql "SELECT count(*) FROM decisions WHERE rule='load'")
+check "SIGTERM under load: $answered answered, all have rows ($((rows - before)) new rows)" test "$answered" -gt 0 -a "$((rows - before))" -ge "$answered"
+check "and the stop was logged" grep -q 'stopped' "$T/rlgate.log"
+
+finish

@@ -1,0 +1,268 @@
+/*
+ * Unit tests for respond: the decision from verdicts, and the exact bytes
+ * of each reply shape (authorizer allow/deny, responder, 503, 400).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "respond.h"
+
+static struct conf	conf;
+static struct rule	rules[2];
+static struct request	req;
+static struct match	m[2];
+static struct verdict	v[2];
+static char		out[RLG_MAX_RESPONSE];
+
+static int
+setup(void **state)
+{
+	(void)state;
+	memset(&conf, 0, sizeof(conf));
+	memset(rules, 0, sizeof(rules));
+	memset(&req, 0, sizeof(req));
+	memset(m, 0, sizeof(m));
+	memset(v, 0, sizeof(v));
+	conf.deny_status = 429;
+	conf.headers = RLG_HEADERS_IETF;
+	conf.on_error = RLG_ON_ERROR_ALLOW;
+	rules[0].name = "user_list";
+	rules[0].limit = 100;
+	rules[0].window_ms = 1000;
+	rules[1].name = "daily";
+	rules[1].limit = 5000;
+	rules[1].window_ms = 86400000;
+	m[0].rule = &rules[0];
+	m[1].rule = &rules[1];
+	strcpy(m[0].key, "org1/user/list");
+	m[0].key_len = strlen(m[0].key);
+	m[0].cost = m[1].cost = 1;
+	strcpy(req.id, "abc-1");
+	strcpy(req.ip, "127.0.0.1");
+	req.role = RLG_ROLE_AUTHORIZER;
+	return 0;
+}
+
+static struct decision
+decide(size_t n)
+{
+	struct decision d;
+
+	memset(&d, 0, sizeof(d));
+	d.conf = &conf;
+	d.req = &req;
+	d.m = m;
+	d.v = v;
+	d.n = n;
+	respond_decide(&d, 0);
+	return d;
+}
+
+static void
+test_deny_reply_exact(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	d = decide(1);
+	assert_int_equal(d.status, 429);
+	assert_false(d.allowed);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_string_equal(out,
+	    "Status: 429 Too Many Requests\r\n"
+	    "Cache-Control: no-store\r\n"
+	    "Retry-After: 1\r\n"
+	    "RateLimit-Policy: \"user_list\";q=100;w=1\r\n"
+	    "RateLimit: \"user_list\";r=0;t=1\r\n"
+	    "Content-Type: application/problem+json\r\n"
+	    "\r\n"
+	    "{\"type\":\"https://iana.org/assignments/http-problem-types#"
+	    "quota-exceeded\",\"title\":\"Too Many Requests\",\"status\":429,"
+	    "\"detail\":\"user_list allows 100 per 1000 ms; retry in 420 ms\","
+	    "\"violated-policies\":[\"user_list\"],\"retry_after_ms\":420}\n");
+}
+
+static void
+test_retry_after_rounds_up(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	v[0] = (struct verdict){ 1, 0, 0, 100, 2001, 2001, 1, 0 };
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Retry-After: 3\r\n"));
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=0;t=3\r\n"));
+}
+
+static void
+test_authorizer_allow_is_status_and_variables(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	v[0] = (struct verdict){ 1, 1, 99, 100, 1000, 0, 1, 0 };
+	v[1] = (struct verdict){ 1, 1, 4000, 5000, 1000, 0, 1, 0 };
+	d = decide(2);
+	assert_int_equal(d.status, 200);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_string_equal(out, "Status: 200 OK\r\n"
+	    "Variable-RATELIMIT_REMAINING: 99\r\n"
+	    "Variable-RATELIMIT_POLICY: user_list\r\n\r\n");
+	req.apache = 1;
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Variable-RL_CLIENT: 127.0.0.1\r\n"));
+}
+
+static void
+test_two_policies_one_denies(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	v[0] = (struct verdict){ 1, 1, 50, 100, 300, 0, 1, 0 };
+	v[1] = (struct verdict){ 1, 0, 0, 5000, 5000, 3600000, 1, 0 };
+	conf.headers = RLG_HEADERS_BOTH;
+	d = decide(2);
+	assert_int_equal(d.status, 429);
+	assert_int_equal(d.retry_after_ms, 3600000);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "RateLimit-Policy: \"user_list\";q=100;w=1, "
+	    "\"daily\";q=5000;w=86400\r\n"));
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=50;t=1, "
+	    "\"daily\";r=0;t=3600\r\n"));
+	/* Legacy headers speak for the policy that denied. */
+	assert_non_null(strstr(out, "X-RateLimit-Limit: 5000\r\n"
+	    "X-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: 3600\r\n"));
+	assert_non_null(strstr(out, "\"violated-policies\":[\"daily\"]"));
+	assert_int_equal(d.rule_allowed[0], 1);
+	assert_int_equal(d.rule_allowed[1], 0);
+}
+
+static void
+test_redis_error_follows_on_error(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	d = decide(1);		/* v[0].answered == 0 */
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_REDIS_ERROR);
+	assert_int_equal(d.rule_allowed[0], 1);
+	rules[0].on_error = RLG_ON_ERROR_DENY;
+	d = decide(1);
+	assert_int_equal(d.status, 503);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Status: 503 Service Unavailable\r\n"));
+	assert_non_null(strstr(out, "Retry-After: 1\r\n"));
+	assert_null(strstr(out, "RateLimit"));
+}
+
+static void
+test_dry_run_never_denies(void **state)
+{
+	struct decision d;
+
+	(void)state;
+	rules[0].dry_run = 1;
+	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	d = decide(1);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_DRY_RUN);
+	assert_int_equal(d.rule_allowed[0], 0);
+}
+
+static void
+test_responder_json_escapes_key(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	req.role = RLG_ROLE_RESPONDER;
+	memcpy(m[0].key, "a\"b\\\n\xff", 6);
+	m[0].key_len = 6;
+	v[0] = (struct verdict){ 1, 1, 99, 100, 1000, 0, 1, 0 };
+	conf.deny_status = 403;
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Content-Type: application/json\r\n"));
+	assert_non_null(strstr(out, "\"key\":\"a\\\"b\\\\\\u000a\\u00ff\""));
+	assert_non_null(strstr(out, "{\"allowed\":true,\"status\":200,"));
+	/* deny_status = 403 for nginx: the problem still says quota. */
+	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Status: 403 Forbidden\r\n"));
+	assert_non_null(strstr(out, "quota-exceeded\",\"title\":\"Too Many "
+	    "Requests\",\"status\":403"));
+}
+
+static void
+test_bad_request(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	d.conf = &conf;
+	d.req = &req;
+	d.bad_rule = &rules[0];
+	d.bad_detail = "a field the rate-limit key needs is missing";
+	respond_decide(&d, 0);
+	assert_int_equal(d.status, 400);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "\"title\":\"Bad Request\",\"status\":400,"
+	    "\"detail\":\"a field the rate-limit key needs is missing\","
+	    "\"rule\":\"user_list\"}"));
+}
+
+static void
+test_overflow_is_bounded(void **state)
+{
+	char small[40];
+
+	(void)state;
+	assert_int_equal(respond_json_string(small, 0, sizeof(small),
+	    "\x01\x02\x03\x04\x05\x06\x07\x08", 8), sizeof(small));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_deny_reply_exact, setup),
+		cmocka_unit_test_setup(test_retry_after_rounds_up, setup),
+		cmocka_unit_test_setup(test_authorizer_allow_is_status_and_variables, setup),
+		cmocka_unit_test_setup(test_two_policies_one_denies, setup),
+		cmocka_unit_test_setup(test_redis_error_follows_on_error, setup),
+		cmocka_unit_test_setup(test_dry_run_never_denies, setup),
+		cmocka_unit_test_setup(test_responder_json_escapes_key, setup),
+		cmocka_unit_test_setup(test_bad_request, setup),
+		cmocka_unit_test_setup(test_overflow_is_bounded, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
