@@ -22,8 +22,10 @@
 #define AUDIT_OPEN_BUSY_MS	2000	/* opening (schema, switch to WAL) may wait longer */
 #define AUDIT_BACKOFF_MIN_MS	25	/* first retry after a failed write */
 #define AUDIT_BACKOFF_MAX_MS	1000	/* retries never further apart than this */
-#define AUDIT_TXN_ROWS		8192	/* rows per transaction at most (or batch if larger) */
-#define AUDIT_CHECKPOINT_PAGES	1000	/* WAL pages that trigger a checkpoint (SQLite's default) */
+#define AUDIT_TXN_ROWS		16384	/* rows per transaction at most (or batch if larger) */
+#define AUDIT_TXN_MS		100	/* and held no longer: other processes wait AUDIT_BUSY_MS */
+#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) that trigger a checkpoint */
+#define AUDIT_CACHE_KB		16384	/* page cache: the indexes' hot pages stay in memory */
 #define AUDIT_TEXT_MAX		65536	/* longer strings are cut: a row SQLite refuses would block the queue */
 
 #define INSERT_SQL \
@@ -136,6 +138,7 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	const char *mode;
+	char sql[128];
 	int rc;
 
 	rc = sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
@@ -163,8 +166,9 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	sqlite3_finalize(st);
 	st = NULL;
 	/* In WAL mode NORMAL loses no committed row on a crash, only on power loss. */
-	if (sqlite3_exec(a->db, "PRAGMA synchronous=NORMAL", NULL, NULL,
-	    NULL) != SQLITE_OK ||
+	snprintf(sql, sizeof(sql), "PRAGMA synchronous=NORMAL; "
+	    "PRAGMA cache_size=-%d", AUDIT_CACHE_KB);
+	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
 		goto fail;
 	if (sqlite3_prepare_v3(a->db, INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
@@ -241,12 +245,14 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
 }
 
 /*
- * Writes rows[0..n) in one transaction. Returns 0 when committed, or -1
+ * Writes the first rows of rows[0..n) in one transaction, as many as fit
+ * in AUDIT_TXN_MS. Returns how many were committed (at least 1), or -1
  * with a->err set and nothing written (the transaction is rolled back).
  */
-static int
+static long long
 write_rows(struct audit *a, struct qrow **rows, size_t n)
 {
+	long long stop;
 	size_t i;
 	int rc, moved = 0;
 
@@ -265,7 +271,11 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
+	stop = now_ms() + AUDIT_TXN_MS;
 	for (i = 0; i < n; i++) {
+		/* Commit early rather than make another process time out. */
+		if (i % 1024 == 1023 && now_ms() >= stop)
+			break;
 		if ((rc = bind_row(a->insert, rows[i])) != SQLITE_OK)
 			goto fail;
 		if ((rc = sqlite3_step(a->insert)) != SQLITE_DONE)
@@ -291,7 +301,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 			    sqlite3_errmsg(a->db));
 		}
 	}
-	return 0;
+	return (long long)i;
 fail:
 	snprintf(a->err, sizeof(a->err), "%s", sqlite3_errmsg(a->db));
 	sqlite3_reset(a->insert);
@@ -314,7 +324,7 @@ static void *
 writer_main(void *arg)
 {
 	struct audit *a = arg;
-	long long now, due = 0, at, retry_at = 0, backoff = 0;
+	long long now, due = 0, at, retry_at = 0, backoff = 0, done;
 	size_t n, i;
 	int failing = 0;
 
@@ -355,13 +365,14 @@ writer_main(void *arg)
 			a->txn[i] = a->ring[(a->head + i) % a->cap];
 		pthread_mutex_unlock(&a->mu);
 
-		if (write_rows(a, a->txn, n) == 0) {
+		if ((done = write_rows(a, a->txn, n)) > 0) {
+			n = (size_t)done;
 			for (i = 0; i < n; i++)
 				free(a->txn[i]);
 			pthread_mutex_lock(&a->mu);
 			a->head = (a->head + n) % a->cap;
 			a->count -= n;
-			a->written += (long long)n;
+			a->written += done;
 			if (a->room_waiters > 0)
 				pthread_cond_broadcast(&a->room);
 			if (failing) {

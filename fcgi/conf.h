@@ -14,7 +14,12 @@
 #include <stddef.h>
 
 #define RLG_DEFAULT_CONF	"/etc/rlgate/rlgate.ini"
-#define RLG_MAX_LINE		4096	/* longest line accepted in the INI file */
+/*
+ * Longest line accepted in the INI file, in bytes without the line end.
+ * Debian's libinih reads a line in one buffer of INI_MAX_LINE (200) bytes
+ * and splits longer ones silently; conf refuses them with a message.
+ */
+#define RLG_MAX_LINE		199
 #define RLG_MAX_RULES		256
 
 enum rlg_algorithm {
@@ -92,14 +97,17 @@ struct rule {
 	size_t			 path_len;
 	regex_t			 path_re;	/* RLG_PATH_REGEX only */
 	char			**methods;	/* NULL-terminated, upper case; NULL = any */
-	char			*host;		/* NULL = any */
+	char			*host;		/* as written; NULL = any */
 	struct tmpl		 key;
 	enum rlg_algorithm	 algorithm;
 	long long		 limit;
 	long long		 window_ms;
 	long long		 burst;		/* 0 = not set (the scripts use limit) */
-	long long		 precision_ms;	/* sliding_window; 0 = not set */
-	long long		 cost;		/* when cost_tmpl.nparts == 0 */
+	long long		 precision_ms;	/* sliding_window: set, or its
+						 * default (window/10, a divisor
+						 * of window); 0 for the others */
+	long long		 cost;		/* when cost_tmpl.nparts == 0;
+						 * never above burst (or limit) */
 	struct tmpl		 cost_tmpl;
 	int			 on_missing_deny;
 	enum rlg_on_error	 on_error;
@@ -146,7 +154,10 @@ struct conf {
  * Reads and checks the file at path. On success returns a conf the caller
  * releases with conf_free() and sets *errors to NULL. On failure returns
  * NULL and sets *errors to every problem found, one "FILE:LINE: ..." per
- * line, in a string the caller frees. Thread safe (no global state).
+ * line, each ending in a newline, sorted by line, in a string the caller
+ * frees (NULL only if even that could not be allocated). Checks form, not
+ * existence: paths and addresses are not opened. Thread safe (no global
+ * state; inih's run-time settings are left at their defaults).
  */
 struct conf	*conf_load(const char *path, char **errors);
 
@@ -171,7 +182,11 @@ int		 conf_parse_int(const char *s, long long min, long long max,
 int		 conf_parse_duration(const char *s, long long *out_ms,
 		    const char **errstr);
 
-/* Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs? */
+/*
+ * Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs?
+ * An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is also checked against the
+ * IPv4 CIDRs. Returns 1 or 0; c may be NULL (0).
+ */
 int		 conf_trusted(const struct conf *c, int family,
 		    const unsigned char *addr);
 

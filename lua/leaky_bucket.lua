@@ -1,0 +1,152 @@
+-- leaky_bucket: a queue that lets requests out at a constant rate, one per
+-- window/limit (scaled by cost); the gateway holds each admitted request for
+-- delay_ms before answering, so a busy client waits instead of failing.
+--
+-- KEYS[1]  state key, a plain string: the time Q (us) at which the queue is
+--          empty again, "A" or, when window/limit is not a whole number of
+--          microseconds, "A+R/D" (A + R/D us, D = limit / gcd(limit, window_us))
+-- ARGV[1]  now in microseconds; empty: Redis TIME
+-- ARGV[2]  cost of this request, >= 1: it holds the outlet for cost * T
+-- ARGV[3]  limit: requests (cost units) let out per window, >= 1; T = window / limit
+-- ARGV[4]  window in milliseconds, >= 1
+-- ARGV[5]  burst: cost units that may wait ahead of an admitted request, >= 0
+--          (0: no queue, admitted only when the outlet is free); empty: limit
+-- ARGV[6]  precision: not used (ignored)
+--
+-- A request arriving at now waits w = max(0, Q - now) (the work queued ahead
+-- of it). It is admitted when w <= burst * T, leaves after delay_ms = ceil(w),
+-- and then holds the outlet for cost * T: Q = now + w + cost * T. With cost 1:
+-- an idle bucket lets a request out at once, and of n simultaneous requests
+-- 1 + burst are admitted (one leaves at once, burst wait, the k-th for k * T),
+-- the rest denied: nginx limit_req's burst, without nodelay.
+--
+-- Reply {allowed, remaining, limit, reset_ms, retry_after_ms, now_us, delay_ms}:
+--   allowed         1 admitted, 0 denied
+--   remaining       cost-1 requests that could still be admitted now, after this one:
+--                   floor((burst * T - w') / T) + 1 with w' = Q - now, at least 0
+--   limit           ARGV[3]
+--   reset_ms        ms until the queue is empty, Q - now (ceil); 0 when idle
+--   retry_after_ms  0 when admitted; else ms until w <= burst * T (ceil): a
+--                   request sent exactly then is admitted, 1 ms earlier it is not
+--   now_us          the time used for the decision
+--   delay_ms        ms the gateway holds an admitted request: ceil(w / 1 ms),
+--                   0 at an idle bucket; 0 when denied
+--
+-- Promise: admitted requests leave (now + exact wait) in arrival order, each
+-- at least cost * T after the one before it, and none waits more than
+-- burst * T. Arithmetic is exact in ticks of 1/D us; it needs
+-- (burst + cost) * window_us / gcd(limit, window_us) < 2^53, checked.
+-- Denied requests change nothing. Decisions come from the stored Q and now,
+-- never from the TTL.
+--
+-- TTL: SET ... PX reset_ms on every admission: the key vanishes when the
+-- queue is empty, and a missing key is an idle bucket.
+--
+-- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
+
+local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
+local EXACT = 9007199254740992	-- 2^53
+
+local function num(s) return string.format('%d', s) end
+
+-- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
+local function fdiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+local function cdiv(a, b) return -fdiv(-a, b) end
+local function gcd(x, y)
+	while y > 0 do x, y = y, x - fdiv(x, y) * y end
+	return x
+end
+
+-- ARGV[i] as an integer in [lo, hi]; dflt when empty (an error when dflt is nil).
+local function arg_int(i, name, lo, hi, dflt)
+	local s = ARGV[i]
+	if s == nil or s == '' then
+		if dflt ~= nil then return dflt end
+		return nil, name .. ' is missing (ARGV[' .. i .. '])'
+	end
+	if #s > 16 or not string.find(s, '^%-?%d+$') then
+		local shown = string.gsub(string.sub(s, 1, 40), '[^%w%.%-%+]', '_')
+		return nil, name .. ' must be an integer, got "' .. shown .. '"'
+	end
+	local v = tonumber(s)
+	if v < lo then return nil, name .. ' must be at least ' .. num(lo) .. ', got ' .. s end
+	if v > hi then return nil, name .. ' must be at most ' .. num(hi) .. ', got ' .. s end
+	return v
+end
+
+local function args()
+	local a, err = {}, nil
+	a.cost, err = arg_int(2, 'cost', 1, 1e9)
+	if err then return nil, err end
+	a.limit, err = arg_int(3, 'limit', 1, 1e9)
+	if err then return nil, err end
+	a.window_ms, err = arg_int(4, 'window_ms', 1, 1e11)
+	if err then return nil, err end
+	a.burst, err = arg_int(5, 'burst', 0, 1e9, a.limit)
+	if err then return nil, err end
+	local window_us = a.window_ms * 1000
+	local g = gcd(window_us, a.limit)
+	a.scale = window_us / g		-- units per token
+	a.rate = a.limit / g		-- units per microsecond
+	if (a.burst + a.cost) * a.scale >= EXACT then
+		return nil, 'burst ' .. num(a.burst) .. ' and cost ' .. num(a.cost) ..
+		    ' are too large for limit ' .. num(a.limit) .. ' per ' .. num(a.window_ms) ..
+		    ' ms: (burst + cost) * window_us / gcd(limit, window_us) must stay below ' ..
+		    '2^53 (use a shorter window or a limit sharing more factors with it)'
+	end
+	a.now, err = arg_int(1, 'now (microseconds)', 0, MAX, -1)
+	if err then return nil, err end
+	if a.now < 0 then
+		local t = redis.call('TIME')
+		a.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	end
+	return a
+end
+
+local a, err = args()
+local a, err = args()
+if not a then return redis.error_reply('rlgate: ' .. err) end
+local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
+local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
+local max_wait = a.burst * interval		-- in ticks
+
+-- Ticks from now until the stored Q (0 when it is past); capped just above
+-- max_wait (more only after a parameter change), which still denies.
+local function wait_ticks(s)
+	local at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+	if at then
+		at, r, d = tonumber(at), tonumber(r), tonumber(d)
+		if d ~= ticks_per_us then r = math.ceil(r / d * ticks_per_us) end
+	else
+		at, r = tonumber(s), 0
+		if at == nil then return 0 end
+	end
+	if at < now or (at == now and r == 0) then return 0 end
+	local cap = max_wait + cost * interval
+	if at - now > cdiv(cap, ticks_per_us) then return cap end
+	return math.min(cap, (at - now) * ticks_per_us + r)
+end
+local function format_time(ticks)	-- now + ticks, as "A" or "A+R/D"
+	local us = fdiv(ticks, ticks_per_us)
+	local r = ticks - us * ticks_per_us
+	if r == 0 then return num(now + us) end
+	return num(now + us) .. '+' .. num(r) .. '/' .. num(ticks_per_us)
+end
+
+local stored = redis.call('GET', key)
+local w = 0
+if stored then w = wait_ticks(stored) end
+local per_ms = ticks_per_us * 1000
+
+if w <= max_wait then
+	local q = w + cost * interval
+	local reset_ms = cdiv(q, per_ms)
+	redis.call('SET', key, format_time(q), 'PX', reset_ms)
+	local remaining = math.max(0, fdiv(max_wait - q, interval) + 1)
+	return {1, remaining, limit, reset_ms, 0, now, cdiv(w, per_ms)}
+end
+return {0, 0, limit, cdiv(w, per_ms), cdiv(w - max_wait, per_ms), now, 0}

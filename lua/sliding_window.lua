@@ -1,0 +1,153 @@
+-- sliding_window: per-block counters in one hash; the window is the current
+-- block and the window/precision - 1 blocks before it.
+--
+-- KEYS[1]  state key, a hash {block index = admitted cost}; block j covers the
+--          times [j * precision, (j + 1) * precision) (us since the epoch,
+--          aligned to multiples of precision)
+-- ARGV[1]  now in microseconds; empty: Redis TIME
+-- ARGV[2]  cost of this request, 1 <= cost <= limit
+-- ARGV[3]  limit: cost admitted in any n = window / precision consecutive blocks, >= 1
+-- ARGV[4]  window in milliseconds, >= 1
+-- ARGV[5]  burst: not used (ignored)
+-- ARGV[6]  precision: block width in ms, >= 1, dividing window, at most 10000
+--          blocks per window; empty: window / 10 (window must then be a
+--          multiple of 10 ms)
+--
+-- Reply {allowed, remaining, limit, reset_ms, retry_after_ms, now_us, delay_ms}:
+--   allowed         1 admitted, 0 denied
+--   remaining       limit - cost counted in the current n blocks (after this request)
+--   limit           ARGV[3]
+--   reset_ms        ms until the newest counted block drops out (ceil): then the
+--                   whole limit is free again; 0 when nothing is counted
+--   retry_after_ms  0 when admitted; else ms until enough of the oldest blocks have
+--                   dropped out for this cost (a block boundary, so exact in ms): a
+--                   request sent exactly then is admitted, 1 ms earlier it is not
+--   now_us          the time used for the decision
+--   delay_ms        always 0
+--
+-- Promise: any n consecutive blocks admit at most limit cost. So any interval
+-- of length window - precision admits at most limit, and any interval of
+-- length d at most limit * ceil((ceil(d / precision) + 1) / n): 2 x limit for
+-- a whole window in the worst case, but never within less than
+-- window - precision (fixed_window: 2 x limit within microseconds).
+-- Blocks that have dropped out are deleted on admission, never counted.
+-- Denied requests change nothing. Decisions come from the block indexes and
+-- now, never from the TTL.
+--
+-- TTL: PEXPIRE reset_ms on every admission: the key vanishes when its newest
+-- block has dropped out.
+--
+-- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
+
+local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
+
+local function num(s) return string.format('%d', s) end
+
+-- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
+local function fdiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+local function cdiv(a, b) return -fdiv(-a, b) end
+
+-- ARGV[i] as an integer in [lo, hi]; dflt when empty (an error when dflt is nil).
+local function arg_int(i, name, lo, hi, dflt)
+	local s = ARGV[i]
+	if s == nil or s == '' then
+		if dflt ~= nil then return dflt end
+		return nil, name .. ' is missing (ARGV[' .. i .. '])'
+	end
+	if #s > 16 or not string.find(s, '^%-?%d+$') then
+		local shown = string.gsub(string.sub(s, 1, 40), '[^%w%.%-%+]', '_')
+		return nil, name .. ' must be an integer, got "' .. shown .. '"'
+	end
+	local v = tonumber(s)
+	if v < lo then return nil, name .. ' must be at least ' .. num(lo) .. ', got ' .. s end
+	if v > hi then return nil, name .. ' must be at most ' .. num(hi) .. ', got ' .. s end
+	return v
+end
+
+local function args()
+	local a, err = {}, nil
+	a.cost, err = arg_int(2, 'cost', 1, 1e9)
+	if err then return nil, err end
+	a.limit, err = arg_int(3, 'limit', 1, 1e9)
+	if err then return nil, err end
+	a.window_ms, err = arg_int(4, 'window_ms', 1, 1e11)
+	if err then return nil, err end
+	if a.window_ms % 10 == 0 then
+		a.precision_ms, err = arg_int(6, 'precision_ms', 1, a.window_ms, a.window_ms / 10)
+	else
+		a.precision_ms, err = arg_int(6, 'precision_ms', 1, a.window_ms)
+		if err and (ARGV[6] == nil or ARGV[6] == '') then
+			err = 'precision_ms is empty and window_ms ' .. num(a.window_ms) ..
+			    ' is not a multiple of 10: give a precision that divides the window'
+		end
+	end
+	if err then return nil, err end
+	if a.window_ms % a.precision_ms ~= 0 then
+		return nil, 'precision_ms ' .. num(a.precision_ms) .. ' does not divide window_ms ' ..
+		    num(a.window_ms) .. ': blocks must tile the window'
+	end
+	if a.window_ms / a.precision_ms > 10000 then
+		return nil, 'window_ms ' .. num(a.window_ms) .. ' / precision_ms ' ..
+		    num(a.precision_ms) .. ' is more than 10000 blocks: use a coarser precision'
+	end
+	if a.cost > a.limit then
+		return nil, 'cost ' .. num(a.cost) .. ' is above limit ' .. num(a.limit) ..
+		    ': such a request could never be admitted'
+	end
+	a.now, err = arg_int(1, 'now (microseconds)', 0, MAX, -1)
+	if err then return nil, err end
+	if a.now < 0 then
+		local t = redis.call('TIME')
+		a.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	end
+	return a
+end
+
+
+local a, err = args()
+if not a then return redis.error_reply('rlgate: ' .. err) end
+local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
+local block_us = a.precision_ms * 1000
+local nblocks = a.window_ms / a.precision_ms
+local current = fdiv(now, block_us)
+local first = current - nblocks + 1	-- oldest block still counted
+
+-- Block j drops out at the start of block j + nblocks; ms from now until then.
+local function ms_until_out(j) return cdiv((j + nblocks) * block_us - now, 1000) end
+
+local all = redis.call('HGETALL', key)
+local used, newest, old, live = 0, nil, {}, {}
+for i = 1, #all, 2 do
+	local j, n = tonumber(all[i]), tonumber(all[i + 1])
+	if j == nil or n == nil or j < first then
+		old[#old + 1] = all[i]
+	else	-- blocks after current exist only when the clock ran backwards
+		used = used + n
+		live[#live + 1] = {j, n}
+		if newest == nil or j > newest then newest = j end
+	end
+end
+
+if used + cost <= limit then
+	for i = 1, #old, 1000 do
+		redis.call('HDEL', key, unpack(old, i, math.min(i + 999, #old)))
+	end
+	redis.call('HINCRBY', key, num(current), cost)
+	if newest == nil or current > newest then newest = current end
+	local reset_ms = ms_until_out(newest)
+	redis.call('PEXPIRE', key, reset_ms)
+	return {1, limit - used - cost, limit, reset_ms, 0, now, 0}
+end
+
+-- Denied: the oldest blocks must drop out until cost fits.
+table.sort(live, function(x, y) return x[1] < y[1] end)
+local need, freed, retry_ms = used + cost - limit, 0, 0
+for _, b in ipairs(live) do
+	freed = freed + b[2]
+	if freed >= need then retry_ms = ms_until_out(b[1]); break end
+end
+return {0, math.max(0, limit - used), limit, ms_until_out(newest), retry_ms, now, 0}

@@ -1,0 +1,165 @@
+-- token_bucket: a bucket of burst tokens, full at the start, refilled
+-- continuously at limit tokens per window; a request takes cost tokens.
+--
+-- KEYS[1]  state key, a hash {tokens, ts}: the tokens in the bucket at time ts (us)
+-- ARGV[1]  now in microseconds; empty: Redis TIME
+-- ARGV[2]  cost of this request (tokens), 1 <= cost <= burst
+-- ARGV[3]  limit: tokens added per window, >= 1
+-- ARGV[4]  window in milliseconds, >= 1
+-- ARGV[5]  burst: bucket capacity in tokens, >= 1; empty: limit
+-- ARGV[6]  precision: not used (ignored)
+--
+-- Reply {allowed, remaining, limit, reset_ms, retry_after_ms, now_us, delay_ms}:
+--   allowed         1 admitted, 0 denied
+--   remaining       whole tokens left in the bucket (after this request)
+--   limit           ARGV[3]
+--   reset_ms        ms until the bucket is full again (ceil); 0 when full
+--   retry_after_ms  0 when admitted; else ms until cost tokens are there (ceil): a
+--                   request of the same cost sent exactly then is admitted, 1 ms
+--                   earlier it is not (if nothing else came)
+--   now_us          the time used for the decision
+--   delay_ms        always 0
+--
+-- Promise: a request is admitted when the bucket holds at least cost tokens;
+-- any interval of length d admits at most burst + d * limit / window cost.
+-- Arithmetic is exact: with g = gcd(limit, window_us), tokens are counted in
+-- units of g / window_us token, so no refill time is ever lost between calls.
+-- The stored value is "Q" (whole tokens) or "Q+R/S" (Q + R/S tokens).
+-- Exactness needs burst * window_us / g < 2^53, checked (an error otherwise;
+-- true for any burst below 1e5 with a 1 day window, 2.5e6 with 1 hour).
+-- The same decisions as gcra.lua with the same arguments. Time running
+-- backwards (client clocks) counts as no time passing.
+-- Denied requests change nothing. Refill comes from the stored ts and now,
+-- never from the TTL.
+--
+-- TTL: PEXPIRE reset_ms on every admission: the key vanishes when the bucket
+-- would be full, and a missing key is a full bucket.
+--
+-- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
+
+local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
+local EXACT = 9007199254740992	-- 2^53
+
+local function num(s) return string.format('%d', s) end
+
+-- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
+local function fdiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+local function cdiv(a, b) return -fdiv(-a, b) end
+local function gcd(x, y)
+	while y > 0 do x, y = y, x - fdiv(x, y) * y end
+	return x
+end
+
+-- ARGV[i] as an integer in [lo, hi]; dflt when empty (an error when dflt is nil).
+local function arg_int(i, name, lo, hi, dflt)
+	local s = ARGV[i]
+	if s == nil or s == '' then
+		if dflt ~= nil then return dflt end
+		return nil, name .. ' is missing (ARGV[' .. i .. '])'
+	end
+	if #s > 16 or not string.find(s, '^%-?%d+$') then
+		local shown = string.gsub(string.sub(s, 1, 40), '[^%w%.%-%+]', '_')
+		return nil, name .. ' must be an integer, got "' .. shown .. '"'
+	end
+	local v = tonumber(s)
+	if v < lo then return nil, name .. ' must be at least ' .. num(lo) .. ', got ' .. s end
+	if v > hi then return nil, name .. ' must be at most ' .. num(hi) .. ', got ' .. s end
+	return v
+end
+
+local function args()
+	local a, err = {}, nil
+	a.cost, err = arg_int(2, 'cost', 1, 1e9)
+	if err then return nil, err end
+	a.limit, err = arg_int(3, 'limit', 1, 1e9)
+	if err then return nil, err end
+	a.window_ms, err = arg_int(4, 'window_ms', 1, 1e11)
+	if err then return nil, err end
+	a.burst, err = arg_int(5, 'burst', 1, 1e9, a.limit)
+	if err then return nil, err end
+	if a.cost > a.burst then
+		return nil, 'cost ' .. num(a.cost) .. ' is above burst ' .. num(a.burst) ..
+		    ': such a request could never be admitted'
+	end
+	local window_us = a.window_ms * 1000
+	local g = gcd(window_us, a.limit)
+	a.scale = window_us / g		-- units per token
+	a.rate = a.limit / g		-- units per microsecond
+	if a.burst * a.scale >= EXACT then
+		return nil, 'burst ' .. num(a.burst) .. ' is too large for limit ' ..
+		    num(a.limit) .. ' per ' .. num(a.window_ms) .. ' ms: burst * window_us / ' ..
+		    'gcd(limit, window_us) must stay below 2^53 (use a shorter window or ' ..
+		    'a limit sharing more factors with it)'
+	end
+	a.now, err = arg_int(1, 'now (microseconds)', 0, MAX, -1)
+	if err then return nil, err end
+	if a.now < 0 then
+		local t = redis.call('TIME')
+		a.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	end
+	return a
+end
+
+local a, err = args()
+if not a then return redis.error_reply('rlgate: ' .. err) end
+local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
+local scale, rate = a.scale, a.rate
+local capacity = a.burst * scale	-- in units
+
+-- Stored tokens "Q" or "Q+R/S" as units of the current scale (rounded down if
+-- the parameters changed since it was written).
+local function parse_tokens(s)
+	local q, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+	if q then
+		q, r, d = tonumber(q), tonumber(r), tonumber(d)
+		if d == scale then return q * scale + r end
+		return q * scale + math.floor(r / d * scale)
+	end
+	q = tonumber(s)
+	if q then return q * scale end
+	return nil
+end
+local function format_tokens(units)
+	local q = fdiv(units, scale)
+	local r = units - q * scale
+	if r == 0 then return num(q) end
+	return num(q) .. '+' .. num(r) .. '/' .. num(scale)
+end
+
+local h = redis.call('HMGET', key, 'tokens', 'ts')
+local units, ts = nil, tonumber(h[2])
+if h[1] then units = parse_tokens(h[1]) end
+if units == nil or ts == nil then
+	units, ts = capacity, now	-- no state: a full bucket
+end
+if units > capacity then units = capacity end
+
+-- Refill from ts to now; time running backwards refills nothing.
+local t = ts
+if now > ts then
+	local deficit = capacity - units
+	if deficit > 0 then
+		if now - ts >= cdiv(deficit, rate) then
+			units = capacity
+		else
+			units = units + (now - ts) * rate
+		end
+	end
+	t = now
+end
+
+local need = cost * scale
+if units >= need then
+	units = units - need
+	local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
+	redis.call('HSET', key, 'tokens', format_tokens(units), 'ts', num(t))
+	redis.call('PEXPIRE', key, reset_ms)
+	return {1, fdiv(units, scale), limit, reset_ms, 0, now, 0}
+end
+local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
+local retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000)
+return {0, fdiv(units, scale), limit, reset_ms, retry_ms, now, 0}

@@ -1,0 +1,288 @@
+/*
+ * db: opens the audit databases read-only and refuses anything that is not
+ * an rlgate audit database. The expected columns are read from
+ * RLG_AUDIT_SCHEMA itself (applied to an in-memory database), so the
+ * gateway's header stays the one definition of the schema.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "audit.h"
+#include "db.h"
+
+#define MAX_COLUMNS	64
+
+struct columns {
+	char	*name[MAX_COLUMNS];
+	int	 n;
+};
+
+static void
+columns_free(struct columns *c)
+{
+	for (int i = 0; i < c->n; i++)
+		free(c->name[i]);
+	c->n = 0;
+}
+
+/* Columns of table decisions in db; c->n == 0 when there is no table. */
+static int
+read_columns(sqlite3 *db, struct columns *c)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	c->n = 0;
+	if (sqlite3_prepare_v2(db, "PRAGMA table_info(decisions)", -1, &st,
+	    NULL) != SQLITE_OK)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW && c->n < MAX_COLUMNS) {
+		const unsigned char *name = sqlite3_column_text(st, 1);
+
+		if (name == NULL || (c->name[c->n] = strdup((const char *)name)) == NULL)
+			break;
+		c->n++;
+	}
+	rc = (rc == SQLITE_ROW || rc == SQLITE_DONE) ? 0 : -1;
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static int
+expected_columns(struct columns *c)
+{
+	sqlite3 *mem;
+	int rc = -1;
+
+	if (sqlite3_open(":memory:", &mem) != SQLITE_OK)
+		goto out;
+	if (sqlite3_exec(mem, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+		goto out;
+	rc = read_columns(mem, c);
+out:
+	sqlite3_close(mem);
+	return rc;
+}
+
+static int
+check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen)
+{
+	struct columns have;
+	int rc = -1;
+
+	if (read_columns(d->db, &have) == -1) {
+		columns_free(&have);
+		if (sqlite3_errcode(d->db) == SQLITE_NOTADB)
+			snprintf(err, errlen, "%s: not an SQLite database", d->path);
+		else
+			snprintf(err, errlen, "%s: cannot read: %s", d->path,
+			    sqlite3_errmsg(d->db));
+		return -1;
+	}
+	if (have.n == 0) {
+		snprintf(err, errlen, "%s: not an rlgate audit database (no decisions table)",
+		    d->path);
+		goto out;
+	}
+	for (int i = 0; i < want->n; i++) {
+		int found = 0;
+
+		for (int j = 0; j < have.n && !found; j++)
+			found = strcmp(want->name[i], have.name[j]) == 0;
+		if (!found) {
+			snprintf(err, errlen, "%s: not an rlgate audit database "
+			    "(table decisions has no column %s)", d->path, want->name[i]);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	columns_free(&have);
+	return rc;
+}
+
+int
+db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
+{
+	struct columns want;
+	struct stat sb;
+	size_t i;
+
+	dbs->n = 0;
+	if ((dbs->v = calloc(n, sizeof(*dbs->v))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (expected_columns(&want) == -1) {
+		snprintf(err, errlen, "cannot apply the audit schema in memory");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct rdb *d = &dbs->v[i];
+
+		/* SQLite's own message for these is "unable to open database file". */
+		if (stat(paths[i], &sb) == -1) {
+			snprintf(err, errlen, "%s: %s", paths[i], errno == ENOENT ?
+			    "no such file" : strerror(errno));
+			goto fail;
+		}
+		if (S_ISDIR(sb.st_mode)) {
+			snprintf(err, errlen, "%s: is a directory, not an audit database",
+			    paths[i]);
+			goto fail;
+		}
+		if ((d->path = strdup(paths[i])) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		dbs->n++;
+		if (sqlite3_open_v2(paths[i], &d->db, SQLITE_OPEN_READONLY, NULL) !=
+		    SQLITE_OK) {
+			snprintf(err, errlen, "%s: cannot open: %s", paths[i],
+			    d->db ? sqlite3_errmsg(d->db) : "out of memory");
+			goto fail;
+		}
+		/* A gateway may be writing (WAL): wait for its locks, never fail. */
+		sqlite3_busy_timeout(d->db, 10000);
+		if (check_schema(d, &want, err, errlen) == -1)
+			goto fail;
+	}
+	columns_free(&want);
+	return 0;
+fail:
+	columns_free(&want);
+	db_close_all(dbs);
+	return -1;
+}
+
+void
+db_close_all(struct rdbs *dbs)
+{
+	for (size_t i = 0; i < dbs->n; i++) {
+		sqlite3_close(dbs->v[i].db);
+		free(dbs->v[i].path);
+	}
+	free(dbs->v);
+	dbs->v = NULL;
+	dbs->n = 0;
+}
+
+sqlite3_stmt *
+db_prepare(struct rdb *d, const char *sql, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(d->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: cannot query: %s", d->path,
+		    sqlite3_errmsg(d->db));
+		return NULL;
+	}
+	return st;
+}
+
+int
+db_has(struct rdbs *dbs, const char *rule, const char *key, char *err,
+    size_t errlen)
+{
+	const char *sql = key ?
+	    "SELECT 1 FROM decisions WHERE rule = ?1 AND key = ?2 LIMIT 1" :
+	    "SELECT 1 FROM decisions WHERE rule = ?1 LIMIT 1";
+	const char *sql_key = "SELECT 1 FROM decisions WHERE key = ?2 LIMIT 1";
+
+	for (size_t i = 0; i < dbs->n; i++) {
+		sqlite3_stmt *st;
+		int rc;
+
+		if ((st = db_prepare(&dbs->v[i], rule ? sql : sql_key, err, errlen)) == NULL)
+			return -1;
+		if (rule)
+			sqlite3_bind_text(st, 1, rule, -1, SQLITE_STATIC);
+		if (key)
+			sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc == SQLITE_ROW)
+			return 1;
+		if (rc != SQLITE_DONE) {
+			snprintf(err, errlen, "%s: cannot query: %s", dbs->v[i].path,
+			    sqlite3_errmsg(dbs->v[i].db));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void
+db_rule_names(struct rdbs *dbs, char *buf, size_t len)
+{
+	char *names[64];
+	size_t n = 0, off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < dbs->n; i++) {
+		sqlite3_stmt *st;
+
+		/* The (rule, key, ts_ms) index makes DISTINCT rule a skip scan. */
+		if (sqlite3_prepare_v2(dbs->v[i].db, "SELECT DISTINCT rule FROM "
+		    "decisions WHERE rule IS NOT NULL LIMIT 64", -1, &st, NULL) != SQLITE_OK)
+			continue;
+		while (sqlite3_step(st) == SQLITE_ROW && n < 64) {
+			const char *r = (const char *)sqlite3_column_text(st, 0);
+			int dup = 0;
+
+			for (size_t j = 0; j < n && !dup; j++)
+				dup = strcmp(names[j], r) == 0;
+			if (!dup && (names[n] = strdup(r)) != NULL)
+				n++;
+		}
+		sqlite3_finalize(st);
+	}
+	qsort(names, n, sizeof(names[0]), cmp_str);
+	for (size_t j = 0; j < n; j++) {
+		if (off + strlen(names[j]) + 8 < len)
+			off += snprintf(buf + off, len - off, "%s%s", j ? ", " : "", names[j]);
+		else if (off + 5 < len && (off == 0 || buf[off - 1] != '.'))
+			off += snprintf(buf + off, len - off, ", ...");
+		free(names[j]);
+	}
+}
+
+void
+filter_sql(const struct filter *f, char *buf, size_t len)
+{
+	size_t off = strlen(buf);
+
+	if (f->rule)
+		off += snprintf(buf + off, len - off, " AND rule = ?1");
+	if (f->key)
+		off += snprintf(buf + off, len - off, " AND key = ?2");
+	if (f->since_ms != INT64_MIN)
+		off += snprintf(buf + off, len - off, " AND ts_ms >= ?3");
+	if (f->until_ms != INT64_MAX)
+		snprintf(buf + off, len - off, " AND ts_ms < ?4");
+}
+
+int
+filter_bind(const struct filter *f, sqlite3_stmt *st)
+{
+	int rc = SQLITE_OK;
+
+	if (f->rule && rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, f->rule, -1, SQLITE_STATIC);
+	if (f->key && rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 2, f->key, -1, SQLITE_STATIC);
+	if (f->since_ms != INT64_MIN && rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 3, f->since_ms);
+	if (f->until_ms != INT64_MAX && rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 4, f->until_ms);
+	return rc == SQLITE_OK ? 0 : -1;
+}

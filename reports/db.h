@@ -1,0 +1,71 @@
+/*
+ * db: the audit databases the report reads, opened read-only and checked to
+ * be rlgate audit databases (a decisions table with the columns of
+ * RLG_AUDIT_SCHEMA in fcgi/audit.h). Several may be given, one per gateway
+ * host; every reader in reports/ loops over all of them.
+ */
+#ifndef RLG_REPORT_DB_H
+#define RLG_REPORT_DB_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rdb {
+	char		*path;	/* as given on the command line */
+	sqlite3		*db;
+};
+
+struct rdbs {
+	struct rdb	*v;
+	size_t		 n;
+};
+
+/*
+ * Opens every path read-only and checks its schema. On failure closes what
+ * was opened and writes one sentence naming the file into err ("audit.db:
+ * no such file", "x.db: not an rlgate audit database (no decisions
+ * table)"). Returns 0 or -1. The paths are copied.
+ */
+int		 db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err,
+		    size_t errlen);
+
+/* Closes every database. Accepts a zeroed or half-opened set. */
+void		 db_close_all(struct rdbs *dbs);
+
+/*
+ * Prepares sql on one database. Returns the statement, or NULL with a
+ * sentence in err naming the file.
+ */
+sqlite3_stmt	*db_prepare(struct rdb *d, const char *sql, char *err, size_t errlen);
+
+/*
+ * Does any database hold a decision for rule (and key, when not NULL)?
+ * Returns 1, 0, or -1 with a sentence in err.
+ */
+int		 db_has(struct rdbs *dbs, const char *rule, const char *key,
+		    char *err, size_t errlen);
+
+/*
+ * The distinct rule names in all databases, sorted, joined with ", " and
+ * cut to about len bytes, into buf (for "unknown rule" messages).
+ */
+void		 db_rule_names(struct rdbs *dbs, char *buf, size_t len);
+
+/* A row filter shared by every reader: rule, key, [since, until). */
+struct filter {
+	const char	*rule;		/* NULL = every rule */
+	const char	*key;		/* NULL = every key */
+	int64_t		 since_ms;	/* INT64_MIN = from the start */
+	int64_t		 until_ms;	/* INT64_MAX = to the end (exclusive) */
+};
+
+/*
+ * Appends " AND ..." clauses for f to the WHERE clause being built in buf
+ * (with ?1 rule, ?2 key, ?3 since, ?4 until) and binds them with
+ * filter_bind() after preparing.
+ */
+void		 filter_sql(const struct filter *f, char *buf, size_t len);
+int		 filter_bind(const struct filter *f, sqlite3_stmt *st);
+
+#endif

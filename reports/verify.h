@@ -1,0 +1,80 @@
+/*
+ * verify: replays every key's admitted decisions (allowed = 1, reason =
+ * limit: the ones Redis admitted) against the promise of its algorithm
+ * (DESIGN section 5, the comment blocks of lua/*.lua), using the
+ * parameters stored in each row. All databases are merged into one
+ * timeline per (rule, key), ordered by ts_ms, then database, then id.
+ *
+ * ts_ms is Redis TIME truncated to the millisecond, so a decision's true
+ * time lies in [ts_ms, ts_ms + 0.999]. A violation is reported only when no
+ * choice of true times within those bounds keeps the promise, and always
+ * when none does: the slack is exactly what the truncation implies.
+ */
+#ifndef RLG_REPORT_VERIFY_H
+#define RLG_REPORT_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db.h"
+
+struct violation {
+	const char	*rule;
+	const char	*key;
+	const char	*algorithm;
+	int64_t		 limit;
+	int64_t		 window_ms;
+	int64_t		 burst;
+	const char	*check;		/* "window", "interval", "blocks", "bucket", "spacing", "wait" */
+	int64_t		 from_ms;	/* the times involved; their meaning is in detail */
+	int64_t		 to_ms;
+	int64_t		 admitted;	/* cost admitted there */
+	char		 allowed[32];	/* what the promise allows there, as a number */
+	int64_t		 decisions;	/* decisions found over the promise in this episode */
+	char		 detail[320];	/* one sentence with times and counts */
+};
+
+/* One line per (rule, parameters) of the summary. */
+struct verify_rule {
+	const char	*rule;
+	const char	*algorithm;
+	int64_t		 limit;
+	int64_t		 window_ms;
+	int64_t		 burst;
+	int64_t		 precision_ms;	/* sliding_window only, else 0 */
+	const char	*precision_from; /* "--precision", "denials", "default" */
+	int64_t		 keys;
+	int64_t		 admitted;	/* decisions replayed */
+	int64_t		 violations;
+};
+
+struct verify {
+	struct violation	*v;
+	size_t			 nv;
+	struct verify_rule	*rules;
+	size_t			 nrules;
+	int64_t			 keys;
+	int64_t			 admitted;
+	int64_t			 skipped;	/* admitted rows without usable parameters */
+	int			 approximate;	/* a fixed_window reconstruction was cut short */
+	void			*priv;		/* owns the strings above */
+};
+
+/*
+ * Verifies the rows matching f's rule and key (all of their history: a
+ * window may open before f's time range). Violations are kept when they
+ * touch [f->since_ms, f->until_ms). precision_ms > 0 forces the block
+ * width of sliding_window rules; 0 infers it from the denials (their
+ * retry times are block boundaries), or takes the gateway's default.
+ * Returns 0 (see v->nv), or -1 with one sentence in err. Free with
+ * verify_free() either way; v zeroed by the caller first.
+ */
+int		 verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
+		    int64_t precision_ms, char *err, size_t errlen);
+
+void		 verify_free(struct verify *v);
+
+/* The gateway's default sliding_window precision for a window (conf.c). */
+int64_t		 verify_default_precision(int64_t window_ms);
+
+#endif

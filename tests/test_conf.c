@@ -1,0 +1,1330 @@
+/*
+ * Unit tests for conf: the number and duration parsers, every kind of
+ * error the loader reports (with its exact file, line, section and key),
+ * defaults, templates, CIDR matching, and that conf/rlgate.ini loads.
+ * Run from the repository root.
+ */
+#include <sys/stat.h>
+#include <arpa/inet.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "conf.h"
+
+static char dir[] = "/tmp/test_conf.XXXXXX";
+static char file[PATH_MAX];
+
+/* A rule that loads: appended where a test needs a valid file around. */
+#define RULE_OK	"[rule:r]\nlimit = 10\nwindow = 1s\n"
+
+static int
+group_setup(void **state)
+{
+	(void)state;
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(file, sizeof(file), "%s/rlgate.ini", dir);
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	(void)state;
+	unlink(file);
+	return rmdir(dir);
+}
+
+static const char *
+write_file(const char *text, mode_t mode)
+{
+	FILE *f = fopen(file, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(file, mode), 0);
+	return file;
+}
+
+static struct conf *
+load_ok(const char *text)
+{
+	char *errors = (char *)"unset";
+	struct conf *c = conf_load(write_file(text, 0600), &errors);
+
+	if (c == NULL)
+		print_message("unexpected errors:\n%s", errors);
+	assert_non_null(c);
+	assert_null(errors);
+	return c;
+}
+
+static char *
+load_fail_mode(const char *text, mode_t mode)
+{
+	char *errors = NULL;
+	struct conf *c = conf_load(write_file(text, mode), &errors);
+
+	assert_null(c);
+	assert_non_null(errors);
+	return errors;
+}
+
+static char *
+load_fail(const char *text)
+{
+	return load_fail_mode(text, 0600);
+}
+
+static size_t
+count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s != '\0'; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/*
+ * Asserts that errors has a line starting with "FILE:" prefix (the line
+ * number, section and key) that also contains needle.
+ */
+static void
+assert_error(const char *errors, const char *prefix, const char *needle)
+{
+	char want[PATH_MAX + 256];
+	const char *line, *end;
+	size_t n;
+
+	n = (size_t)snprintf(want, sizeof(want), "%s:%s", file, prefix);
+	for (line = errors; *line != '\0'; line = end + 1) {
+		end = strchr(line, '\n');
+		assert_non_null(end);
+		if (strncmp(line, want, n) != 0)
+			continue;
+		if (needle == NULL || (memmem(line, (size_t)(end - line),
+		    needle, strlen(needle)) != NULL))
+			return;
+	}
+	print_message("no \"%s\" ... \"%s\" in:\n%s", want,
+	    needle ? needle : "", errors);
+	fail();
+}
+
+/* The file fails with exactly one error, the one described. */
+static void
+expect_one(const char *text, const char *prefix, const char *needle)
+{
+	char *errors = load_fail(text);
+
+	if (count_lines(errors) != 1)
+		print_message("expected one error, got:\n%s", errors);
+	assert_int_equal(count_lines(errors), 1);
+	assert_error(errors, prefix, needle);
+	free(errors);
+}
+
+/* ---- parsers -------------------------------------------------------- */
+
+static void
+test_parse_int(void **state)
+{
+	const char *e;
+	long long n;
+
+	(void)state;
+	assert_int_equal(conf_parse_int("0", 0, 10, &n, &e), 0);
+	assert_int_equal(n, 0);
+	assert_null(e);
+	assert_int_equal(conf_parse_int("-5", -10, 10, &n, &e), 0);
+	assert_int_equal(n, -5);
+	assert_int_equal(conf_parse_int("007", 0, 10, &n, &e), 0);
+	assert_int_equal(n, 7);
+	assert_int_equal(conf_parse_int("9223372036854775807", 0, LLONG_MAX,
+	    &n, &e), 0);
+	assert_true(n == LLONG_MAX);
+	assert_int_equal(conf_parse_int("-9223372036854775808", LLONG_MIN, 0,
+	    &n, &e), 0);
+	assert_true(n == LLONG_MIN);
+
+	n = 42;
+	assert_int_equal(conf_parse_int("9223372036854775808", 0, LLONG_MAX,
+	    &n, &e), -1);
+	assert_string_equal(e, "is too large");
+	assert_int_equal(n, 42);	/* untouched on error */
+	assert_int_equal(conf_parse_int("-9223372036854775809", LLONG_MIN, 0,
+	    &n, &e), -1);
+	assert_string_equal(e, "is too small");
+	assert_int_equal(conf_parse_int("11", 0, 10, &n, &e), -1);
+	assert_string_equal(e, "is too large");
+	assert_int_equal(conf_parse_int("0", 1, 10, &n, &e), -1);
+	assert_string_equal(e, "is too small");
+
+	static const char *const bad[] = {
+		"", " 1", "1 ", "+1", "1x", "0x10", "1.5", "1e3", "-", "--1",
+		"١",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(conf_parse_int(bad[i], LLONG_MIN, LLONG_MAX,
+		    &n, &e), -1);
+		assert_string_equal(e, "is not a whole number");
+	}
+	assert_int_equal(conf_parse_int(NULL, 0, 1, &n, &e), -1);
+	assert_int_equal(n, 42);
+}
+
+static void
+test_parse_duration(void **state)
+{
+	static const struct {
+		const char	*s;
+		long long	 ms;
+	} good[] = {
+		{ "250ms", 250 }, { "1s", 1000 }, { "1m", 60000 },
+		{ "1h", 3600000 }, { "1d", 86400000 }, { "0ms", 0 },
+		{ "0s", 0 }, { "90s", 90000 }, { "0010ms", 10 },
+		{ "106751991167d", 106751991167LL * 86400000 },
+		{ "9223372036854775807ms", LLONG_MAX },
+	};
+	static const char *const bad[] = {
+		"", "ms", "10x", "1.5s", "-1s", "+1s", " 1s", "1s ", "1 s",
+		"1S", "1sec", "1ms1", "1mss", "s1",
+	};
+	const char *e;
+	long long ms;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		ms = -1;
+		assert_int_equal(conf_parse_duration(good[i].s, &ms, &e), 0);
+		assert_true(ms == good[i].ms);
+		assert_null(e);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ms = -1;
+		assert_int_equal(conf_parse_duration(bad[i], &ms, &e), -1);
+		assert_string_equal(e,
+		    "is not a duration (use 500ms, 1s, 1m, 1h, 1d)");
+		assert_true(ms == -1);
+	}
+	assert_int_equal(conf_parse_duration("10", &ms, &e), -1);
+	assert_string_equal(e, "has no unit (use 500ms, 1s, 1m, 1h, 1d)");
+	/* One more day overflows the milliseconds, not the number. */
+	assert_int_equal(conf_parse_duration("106751991168d", &ms, &e), -1);
+	assert_string_equal(e, "is too large");
+	assert_int_equal(conf_parse_duration("9223372036854775808ms", &ms,
+	    &e), -1);
+	assert_string_equal(e, "is too large");
+	assert_int_equal(conf_parse_duration("99999999999999999999s", &ms,
+	    &e), -1);
+	assert_string_equal(e, "is too large");
+}
+
+static void
+test_algorithm_names(void **state)
+{
+	(void)state;
+	assert_string_equal(conf_algorithm_name(RLG_FIXED_WINDOW),
+	    "fixed_window");
+	assert_string_equal(conf_algorithm_name(RLG_SLIDING_WINDOW),
+	    "sliding_window");
+	assert_string_equal(conf_algorithm_name(RLG_SLIDING_LOG),
+	    "sliding_log");
+	assert_string_equal(conf_algorithm_name(RLG_TOKEN_BUCKET),
+	    "token_bucket");
+	assert_string_equal(conf_algorithm_name(RLG_GCRA), "gcra");
+	assert_string_equal(conf_algorithm_name(RLG_LEAKY_BUCKET),
+	    "leaky_bucket");
+}
+
+/* ---- whole files that load ------------------------------------------ */
+
+static void
+test_sample_loads(void **state)
+{
+	char *errors = (char *)"unset";
+	struct conf *c;
+	struct rule *r;
+
+	(void)state;
+	c = conf_load("conf/rlgate.ini", &errors);
+	if (c == NULL)
+		print_message("conf/rlgate.ini:\n%s", errors);
+	assert_non_null(c);
+	assert_null(errors);
+	assert_null(c->listen);
+	assert_int_equal(c->workers, 16);
+	assert_int_equal(c->deny_status, 429);
+	assert_int_equal(c->headers, RLG_HEADERS_IETF);
+	assert_int_equal(c->ntrusted, 0);
+	assert_int_equal(c->log_level, RLG_LOG_INFO);
+	assert_string_equal(c->redis_address, "127.0.0.1:6379");
+	assert_null(c->redis_username);
+	assert_null(c->redis_password);
+	assert_int_equal(c->redis_connect_timeout_ms, 200);
+	assert_int_equal(c->redis_timeout_ms, 100);
+	assert_string_equal(c->key_prefix, "rl:");
+	assert_int_equal(c->on_error, RLG_ON_ERROR_ALLOW);
+	/* The directory need not exist: audit opens the file later. */
+	assert_string_equal(c->audit_database, "/var/lib/rlgate/audit.db");
+	assert_int_equal(c->audit_flush_interval_ms, 50);
+	assert_int_equal(c->audit_batch, 1000);
+	assert_int_equal(c->audit_queue, 100000);
+	assert_int_equal(c->audit_unmatched, 1);
+	assert_null(c->cgi_upstream);
+
+	assert_int_equal(c->nrules, 1);
+	r = &c->rules[0];
+	assert_string_equal(r->name, "user_list");
+	assert_int_equal(r->path_kind, RLG_PATH_EXACT);
+	assert_string_equal(r->path, "/user/list");
+	assert_int_equal(r->path_len, 10);
+	assert_null(r->methods);
+	assert_null(r->host);
+	assert_int_equal(r->algorithm, RLG_FIXED_WINDOW);
+	assert_int_equal(r->limit, 100);
+	assert_int_equal(r->window_ms, 1000);
+	assert_int_equal(r->burst, 0);
+	assert_int_equal(r->precision_ms, 0);
+	assert_int_equal(r->cost, 1);
+	assert_int_equal(r->cost_tmpl.nparts, 0);
+	assert_int_equal(r->on_missing_deny, 0);
+	assert_int_equal(r->on_error, RLG_ON_ERROR_INHERIT);
+	assert_int_equal(r->dry_run, 0);
+	assert_int_equal(r->key.nparts, 2);
+	assert_int_equal(r->key.parts[0].kind, RLG_PART_QUERY);
+	assert_string_equal(r->key.parts[0].text, "org");
+	assert_int_equal(r->key.parts[1].kind, RLG_PART_PATH);
+	conf_free(c);
+}
+
+static void
+test_defaults(void **state)
+{
+	struct conf *c;
+	struct rule *r;
+
+	(void)state;
+	c = load_ok("[rule:r]\nlimit = 5\nwindow = 1m\n");
+	assert_null(c->listen);
+	assert_int_equal(c->workers, 16);
+	assert_int_equal(c->deny_status, 429);
+	assert_int_equal(c->headers, RLG_HEADERS_IETF);
+	assert_string_equal(c->redis_address, "127.0.0.1:6379");
+	assert_int_equal(c->redis_database, 0);
+	assert_string_equal(c->key_prefix, "rl:");
+	assert_string_equal(c->audit_database, "/var/lib/rlgate/audit.db");
+	assert_string_equal(c->path, file);
+	r = &c->rules[0];
+	assert_int_equal(r->line, 1);
+	assert_int_equal(r->path_kind, RLG_PATH_ANY);
+	assert_null(r->path);
+	assert_int_equal(r->algorithm, RLG_FIXED_WINDOW);
+	assert_int_equal(r->window_ms, 60000);
+	assert_int_equal(r->key.nparts, 1);	/* {ip} */
+	assert_int_equal(r->key.parts[0].kind, RLG_PART_IP);
+	assert_null(r->key.parts[0].text);
+	assert_int_equal(r->cost, 1);
+	conf_free(c);
+
+	/* No rules at all: every request is allowed, which is valid. */
+	c = load_ok("; nothing\n");
+	assert_int_equal(c->nrules, 0);
+	conf_free(c);
+}
+
+static void
+test_every_key(void **state)
+{
+	struct conf *c;
+	struct rule *r;
+
+	(void)state;
+	c = load_ok(
+	    "[gateway]\n"
+	    "listen = unix:/run/rlgate.sock\n"
+	    "workers = 1024\n"
+	    "deny_status = 403\n"
+	    "headers = both\n"
+	    "trusted_proxies = 127.0.0.1/32, ::1/128\n"
+	    "log_level = debug\n"
+	    "[redis]\n"
+	    "address = [::1]:6380\n"
+	    "username = gw\n"
+	    "password = s3cret;x\n"
+	    "database = 15\n"
+	    "connect_timeout = 1s\n"
+	    "timeout = 1ms\n"
+	    "key_prefix = app:rl:\n"
+	    "on_error = deny\n"
+	    "[audit]\n"
+	    "database = /srv/a.db\n"
+	    "flush_interval = 1m\n"
+	    "batch = 10\n"
+	    "queue = 10\n"
+	    "unmatched = no\n"
+	    "[cgi]\n"
+	    "upstream = /usr/lib/cgi-bin/app.cgi\n"
+	    "[rule:api.v2-x_1]\n"
+	    "path = /api/*\n"
+	    "method = get, Post\n"
+	    "host = API.example.com\n"
+	    "key = {env.REMOTE_USER}:{method}\n"
+	    "algorithm = token_bucket\n"
+	    "limit = 100\n"
+	    "window = 1m\n"
+	    "burst = 200\n"
+	    "cost = 150\n"
+	    "on_missing = deny\n"
+	    "on_error = allow\n"
+	    "dry_run = yes\n");
+	assert_string_equal(c->listen, "unix:/run/rlgate.sock");
+	assert_int_equal(c->workers, 1024);
+	assert_int_equal(c->deny_status, 403);
+	assert_int_equal(c->headers, RLG_HEADERS_BOTH);
+	assert_int_equal(c->ntrusted, 2);
+	assert_int_equal(c->log_level, RLG_LOG_DEBUG);
+	assert_string_equal(c->redis_address, "[::1]:6380");
+	assert_string_equal(c->redis_username, "gw");
+	/* No blank before the ';': it belongs to the value. */
+	assert_string_equal(c->redis_password, "s3cret;x");
+	assert_int_equal(c->redis_database, 15);
+	assert_int_equal(c->redis_connect_timeout_ms, 1000);
+	assert_int_equal(c->redis_timeout_ms, 1);
+	assert_string_equal(c->key_prefix, "app:rl:");
+	assert_int_equal(c->on_error, RLG_ON_ERROR_DENY);
+	assert_string_equal(c->audit_database, "/srv/a.db");
+	assert_int_equal(c->audit_flush_interval_ms, 60000);
+	assert_int_equal(c->audit_batch, 10);
+	assert_int_equal(c->audit_queue, 10);
+	assert_int_equal(c->audit_unmatched, 0);
+	assert_string_equal(c->cgi_upstream, "/usr/lib/cgi-bin/app.cgi");
+	r = &c->rules[0];
+	assert_string_equal(r->name, "api.v2-x_1");
+	assert_int_equal(r->line, 25);
+	assert_int_equal(r->path_kind, RLG_PATH_PREFIX);
+	assert_string_equal(r->path, "/api/");
+	assert_int_equal(r->path_len, 5);
+	assert_non_null(r->methods);
+	assert_string_equal(r->methods[0], "GET");
+	assert_string_equal(r->methods[1], "POST");
+	assert_null(r->methods[2]);
+	assert_string_equal(r->host, "API.example.com");
+	assert_int_equal(r->algorithm, RLG_TOKEN_BUCKET);
+	assert_int_equal(r->limit, 100);
+	assert_int_equal(r->window_ms, 60000);
+	assert_int_equal(r->burst, 200);
+	assert_int_equal(r->cost, 150);	/* above limit, within burst */
+	assert_int_equal(r->precision_ms, 0);
+	assert_int_equal(r->on_missing_deny, 1);
+	assert_int_equal(r->on_error, RLG_ON_ERROR_ALLOW);
+	assert_int_equal(r->dry_run, 1);
+	conf_free(c);
+}
+
+static void
+test_empty_values(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	/* Empty means "not set": the default, except [audit] database. */
+	c = load_ok("[gateway]\nworkers =\nlisten =   ; fd 0\n"
+	    "[redis]\naddress =\nkey_prefix =\n"
+	    "[audit]\ndatabase =\n"
+	    "[rule:r]\nlimit = 1\nwindow = 1s\nkey =\ncost =\nburst =\n"
+	    "precision =\nmethod =\n");
+	assert_int_equal(c->workers, 16);
+	assert_null(c->listen);
+	assert_string_equal(c->redis_address, "127.0.0.1:6379");
+	assert_string_equal(c->key_prefix, "rl:");
+	assert_null(c->audit_database);
+	assert_int_equal(c->rules[0].key.nparts, 1);
+	assert_int_equal(c->rules[0].key.parts[0].kind, RLG_PART_IP);
+	assert_int_equal(c->rules[0].cost, 1);
+	assert_null(c->rules[0].methods);
+	conf_free(c);
+}
+
+static void
+test_syntax_tolerated(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	/* A BOM, CRLF line ends, indentation, "key: value", # comments,
+	 * and a ; comment after a section header. */
+	c = load_ok("\xEF\xBB\xBF# rlgate\r\n"
+	    "[ gateway ] ; main\r\n"
+	    "   workers: 4\r\n"
+	    "\tdeny_status = 403\t; for nginx\r\n"
+	    "[rule:r]\r\n"
+	    "path = ~^/a;b#c$\r\n"
+	    "limit = 1\r\nwindow = 1s\r\n");
+	assert_int_equal(c->workers, 4);
+	assert_int_equal(c->deny_status, 403);
+	assert_int_equal(c->rules[0].path_kind, RLG_PATH_REGEX);
+	assert_string_equal(c->rules[0].path, "^/a;b#c$");
+	assert_int_equal(c->rules[0].line, 5);
+	conf_free(c);
+}
+
+/* ---- one test per kind of error -------------------------------------- */
+
+static void
+test_error_format(void **state)
+{
+	char *errors, want[PATH_MAX + 128];
+
+	(void)state;
+	/* The example of DESIGN.md section 4, word for word. */
+	errors = load_fail("[rule:login]\nlimit = 5\nwindow = 10x\n");
+	snprintf(want, sizeof(want), "%s:3: [rule:login] window: \"10x\" is "
+	    "not a duration (use 500ms, 1s, 1m, 1h, 1d)\n", file);
+	assert_string_equal(errors, want);
+	free(errors);
+}
+
+static void
+test_cannot_open(void **state)
+{
+	char *errors = NULL, want[PATH_MAX + 64];
+
+	(void)state;
+	snprintf(want, sizeof(want), "%s/none.ini", dir);
+	assert_null(conf_load(want, &errors));
+	assert_non_null(errors);
+	strcat(want, ": cannot open: No such file or directory\n");
+	assert_string_equal(errors, want);
+	free(errors);
+
+	assert_null(conf_load(dir, &errors));
+	assert_non_null(strstr(errors, "it is a directory"));
+	free(errors);
+}
+
+static void
+test_long_line(void **state)
+{
+	char text[1024], *errors;
+	int n;
+
+	(void)state;
+	/* 199 characters load; 200 do not, and the lines after still carry
+	 * their own numbers (inih would have made two lines of it). */
+	n = snprintf(text, sizeof(text), "[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "key = ");
+	memset(text + n, 'k', 199 - 6);
+	strcpy(text + n + 199 - 6, "\n");
+	struct conf *c = load_ok(text);
+	assert_int_equal(strlen(c->rules[0].key.parts[0].text), 193);
+	conf_free(c);
+
+	n = snprintf(text, sizeof(text), "[gateway]\nlisten = ");
+	memset(text + n, 'x', 200 - 9);
+	strcpy(text + n + 200 - 9, "\r\nworkers = 0\n" RULE_OK);
+	errors = load_fail(text);
+	assert_int_equal(count_lines(errors), 2);
+	assert_error(errors, "2: line is longer than 199 characters", NULL);
+	assert_error(errors, "3: [gateway] workers: ", "\"0\" is too small");
+	free(errors);
+
+	/* A section header lost to length does not leak its keys into the
+	 * section before it. */
+	n = snprintf(text, sizeof(text), "[gateway]\n[rule:");
+	memset(text + n, 'x', 200);
+	strcpy(text + n + 200, "]\nlimit = 1\n");
+	expect_one(text, "2: line is longer than 199 characters", NULL);
+}
+
+static void
+test_bad_lines(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\nworkers\n" RULE_OK,
+	    "2: \"workers\" is not \"key = value\"", NULL);
+	expect_one("[gateway]\nworkers = 4\n  8\n",
+	    "3: \"8\" is not \"key = value\" (values cannot continue on an "
+	    "indented line)", NULL);
+	expect_one("[gateway]\n= 4\n", "2: a value with no key", NULL);
+	expect_one("[gateway]\nworkers = 4\x01\n",
+	    "2: control character 0x01 at column 12", NULL);
+	expect_one("[gateway\nworkers = 4\n",
+	    "1: \"[gateway\" has no closing ]", NULL);
+	expect_one("[gateway] x\n", "1: [gateway]: unexpected \"x\"", NULL);
+	expect_one("workers = 4\n[gateway]\n",
+	    "1: workers: is set before any section", NULL);
+}
+
+static void
+test_unknown_section(void **state)
+{
+	(void)state;
+	/* Reported once, at the header; its keys are not reported again. */
+	expect_one("[gatway]\nworkers = 4\nfoo = 1\n",
+	    "1: [gatway]: unknown section (use [gateway], [redis], [audit], "
+	    "[cgi] or [rule:NAME])", NULL);
+	expect_one("[Gateway]\n", "1: [Gateway]: unknown section", NULL);
+	expect_one("[rule]\nlimit = 1\n", "1: [rule]: a rule needs a name",
+	    NULL);
+}
+
+static void
+test_unknown_key(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\nworkers = 4\nwokers = 4\n",
+	    "3: [gateway] wokers: unknown key (the keys of [gateway] are "
+	    "listen, workers, deny_status, headers, trusted_proxies, "
+	    "log_level)", NULL);
+	expect_one("[redis]\nhost = x\n", "2: [redis] host: unknown key",
+	    "address, username, password");
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nrate = 4\n",
+	    "4: [rule:r] rate: unknown key (the keys of [rule:NAME] are path, ",
+	    NULL);
+	/* Keys belong to one section each. */
+	expect_one("[cgi]\nworkers = 4\n", "2: [cgi] workers: unknown key",
+	    NULL);
+}
+
+static void
+test_key_twice(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\nworkers = 4\n\nworkers = 8\n",
+	    "4: [gateway] workers: is set twice (first on line 2); keep one",
+	    NULL);
+	/* Across two [gateway] sections too. */
+	expect_one("[gateway]\nworkers = 4\n[redis]\n[gateway]\nworkers = 8\n",
+	    "5: [gateway] workers: is set twice (first on line 2)", NULL);
+	/* An empty value counts as a setting. */
+	expect_one("[rule:r]\nlimit = 1\nwindow =\nwindow = 1s\n",
+	    "4: [rule:r] window: is set twice (first on line 3)", NULL);
+	/* ... but each rule has its own keys. */
+	struct conf *c = load_ok(RULE_OK "[rule:s]\nlimit = 1\nwindow = 1s\n");
+	assert_int_equal(c->nrules, 2);
+	conf_free(c);
+}
+
+static void
+test_duplicate_rule(void **state)
+{
+	(void)state;
+	expect_one(RULE_OK "\n[rule:r]\nlimit = 1\nwindow = 1s\n",
+	    "5: [rule:r]: this rule name is already used on line 1", NULL);
+}
+
+static void
+test_bad_rule_name(void **state)
+{
+	char text[256];
+	struct conf *c;
+
+	(void)state;
+	expect_one("[rule:a b]\nlimit = 1\nwindow = 1s\n",
+	    "1: [rule:a b]: \"a b\" is not a rule name (use 1 to 64 letters, "
+	    "digits, _, . or -)", NULL);
+	expect_one("[rule:a{b}]\nlimit = 1\nwindow = 1s\n",
+	    "1: [rule:a{b}]: \"a{b}\" is not a rule name", NULL);
+	expect_one("[rule:]\nlimit = 1\nwindow = 1s\n",
+	    "1: [rule:]: \"\" is not a rule name", NULL);
+
+	/* 64 characters are fine (inih alone would cut the section name
+	 * at 49 and merge two such rules), 65 are not. */
+	snprintf(text, sizeof(text), "[rule:%.64s]\nlimit = 1\nwindow = 1s\n"
+	    "[rule:%.63sy]\nlimit = 1\nwindow = 1s\n",
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	c = load_ok(text);
+	assert_int_equal(c->nrules, 2);
+	assert_int_equal(strlen(c->rules[0].name), 64);
+	assert_string_not_equal(c->rules[0].name, c->rules[1].name);
+	conf_free(c);
+	snprintf(text, sizeof(text), "[rule:%.65s]\nlimit = 1\nwindow = 1s\n",
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+	expect_one(text, "1: [rule:xxx", "is not a rule name");
+}
+
+static void
+test_too_many_rules(void **state)
+{
+	size_t len = (RLG_MAX_RULES + 1) * 48, n = 0;
+	char *text = malloc(len), *errors, prefix[64];
+	struct conf *c;
+	int i;
+
+	(void)state;
+	assert_non_null(text);
+	for (i = 0; i < RLG_MAX_RULES; i++)
+		n += (size_t)snprintf(text + n, len - n,
+		    "[rule:r%d]\nlimit = 1\nwindow = 1s\n", i);
+	c = load_ok(text);
+	assert_int_equal(c->nrules, RLG_MAX_RULES);
+	conf_free(c);
+
+	snprintf(text + n, len - n, "[rule:one_more]\nlimit = x\n");
+	errors = load_fail(text);
+	assert_int_equal(count_lines(errors), 1);
+	snprintf(prefix, sizeof(prefix), "%d: [rule:one_more]: too many rules "
+	    "(at most %d)", RLG_MAX_RULES * 3 + 1, RLG_MAX_RULES);
+	assert_error(errors, prefix, NULL);
+	free(errors);
+	free(text);
+}
+
+static void
+test_bad_numbers(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\nworkers = 0\n",
+	    "2: [gateway] workers: \"0\" is too small (use 1 to 1024)", NULL);
+	expect_one("[gateway]\nworkers = 1025\n",
+	    "2: [gateway] workers: \"1025\" is too large (use 1 to 1024)", NULL);
+	expect_one("[gateway]\nworkers = four\n",
+	    "2: [gateway] workers: \"four\" is not a whole number (use 1 to "
+	    "1024)", NULL);
+	expect_one("[gateway]\ndeny_status = 200\n",
+	    "2: [gateway] deny_status: \"200\" is too small (use 400 to 599)",
+	    NULL);
+	expect_one("[gateway]\ndeny_status = 600\n",
+	    "2: [gateway] deny_status: \"600\" is too large", NULL);
+	expect_one("[redis]\ndatabase = -1\n",
+	    "2: [redis] database: \"-1\" is too small", NULL);
+	expect_one("[audit]\nqueue = 0\n", "2: [audit] queue: \"0\" is too "
+	    "small", NULL);
+	expect_one("[rule:r]\nlimit = 0\nwindow = 1s\n",
+	    "2: [rule:r] limit: \"0\" is too small (use 1 to 1000000000)",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nburst = 99999999999\n"
+	    "algorithm = gcra\n", "4: [rule:r] burst: \"99999999999\" is too "
+	    "large", NULL);
+	/* A number with a comment after it, and without a blank before. */
+	expect_one("[gateway]\nworkers = 4;x\n",
+	    "2: [gateway] workers: \"4;x\" is not a whole number", NULL);
+}
+
+static void
+test_bad_durations(void **state)
+{
+	(void)state;
+	expect_one("[redis]\ntimeout = 0ms\n",
+	    "2: [redis] timeout: \"0ms\" is too short (use at least 1ms)", NULL);
+	expect_one("[redis]\nconnect_timeout = 2h\n",
+	    "2: [redis] connect_timeout: \"2h\" is too long (use at most 1h)",
+	    NULL);
+	expect_one("[redis]\ntimeout = 100\n",
+	    "2: [redis] timeout: \"100\" has no unit (use 500ms, 1s, 1m, 1h, "
+	    "1d)", NULL);
+	expect_one("[audit]\nflush_interval = 0s\n",
+	    "2: [audit] flush_interval: \"0s\" is too short", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 0s\n",
+	    "3: [rule:r] window: \"0s\" is too short (use at least 1ms)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 367d\n",
+	    "3: [rule:r] window: \"367d\" is too long (use at most 366d)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 99999999999999999999d\n",
+	    "3: [rule:r] window: \"99999999999999999999d\" is too large", NULL);
+}
+
+static void
+test_bad_enums(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\nheaders = IETF\n",
+	    "2: [gateway] headers: \"IETF\" is not a header style (use ietf, "
+	    "legacy, both or none)", NULL);
+	expect_one("[gateway]\nlog_level = loud\n",
+	    "2: [gateway] log_level: \"loud\" is not a log level (use error, "
+	    "warn, info or debug)", NULL);
+	expect_one("[redis]\non_error = ignore\n",
+	    "2: [redis] on_error: \"ignore\" is not an error policy (use allow "
+	    "or deny)", NULL);
+	expect_one("[audit]\nunmatched = maybe\n",
+	    "2: [audit] unmatched: \"maybe\" is not a boolean (use yes or no)",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nalgorithm = leaky\n",
+	    "4: [rule:r] algorithm: \"leaky\" is not an algorithm (use "
+	    "fixed_window, sliding_window, sliding_log, token_bucket, gcra or "
+	    "leaky_bucket)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\non_missing = allow\n",
+	    "4: [rule:r] on_missing: \"allow\" is not a missing-field policy "
+	    "(use skip or deny)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\non_error = skip\n",
+	    "4: [rule:r] on_error: \"skip\" is not an error policy", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\ndry_run = si\n",
+	    "4: [rule:r] dry_run: \"si\" is not a boolean", NULL);
+
+	/* The usual spellings of a boolean are all understood. */
+	struct conf *c = load_ok("[audit]\nunmatched = off\n[rule:r]\n"
+	    "limit = 1\nwindow = 1s\ndry_run = true\n");
+	assert_int_equal(c->audit_unmatched, 0);
+	assert_int_equal(c->rules[0].dry_run, 1);
+	conf_free(c);
+}
+
+static void
+test_bad_cidrs(void **state)
+{
+	(void)state;
+	expect_one("[gateway]\ntrusted_proxies = 10.0.0.0/8 10.0.0.300\n",
+	    "2: [gateway] trusted_proxies: \"10.0.0.300\" is not an address or "
+	    "CIDR (use e.g. 10.0.0.0/8 or ::1/128)", NULL);
+	expect_one("[gateway]\ntrusted_proxies = 10.0.0.0/33\n",
+	    "2: [gateway] trusted_proxies: \"10.0.0.0/33\" has a prefix length "
+	    "that is not 0 to 32", NULL);
+	expect_one("[gateway]\ntrusted_proxies = ::1/129\n",
+	    "2: [gateway] trusted_proxies: \"::1/129\" has a prefix length that "
+	    "is not 0 to 128", NULL);
+	expect_one("[gateway]\ntrusted_proxies = ::1/\n",
+	    "2: [gateway] trusted_proxies: \"::1/\" has a prefix length", NULL);
+	expect_one("[gateway]\ntrusted_proxies = localhost\n",
+	    "2: [gateway] trusted_proxies: \"localhost\" is not an address",
+	    NULL);
+	expect_one("[gateway]\ntrusted_proxies = ,\n",
+	    "2: [gateway] trusted_proxies: \",\" lists no address", NULL);
+}
+
+static void
+test_addresses(void **state)
+{
+	static const char *const good[] = {
+		"127.0.0.1:6379", "redis.internal:1", "[::1]:65535",
+		"[2001:db8::1]:6379", "unix:/run/redis/redis.sock",
+	};
+	static const struct {
+		const char	*value;
+		const char	*why;
+	} bad[] = {
+		{ "localhost", "has no port" },
+		{ ":6379", "has no host" },
+		{ "::1:6379", "needs brackets around an IPv6 address" },
+		{ "[::1]6379", "is not a bracketed IPv6 address" },
+		{ "[nope]:6379", "is not a bracketed IPv6 address" },
+		{ "h:0", "has a port that is not a number from 1 to 65535" },
+		{ "h:65536", "has a port that" },
+		{ "h:http", "has a port that" },
+		{ "h/x:1", "has a host name with characters" },
+		{ "unix:run/redis.sock", "has no absolute socket path" },
+		{ "unix:", "has no absolute socket path" },
+	};
+	char text[512], prefix[128];
+	struct conf *c;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\naddress = %s\n"
+		    "[gateway]\nlisten = %s\n", good[i], good[i]);
+		c = load_ok(text);
+		assert_string_equal(c->redis_address, good[i]);
+		assert_string_equal(c->listen, good[i]);
+		conf_free(c);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "[redis]\naddress = %s\n",
+		    bad[i].value);
+		snprintf(prefix, sizeof(prefix), "2: [redis] address: \"%s\" %s",
+		    bad[i].value, bad[i].why);
+		expect_one(text, prefix, "(use host:port, [IPv6]:port or "
+		    "unix:/path)");
+	}
+	expect_one("[gateway]\nlisten = 9000\n",
+	    "2: [gateway] listen: \"9000\" has no port", NULL);
+	expect_one("[redis]\naddress = unix:/"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.sock\n",
+	    "2: [redis] address: ", "has a socket path that is too long");
+}
+
+static void
+test_paths(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[rule:a]\npath = /user/list\nlimit = 1\nwindow = 1s\n"
+	    "[rule:b]\npath = /api/*\nlimit = 1\nwindow = 1s\n"
+	    "[rule:c]\npath = ~ ^/user/[0-9]+$\nlimit = 1\nwindow = 1s\n"
+	    "[rule:d]\npath = /*\nlimit = 1\nwindow = 1s\n");
+	assert_int_equal(c->rules[0].path_kind, RLG_PATH_EXACT);
+	assert_string_equal(c->rules[0].path, "/user/list");
+	assert_int_equal(c->rules[1].path_kind, RLG_PATH_PREFIX);
+	assert_string_equal(c->rules[1].path, "/api/");
+	assert_int_equal(c->rules[1].path_len, 5);
+	assert_int_equal(c->rules[2].path_kind, RLG_PATH_REGEX);
+	assert_string_equal(c->rules[2].path, "^/user/[0-9]+$");
+	assert_int_equal(regexec(&c->rules[2].path_re, "/user/42", 0, NULL, 0),
+	    0);
+	assert_int_equal(regexec(&c->rules[2].path_re, "/user/4x", 0, NULL, 0),
+	    REG_NOMATCH);
+	assert_int_equal(c->rules[3].path_kind, RLG_PATH_PREFIX);
+	assert_string_equal(c->rules[3].path, "/");
+	conf_free(c);
+
+	/* regerror()'s own words follow the colon. */
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/user/[0-9+$\n",
+	    "4: [rule:r] path: \"~^/user/[0-9+$\" is not a POSIX extended "
+	    "regular expression: ", "Unmatched [");
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~(a\n",
+	    "4: [rule:r] path: \"~(a\" is not a POSIX extended regular "
+	    "expression: ", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~\n",
+	    "4: [rule:r] path: \"~\" has no regular expression after ~", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = user/list\n",
+	    "4: [rule:r] path: \"user/list\" is not a path (use /exact, "
+	    "/prefix/* or ~regex)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = /a/*/b\n",
+	    "4: [rule:r] path: \"/a/*/b\" has a * that is not at the end", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = /a?org=1\n",
+	    "4: [rule:r] path: \"/a?org=1\" has a blank, ? or #", NULL);
+}
+
+static void
+test_methods_and_host(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "method = get  PURGE,m-search\n");
+	assert_string_equal(c->rules[0].methods[0], "GET");
+	assert_string_equal(c->rules[0].methods[1], "PURGE");
+	assert_string_equal(c->rules[0].methods[2], "M-SEARCH");
+	assert_null(c->rules[0].methods[3]);
+	conf_free(c);
+
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nmethod = GET P(OST\n",
+	    "4: [rule:r] method: \"P(OST\" is not a method name", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nmethod = ,\n",
+	    "4: [rule:r] method: \",\" lists no method", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nhost = a.com b.com\n",
+	    "4: [rule:r] host: \"a.com b.com\" is not one host name", NULL);
+}
+
+static void
+test_templates(void **state)
+{
+	struct conf *c;
+	struct tmpl *t;
+
+	(void)state;
+	c = load_ok("[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "key = rl-{ip}:{header.X-User}/{env.REMOTE_USER}{query.org}"
+	    "{method}{host}{path}{rule}!\n");
+	t = &c->rules[0].key;
+	assert_int_equal(t->nparts, 12);
+	assert_int_equal(t->parts[0].kind, RLG_PART_LITERAL);
+	assert_string_equal(t->parts[0].text, "rl-");
+	assert_int_equal(t->parts[0].len, 3);
+	assert_int_equal(t->parts[1].kind, RLG_PART_IP);
+	assert_int_equal(t->parts[2].kind, RLG_PART_LITERAL);
+	assert_string_equal(t->parts[2].text, ":");
+	assert_int_equal(t->parts[3].kind, RLG_PART_HEADER);
+	assert_string_equal(t->parts[3].text, "X-User");
+	assert_int_equal(t->parts[3].len, 6);
+	assert_int_equal(t->parts[4].kind, RLG_PART_LITERAL);
+	assert_string_equal(t->parts[4].text, "/");
+	assert_int_equal(t->parts[5].kind, RLG_PART_ENV);
+	assert_string_equal(t->parts[5].text, "REMOTE_USER");
+	assert_int_equal(t->parts[6].kind, RLG_PART_QUERY);
+	assert_string_equal(t->parts[6].text, "org");
+	assert_int_equal(t->parts[7].kind, RLG_PART_METHOD);
+	assert_int_equal(t->parts[8].kind, RLG_PART_HOST);
+	assert_int_equal(t->parts[9].kind, RLG_PART_PATH);
+	assert_int_equal(t->parts[10].kind, RLG_PART_RULE);
+	assert_int_equal(t->parts[11].kind, RLG_PART_LITERAL);
+	assert_string_equal(t->parts[11].text, "!");
+	conf_free(c);
+
+	/* Literal text alone is a valid key: one limit shared by all. */
+	c = load_ok("[rule:r]\nlimit = 1\nwindow = 1s\nkey = everyone\n");
+	assert_int_equal(c->rules[0].key.nparts, 1);
+	assert_int_equal(c->rules[0].key.parts[0].kind, RLG_PART_LITERAL);
+	assert_string_equal(c->rules[0].key.parts[0].text, "everyone");
+	conf_free(c);
+
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {ip}{usr}\n",
+	    "4: [rule:r] key: \"{ip}{usr}\" has {usr}, which is not a field "
+	    "(use {ip}, {path}, {method}, {host}, {rule}, {query.NAME}, "
+	    "{header.NAME} or {env.NAME})", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {query.}\n",
+	    "4: [rule:r] key: \"{query.}\" has {query.} with no name (use "
+	    "{query.NAME})", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {header}\n",
+	    "4: [rule:r] key: \"{header}\" has {header} with no name", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = a{ip\n",
+	    "4: [rule:r] key: \"a{ip\" has a { that is not closed (at "
+	    "character 2)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {ip{path}\n",
+	    "4: [rule:r] key: \"{ip{path}\" has a { that is not closed", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = a}b\n",
+	    "4: [rule:r] key: \"a}b\" has a } with no { before it (at "
+	    "character 2)", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {ip.v4}\n",
+	    "4: [rule:r] key: \"{ip.v4}\" has {ip.v4}, but {ip} takes no .NAME",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {}\n",
+	    "4: [rule:r] key: \"{}\" has {}, which is not a field", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {header.X(1)}\n",
+	    "4: [rule:r] key: \"{header.X(1)}\" has {header.X(1)}: \"X(1)\" is "
+	    "not a header name", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nkey = {env.A-B}\n",
+	    "4: [rule:r] key: \"{env.A-B}\" has {env.A-B}: \"A-B\" is not a "
+	    "variable name", NULL);
+}
+
+static void
+test_cost(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[rule:r]\nlimit = 10\nwindow = 1s\ncost = {header.X-Cost}\n"
+	    "[rule:s]\nlimit = 10\nwindow = 1s\ncost = 10\n");
+	assert_int_equal(c->rules[0].cost_tmpl.nparts, 1);
+	assert_int_equal(c->rules[0].cost_tmpl.parts[0].kind, RLG_PART_HEADER);
+	assert_string_equal(c->rules[0].cost_tmpl.parts[0].text, "X-Cost");
+	assert_int_equal(c->rules[1].cost_tmpl.nparts, 0);
+	assert_int_equal(c->rules[1].cost, 10);
+	conf_free(c);
+
+	expect_one("[rule:r]\nlimit = 10\nwindow = 1s\ncost = two\n",
+	    "4: [rule:r] cost: \"two\" is not a whole number (use a whole number "
+	    "from 1 to 1000000000, or a template such as {header.X-Cost})",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 10\nwindow = 1s\ncost = 0\n",
+	    "4: [rule:r] cost: \"0\" is too small", NULL);
+	expect_one("[rule:r]\nlimit = 10\nwindow = 1s\ncost = {header.X-Cost\n",
+	    "4: [rule:r] cost: \"{header.X-Cost\" has a { that is not closed",
+	    NULL);
+	/* Contradictions: a constant cost no window or bucket can hold. */
+	expect_one("[rule:r]\ncost = 11\nlimit = 10\nwindow = 1s\n",
+	    "2: [rule:r] cost: 11 is more than the rule can ever admit (limit = "
+	    "10)", NULL);
+	expect_one("[rule:r]\nalgorithm = token_bucket\nlimit = 100\n"
+	    "window = 1s\nburst = 5\ncost = 6\n",
+	    "6: [rule:r] cost: 6 is more than the rule can ever admit (burst = "
+	    "5), so every request would be denied; lower the cost or raise "
+	    "burst", NULL);
+}
+
+static void
+test_missing_keys(void **state)
+{
+	char *errors;
+
+	(void)state;
+	expect_one("[gateway]\n[rule:r]\nwindow = 1s\n",
+	    "2: [rule:r] limit: is missing: every rule needs one", NULL);
+	expect_one("[rule:r]\nlimit = 1\n\n[gateway]\n",
+	    "1: [rule:r] window: is missing: every rule needs one (e.g. window "
+	    "= 1s)", NULL);
+	/* An empty value is not a setting. */
+	expect_one("[rule:r]\nlimit =\nwindow = 1s\n",
+	    "1: [rule:r] limit: is missing", NULL);
+	/* A rule at the end of the file is checked too; a bad value is
+	 * reported as bad, not also as missing. */
+	errors = load_fail(RULE_OK "[rule:s]\nlimit = x\n");
+	assert_int_equal(count_lines(errors), 2);
+	assert_error(errors, "4: [rule:s] window: is missing", NULL);
+	assert_error(errors, "5: [rule:s] limit: \"x\" is not a whole number",
+	    NULL);
+	free(errors);
+}
+
+static void
+test_algorithm_keys(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nburst = 5\n",
+	    "4: [rule:r] burst: fixed_window has no burst (only token_bucket, "
+	    "gcra and leaky_bucket do); remove it or change the algorithm",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nburst = 5\n"
+	    "algorithm = sliding_log\n",
+	    "4: [rule:r] burst: sliding_log has no burst", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nprecision = 100ms\n"
+	    "algorithm = gcra\n",
+	    "4: [rule:r] precision: gcra has no precision (only sliding_window "
+	    "does); remove it or change the algorithm", NULL);
+	/* An unknown algorithm is one error, not three. */
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nburst = 5\n"
+	    "algorithm = bogus\n", "5: [rule:r] algorithm: ", NULL);
+
+	c = load_ok("[rule:a]\nalgorithm = leaky_bucket\nlimit = 10\n"
+	    "window = 1s\nburst = 3\n"
+	    "[rule:b]\nalgorithm = gcra\nlimit = 10\nwindow = 1s\n");
+	assert_int_equal(c->rules[0].algorithm, RLG_LEAKY_BUCKET);
+	assert_int_equal(c->rules[0].burst, 3);
+	assert_int_equal(c->rules[1].burst, 0);	/* the scripts use limit */
+	conf_free(c);
+}
+
+static void
+test_precision(void **state)
+{
+	static const struct {
+		const char	*window;
+		long long	 precision_ms;
+	} defaults[] = {
+		{ "1s", 100 }, { "1m", 6000 }, { "10ms", 1 }, { "15ms", 1 },
+		{ "5ms", 1 }, { "1ms", 1 }, { "7ms", 1 }, { "250ms", 25 },
+		{ "1d", 8640000 }, { "3s", 300 }, { "1001ms", 91 },
+	};
+	char text[256];
+	struct conf *c;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+		snprintf(text, sizeof(text), "[rule:r]\nalgorithm = "
+		    "sliding_window\nlimit = 5\nwindow = %s\n",
+		    defaults[i].window);
+		c = load_ok(text);
+		assert_int_equal(c->rules[0].precision_ms,
+		    defaults[i].precision_ms);
+		assert_int_equal(c->rules[0].window_ms %
+		    c->rules[0].precision_ms, 0);
+		conf_free(c);
+	}
+	c = load_ok("[rule:r]\nalgorithm = sliding_window\nlimit = 5\n"
+	    "window = 1m\nprecision = 1s\n");
+	assert_int_equal(c->rules[0].precision_ms, 1000);
+	conf_free(c);
+
+	expect_one("[rule:r]\nalgorithm = sliding_window\nlimit = 5\n"
+	    "window = 1s\nprecision = 300ms\n",
+	    "5: [rule:r] precision: the window (1s) is not a whole number of "
+	    "blocks of 300ms; use a divisor of the window, e.g. 100ms", NULL);
+	expect_one("[rule:r]\nalgorithm = sliding_window\nlimit = 5\n"
+	    "precision = 2s\nwindow = 1s\n",
+	    "4: [rule:r] precision: 2s is longer than the window (1s)", NULL);
+}
+
+static void
+test_audit_batch_queue(void **state)
+{
+	(void)state;
+	expect_one("[audit]\nqueue = 500\nbatch = 1000\n",
+	    "3: [audit] batch: a batch of 1000 rows cannot come from a queue of "
+	    "500; use a batch no larger than the queue", NULL);
+	/* Only the queue given: the default batch is what does not fit. */
+	expect_one("[audit]\nqueue = 999\n",
+	    "2: [audit] queue: a batch of 1000 rows cannot come from a queue "
+	    "of 999", NULL);
+}
+
+static void
+test_password_mode(void **state)
+{
+	static const char text[] = "[redis]\npassword = secret\n";
+	char *errors, *c_errors = NULL;
+	struct conf *c;
+
+	(void)state;
+	errors = load_fail_mode(text, 0644);
+	assert_int_equal(count_lines(errors), 1);
+	assert_error(errors, "2: [redis] password: ", "every user can read it "
+	    "(mode 644); run chmod 640");
+	free(errors);
+	errors = load_fail_mode(text, 0604);
+	assert_error(errors, "2: [redis] password: ", "(mode 604)");
+	free(errors);
+
+	/* 640 and 600 are what the message asks for. */
+	write_file(text, 0640);
+	c = conf_load(file, &c_errors);
+	assert_non_null(c);
+	assert_string_equal(c->redis_password, "secret");
+	conf_free(c);
+	/* A world-readable file without a password is fine. */
+	write_file("[redis]\npassword =\n", 0644);
+	c = conf_load(file, &c_errors);
+	assert_non_null(c);
+	conf_free(c);
+}
+
+static void
+test_other_contradictions(void **state)
+{
+	(void)state;
+	expect_one("[redis]\nusername = gw\n",
+	    "2: [redis] username: is set without a password (Redis AUTH takes "
+	    "both)", NULL);
+	expect_one("[redis]\nkey_prefix = rl:{x}\n",
+	    "2: [redis] key_prefix: \"rl:{x}\" contains a brace", NULL);
+	expect_one("[cgi]\nupstream = app.cgi\n",
+	    "2: [cgi] upstream: \"app.cgi\" is not an absolute path", NULL);
+}
+
+static void
+test_all_errors_together(void **state)
+{
+	char *errors;
+
+	(void)state;
+	errors = load_fail(
+	    "[gateway]\n"			/* 1 */
+	    "workers = 0\n"			/* 2 */
+	    "headers = fancy\n"			/* 3 */
+	    "[redis]\n"				/* 4 */
+	    "timeout = 10x\n"			/* 5 */
+	    "[rule:a]\n"			/* 6: window missing */
+	    "limit = 10\n"			/* 7 */
+	    "cost = 20\n"			/* 8 */
+	    "[rule:a]\n"			/* 9 */
+	    "limit = 1\n"			/* 10 */
+	    "window = 1s\n"			/* 11 */
+	    "key = {nope}\n"			/* 12 */
+	    "[audit]\n"				/* 13 */
+	    "queue = 10\n");			/* 14 */
+	/* In file order, whenever they were found. */
+	assert_int_equal(count_lines(errors), 8);
+	assert_error(errors, "2: [gateway] workers: ", NULL);
+	assert_error(errors, "3: [gateway] headers: ", NULL);
+	assert_error(errors, "5: [redis] timeout: ", NULL);
+	assert_error(errors, "6: [rule:a] window: is missing", NULL);
+	assert_error(errors, "8: [rule:a] cost: 20 is more", NULL);
+	assert_error(errors, "9: [rule:a]: this rule name is already used", NULL);
+	assert_error(errors, "12: [rule:a] key: ", NULL);
+	assert_error(errors, "14: [audit] queue: ", NULL);
+	assert_true(strstr(errors, ":2: ") < strstr(errors, ":3: "));
+	assert_true(strstr(errors, ":6: ") < strstr(errors, ":8: "));
+	assert_true(strstr(errors, ":12: ") < strstr(errors, ":14: "));
+	free(errors);
+}
+
+static void
+test_error_limit(void **state)
+{
+	char *text = malloc(200 * 16), *errors, want[PATH_MAX + 64];
+	size_t n = 0;
+	int i;
+
+	(void)state;
+	assert_non_null(text);
+	n = (size_t)sprintf(text, "[gateway]\n");
+	for (i = 0; i < 150; i++)
+		n += (size_t)sprintf(text + n, "bad%d = 1\n", i);
+	errors = load_fail(text);
+	assert_int_equal(count_lines(errors), 101);
+	snprintf(want, sizeof(want), "%s: too many errors, stopped after 100\n",
+	    file);
+	assert_string_equal(errors + strlen(errors) - strlen(want), want);
+	free(errors);
+	free(text);
+}
+
+static void
+test_trusted(void **state)
+{
+	unsigned char a[16];
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[gateway]\ntrusted_proxies = 127.0.0.1 10.1.2.3/8 "
+	    "192.168.4.0/22 2001:db8::/32 ::1 fe80::/10\n");
+	assert_int_equal(c->ntrusted, 6);
+	assert_int_equal(c->trusted[1].bits, 8);
+	assert_int_equal(c->trusted[1].addr[1], 0);	/* host bits dropped */
+
+#define V4(s)	(inet_pton(AF_INET, (s), a) == 1 ? a : NULL)
+#define V6(s)	(inet_pton(AF_INET6, (s), a) == 1 ? a : NULL)
+	assert_true(conf_trusted(c, AF_INET, V4("127.0.0.1")));
+	assert_false(conf_trusted(c, AF_INET, V4("127.0.0.2")));
+	assert_true(conf_trusted(c, AF_INET, V4("10.255.0.1")));
+	assert_false(conf_trusted(c, AF_INET, V4("11.0.0.1")));
+	assert_true(conf_trusted(c, AF_INET, V4("192.168.7.255")));
+	assert_false(conf_trusted(c, AF_INET, V4("192.168.8.0")));
+	assert_false(conf_trusted(c, AF_INET, V4("192.168.3.255")));
+	assert_true(conf_trusted(c, AF_INET6, V6("2001:db8:ffff::1")));
+	assert_false(conf_trusted(c, AF_INET6, V6("2001:db9::1")));
+	assert_true(conf_trusted(c, AF_INET6, V6("::1")));
+	assert_false(conf_trusted(c, AF_INET6, V6("::2")));
+	assert_true(conf_trusted(c, AF_INET6, V6("febf::1")));
+	assert_false(conf_trusted(c, AF_INET6, V6("fec0::1")));
+	/* IPv4 peers on a dual-stack socket. */
+	assert_true(conf_trusted(c, AF_INET6, V6("::ffff:10.9.8.7")));
+	assert_false(conf_trusted(c, AF_INET6, V6("::ffff:11.9.8.7")));
+	/* Families do not mix otherwise: 10.0.0.0/8 is not ::a00:0/8. */
+	assert_false(conf_trusted(c, AF_INET6, V6("a00::1")));
+	conf_free(c);
+
+	c = load_ok("[gateway]\ntrusted_proxies = 0.0.0.0/0\n");
+	assert_true(conf_trusted(c, AF_INET, V4("203.0.113.9")));
+	assert_false(conf_trusted(c, AF_INET6, V6("2001:db8::1")));
+	conf_free(c);
+
+	c = load_ok("[gateway]\n");
+	assert_int_equal(c->ntrusted, 0);
+	assert_false(conf_trusted(c, AF_INET, V4("127.0.0.1")));
+	conf_free(c);
+	assert_false(conf_trusted(NULL, AF_INET, V4("127.0.0.1")));
+#undef V4
+#undef V6
+}
+
+static void
+test_free_null(void **state)
+{
+	(void)state;
+	conf_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_int),
+		cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_algorithm_names),
+		cmocka_unit_test(test_sample_loads),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_empty_values),
+		cmocka_unit_test(test_syntax_tolerated),
+		cmocka_unit_test(test_error_format),
+		cmocka_unit_test(test_cannot_open),
+		cmocka_unit_test(test_long_line),
+		cmocka_unit_test(test_bad_lines),
+		cmocka_unit_test(test_unknown_section),
+		cmocka_unit_test(test_unknown_key),
+		cmocka_unit_test(test_key_twice),
+		cmocka_unit_test(test_duplicate_rule),
+		cmocka_unit_test(test_bad_rule_name),
+		cmocka_unit_test(test_too_many_rules),
+		cmocka_unit_test(test_bad_numbers),
+		cmocka_unit_test(test_bad_durations),
+		cmocka_unit_test(test_bad_enums),
+		cmocka_unit_test(test_bad_cidrs),
+		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_paths),
+		cmocka_unit_test(test_methods_and_host),
+		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_cost),
+		cmocka_unit_test(test_missing_keys),
+		cmocka_unit_test(test_algorithm_keys),
+		cmocka_unit_test(test_precision),
+		cmocka_unit_test(test_audit_batch_queue),
+		cmocka_unit_test(test_password_mode),
+		cmocka_unit_test(test_other_contradictions),
+		cmocka_unit_test(test_all_errors_together),
+		cmocka_unit_test(test_error_limit),
+		cmocka_unit_test(test_trusted),
+		cmocka_unit_test(test_free_null),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
