@@ -42,6 +42,9 @@ UNIT_BINS = $(UNIT_SRCS:.c=)
 TOOL_SRCS = $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS = $(TOOL_SRCS:.c=)
 
+# Man pages live beside what they describe.
+MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
+
 PROGS	= fcgi/rlgate cgi-bin/rlgate.cgi $(if $(REPORT_SRCS),reports/rlgate-report)
 
 .PHONY: all deps test unit integration run bench install clean
@@ -98,7 +101,7 @@ install: all
 	install -m 755 cgi-bin/rlgate.cgi $(DESTDIR)$(LIBEXECDIR)/rlgate.cgi
 	$(if $(REPORT_SRCS),install -m 755 reports/rlgate-report $(DESTDIR)$(BINDIR)/rlgate-report)
 	install -m 640 conf/rlgate.ini $(DESTDIR)$(SYSCONFDIR)/rlgate/rlgate.ini.sample
-	for m in $(wildcard man/*.[158]); do \
+	for m in $(MANPAGES); do \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/; done
 
 clean:

@@ -104,6 +104,30 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 	pthread_cond_timedwait(c, m, &ts);
 }
 
+/*
+ * SQLite's message for the failure rc, with the system's reason when the
+ * file system said no: "disk I/O error (File too large)".
+ */
+static void
+err_from_db(sqlite3 *db, int rc, char *buf, size_t len)
+{
+	int e = sqlite3_system_errno(db);
+
+	switch (rc & 0xff) {
+	case SQLITE_IOERR:
+	case SQLITE_FULL:
+	case SQLITE_CANTOPEN:
+	case SQLITE_READONLY:
+		if (e != 0) {
+			snprintf(buf, len, "%s (%s)", sqlite3_errmsg(db),
+			    strerror(e));
+			return;
+		}
+		break;
+	}
+	snprintf(buf, len, "%s", sqlite3_errmsg(db));
+}
+
 /* SQLite's WAL hook, called after each commit: remember the WAL size. */
 static int
 wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
@@ -138,7 +162,7 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	const char *mode;
-	char sql[128];
+	char sql[128], msg[400];
 	int rc;
 
 	rc = sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
@@ -190,8 +214,12 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	a->wal_frames = 0;
 	return 0;
 fail:
-	snprintf(errbuf, errlen, "%s: %s", a->path, a->db != NULL ?
-	    sqlite3_errmsg(a->db) : sqlite3_errstr(rc));
+	if (a->db == NULL)
+		snprintf(errbuf, errlen, "%s: %s", a->path, sqlite3_errstr(rc));
+	else {
+		err_from_db(a->db, sqlite3_errcode(a->db), msg, sizeof(msg));
+		snprintf(errbuf, errlen, "%s: %s", a->path, msg);
+	}
 fail_msg:
 	sqlite3_finalize(st);
 	db_close(a);
@@ -303,7 +331,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	}
 	return (long long)i;
 fail:
-	snprintf(a->err, sizeof(a->err), "%s", sqlite3_errmsg(a->db));
+	err_from_db(a->db, rc, a->err, sizeof(a->err));
 	sqlite3_reset(a->insert);
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
@@ -324,11 +352,12 @@ static void *
 writer_main(void *arg)
 {
 	struct audit *a = arg;
-	long long now, due = 0, at, retry_at = 0, backoff = 0, done;
+	long long now, due, at, retry_at = 0, backoff = 0, done;
 	size_t n, i;
 	int failing = 0;
 
 	pthread_mutex_lock(&a->mu);
+	due = now_ms() + a->flush_interval_ms;
 	for (;;) {
 		if (a->count == 0) {
 			if (a->closing)

@@ -779,15 +779,13 @@ parse_cidr(const char *tok, size_t len, struct cidr *out, const char **why)
 		return -1;
 	out->bits = out->family == AF_INET ? 32 : 128;
 	if (slash != NULL) {
+		const char *e;
+
 		*why = out->family == AF_INET ?
 		    "has a prefix length that is not 0 to 32" :
 		    "has a prefix length that is not 0 to 128";
-		if (conf_parse_int(slash + 1, 0, out->bits, &bits, why) == -1) {
-			*why = out->family == AF_INET ?
-			    "has a prefix length that is not 0 to 32" :
-			    "has a prefix length that is not 0 to 128";
+		if (conf_parse_int(slash + 1, 0, out->bits, &bits, &e) == -1)
 			return -1;
-		}
 		out->bits = (int)bits;
 	}
 	/* Like nginx's set_real_ip_from: host bits past the prefix mean
@@ -1397,9 +1395,11 @@ reader(char *str, int num, void *stream)
 	if (l->too_many || l->oom)
 		return NULL;
 	if ((got = getline(&l->buf, &l->bufsz, l->fp)) == -1) {
+		char ebuf[128];
+
 		if (ferror(l->fp))
 			lerr(l, l->lineno + 1, NULL, NULL, "cannot read: %s",
-			    strerror(errno));
+			    strerror_r(errno, ebuf, sizeof(ebuf)));
 		return NULL;
 	}
 	l->lineno++;
@@ -1584,6 +1584,7 @@ conf_load(const char *path, char **errors)
 {
 	struct loader l;
 	struct stat st;
+	char ebuf[128];
 	int rc;
 
 	memset(&l, 0, sizeof(l));
@@ -1592,12 +1593,17 @@ conf_load(const char *path, char **errors)
 	if ((l.c = conf_new(&l, path)) == NULL || l.oom)
 		goto fail;
 	if ((l.fp = fopen(path, "re")) == NULL) {
-		lerr(&l, 0, NULL, NULL, "cannot open: %s", strerror(errno));
+		lerr(&l, 0, NULL, NULL, "cannot open: %s",
+		    strerror_r(errno, ebuf, sizeof(ebuf)));
 		goto fail;
 	}
-	if (fstat(fileno(l.fp), &st) == -1 || S_ISDIR(st.st_mode)) {
-		lerr(&l, 0, NULL, NULL, "cannot read: %s", S_ISDIR(st.st_mode) ?
-		    "it is a directory" : strerror(errno));
+	if (fstat(fileno(l.fp), &st) == -1) {
+		lerr(&l, 0, NULL, NULL, "cannot read: %s",
+		    strerror_r(errno, ebuf, sizeof(ebuf)));
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		lerr(&l, 0, NULL, NULL, "cannot read: it is a directory");
 		goto fail;
 	}
 	l.mode = st.st_mode;

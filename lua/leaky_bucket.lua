@@ -35,7 +35,7 @@
 -- Promise: admitted requests leave (now + exact wait) in arrival order, each
 -- at least cost * T after the one before it, and none waits more than
 -- burst * T. Arithmetic is exact in ticks of 1/D us; it needs
--- (burst + cost) * window_us / gcd(limit, window_us) < 2^53, checked.
+-- (burst + cost) * window_us / gcd(limit, window_us) < 2^52, checked.
 -- Denied requests change nothing. Decisions come from the stored Q and now,
 -- never from the TTL.
 --
@@ -45,7 +45,7 @@
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
-local EXACT = 9007199254740992	-- 2^53
+local HALF = 4503599627370496	-- 2^52: the bound for times in ticks
 
 local function num(s) return string.format('%d', s) end
 
@@ -92,11 +92,11 @@ local function args()
 	local g = gcd(window_us, a.limit)
 	a.scale = window_us / g		-- units per token
 	a.rate = a.limit / g		-- units per microsecond
-	if (a.burst + a.cost) * a.scale >= EXACT then
+	if (a.burst + a.cost) * a.scale >= HALF then
 		return nil, 'burst ' .. num(a.burst) .. ' and cost ' .. num(a.cost) ..
 		    ' are too large for limit ' .. num(a.limit) .. ' per ' .. num(a.window_ms) ..
 		    ' ms: (burst + cost) * window_us / gcd(limit, window_us) must stay below ' ..
-		    '2^53 (use a shorter window or a limit sharing more factors with it)'
+		    '2^52 (use a shorter window or a limit sharing more factors with it)'
 	end
 	a.now, err = arg_int(1, 'now (microseconds)', 0, MAX, -1)
 	if err then return nil, err end
@@ -114,8 +114,9 @@ local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
 local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 local max_wait = a.burst * interval		-- in ticks
 
--- Ticks from now until the stored Q (0 when it is past); capped just above
--- max_wait (more only after a parameter change), which still denies.
+-- Ticks from now until the stored Q (0 when it is past). A Q written with
+-- these parameters is at most (burst + its cost) * T ahead, below 2^52
+-- ticks; the cap at 2^52 only guards against a Q written with others.
 local function wait_ticks(s)
 	local at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
 	if at then
@@ -126,9 +127,8 @@ local function wait_ticks(s)
 		if at == nil then return 0 end
 	end
 	if at < now or (at == now and r == 0) then return 0 end
-	local cap = max_wait + cost * interval
-	if at - now > cdiv(cap, ticks_per_us) then return cap end
-	return math.min(cap, (at - now) * ticks_per_us + r)
+	if at - now >= fdiv(HALF, ticks_per_us) then return HALF end
+	return (at - now) * ticks_per_us + r
 end
 local function format_time(ticks)	-- now + ticks, as "A" or "A+R/D"
 	local us = fdiv(ticks, ticks_per_us)

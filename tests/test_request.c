@@ -40,7 +40,7 @@ conf_from(const char *text)
 static void
 test_uri_splits_path_and_query(void **state)
 {
-	char *env[] = { "REQUEST_URI=/user/list?org=org1&x=%41", "QUERY_STRING=",
+	const char *env[] = { "REQUEST_URI=/user/list?org=org1&x=%41", "QUERY_STRING=",
 	    "REQUEST_METHOD=POST", "REMOTE_ADDR=10.0.0.1",
 	    "HTTP_HOST=Example.COM:8080", NULL };
 	struct request r;
@@ -48,7 +48,7 @@ test_uri_splits_path_and_query(void **state)
 	char v[64];
 
 	(void)state;
-	assert_int_equal(request_init(&r, env, NULL, &err), 0);
+	assert_int_equal(request_init(&r, (char **)env, NULL, &err), 0);
 	assert_string_equal(r.path, "/user/list");
 	assert_string_equal(r.method, "POST");
 	assert_string_equal(r.host, "example.com");
@@ -65,14 +65,14 @@ test_uri_splits_path_and_query(void **state)
 static void
 test_cgi_fallback_and_defaults(void **state)
 {
-	char *env[] = { "SCRIPT_NAME=/cgi-bin/app", "PATH_INFO=/x",
+	const char *env[] = { "SCRIPT_NAME=/cgi-bin/app", "PATH_INFO=/x",
 	    "QUERY_STRING=a=1", NULL };
 	struct request r;
 	const char *err = NULL;
 	char v[8];
 
 	(void)state;
-	assert_int_equal(request_init(&r, env, NULL, &err), 0);
+	assert_int_equal(request_init(&r, (char **)env, NULL, &err), 0);
 	assert_string_equal(r.path, "/cgi-bin/app/x");
 	assert_string_equal(r.method, "GET");
 	assert_string_equal(r.ip, "");
@@ -83,35 +83,35 @@ test_cgi_fallback_and_defaults(void **state)
 static void
 test_bad_paths(void **state)
 {
-	char *nul[] = { "REQUEST_URI=/a%00b", NULL };
-	char *env[] = { NULL, NULL };
+	const char *nul[] = { "REQUEST_URI=/a%00b", NULL };
+	const char *env[] = { NULL, NULL };
 	static char big[RLG_MAX_PATH + 32];
 	struct request r;
 	const char *err = NULL;
 
 	(void)state;
-	assert_int_equal(request_init(&r, nul, NULL, &err), 400);
+	assert_int_equal(request_init(&r, (char **)nul, NULL, &err), 400);
 	assert_non_null(err);
 	memcpy(big, "REQUEST_URI=/", 13);
 	memset(big + 13, 'a', sizeof(big) - 14);
 	env[0] = big;
-	assert_int_equal(request_init(&r, env, NULL, &err), 414);
+	assert_int_equal(request_init(&r, (char **)env, NULL, &err), 414);
 }
 
 static void
 test_roles(void **state)
 {
-	char *lighttpd[] = { "FCGI_ROLE=AUTHORIZER", NULL };
-	char *apache[] = { "FCGI_ROLE=AUTHORIZER",
+	const char *lighttpd[] = { "FCGI_ROLE=AUTHORIZER", NULL };
+	const char *apache[] = { "FCGI_ROLE=AUTHORIZER",
 	    "FCGI_APACHE_ROLE=AUTHENTICATOR", NULL };
 	struct request r;
 	const char *err;
 
 	(void)state;
-	request_init(&r, lighttpd, NULL, &err);
+	request_init(&r, (char **)lighttpd, NULL, &err);
 	assert_int_equal(r.role, RLG_ROLE_AUTHORIZER);
 	assert_false(r.apache);
-	request_init(&r, apache, NULL, &err);
+	request_init(&r, (char **)apache, NULL, &err);
 	assert_int_equal(r.role, RLG_ROLE_AUTHORIZER);
 	assert_true(r.apache);
 }
@@ -137,23 +137,23 @@ test_forwarded_for_only_from_trusted(void **state)
 	struct conf *c = conf_from("[gateway]\n"
 	    "trusted_proxies = 127.0.0.1/32 10.0.0.0/8\n"
 	    "[audit]\ndatabase =\n");
-	char *direct[] = { "REMOTE_ADDR=203.0.113.9",
+	const char *direct[] = { "REMOTE_ADDR=203.0.113.9",
 	    "HTTP_X_FORWARDED_FOR=1.1.1.1", NULL };
-	char *proxied[] = { "REMOTE_ADDR=127.0.0.1",
+	const char *proxied[] = { "REMOTE_ADDR=127.0.0.1",
 	    "HTTP_X_FORWARDED_FOR=6.6.6.6, 198.51.100.7, 10.1.2.3", NULL };
-	char *garbage[] = { "REMOTE_ADDR=127.0.0.1",
+	const char *garbage[] = { "REMOTE_ADDR=127.0.0.1",
 	    "HTTP_X_FORWARDED_FOR=nonsense", NULL };
 	struct request r;
 	const char *err;
 
 	(void)state;
 	/* An untrusted peer cannot choose its key with the header. */
-	request_init(&r, direct, c, &err);
+	request_init(&r, (char **)direct, c, &err);
 	assert_string_equal(r.ip, "203.0.113.9");
 	/* Right to left, past trusted proxies, never the spoofable left. */
-	request_init(&r, proxied, c, &err);
+	request_init(&r, (char **)proxied, c, &err);
 	assert_string_equal(r.ip, "198.51.100.7");
-	request_init(&r, garbage, c, &err);
+	request_init(&r, (char **)garbage, c, &err);
 	assert_string_equal(r.ip, "127.0.0.1");
 	conf_free(c);
 }
@@ -171,13 +171,13 @@ test_rule_match_and_keys(void **state)
 	    "limit = 5\nwindow = 1s\non_missing = deny\n"
 	    "[rule:costly]\npath = /api/*\nkey = {ip}\ncost = {header.X-Cost}\n"
 	    "algorithm = token_bucket\nlimit = 10\nwindow = 1s\nburst = 20\n");
-	char *e1[] = { "REQUEST_URI=/user/list?org=o%201", "REMOTE_ADDR=1.2.3.4",
+	const char *e1[] = { "REQUEST_URI=/user/list?org=o%201", "REMOTE_ADDR=1.2.3.4",
 	    NULL };
-	char *e2[] = { "REQUEST_URI=/api/v1", "REQUEST_METHOD=POST",
+	const char *e2[] = { "REQUEST_URI=/api/v1", "REQUEST_METHOD=POST",
 	    "HTTP_X_API_KEY=k1", "REMOTE_USER=bob", "HTTP_X_COST=7",
 	    "REMOTE_ADDR=1.2.3.4", NULL };
-	char *e3[] = { "REQUEST_URI=/item/42", "REMOTE_ADDR=1.2.3.4", NULL };
-	char *e4[] = { "REQUEST_URI=/api/v1", "REQUEST_METHOD=GET",
+	const char *e3[] = { "REQUEST_URI=/item/42", "REMOTE_ADDR=1.2.3.4", NULL };
+	const char *e4[] = { "REQUEST_URI=/api/v1", "REQUEST_METHOD=GET",
 	    "HTTP_X_COST=21", "REMOTE_ADDR=1.2.3.4", NULL };
 	struct match m[RLG_MAX_MATCHES];
 	const struct rule *bad = NULL;
@@ -185,25 +185,25 @@ test_rule_match_and_keys(void **state)
 	struct request r;
 
 	(void)state;
-	request_init(&r, e1, c, &err);
+	request_init(&r, (char **)e1, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), 1);
 	assert_string_equal(m[0].rule->name, "exact");
 	assert_string_equal(m[0].key, "o 1/user/list");
 	assert_int_equal(m[0].cost, 1);
 
-	request_init(&r, e2, c, &err);
+	request_init(&r, (char **)e2, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), 2);
 	assert_string_equal(m[0].key, "POST:k1:bob:prefix");
 	assert_string_equal(m[1].rule->name, "costly");
 	assert_int_equal(m[1].cost, 7);
 
 	/* on_missing = deny: the host part is absent, so a bad request. */
-	request_init(&r, e3, c, &err);
+	request_init(&r, (char **)e3, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), -1);
 	assert_string_equal(bad->name, "re");
 
 	/* A cost above the bucket's capacity is refused, not clamped. */
-	request_init(&r, e4, c, &err);
+	request_init(&r, (char **)e4, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), -1);
 	assert_string_equal(bad->name, "costly");
 	conf_free(c);
@@ -215,18 +215,18 @@ test_missing_part_skips_rule(void **state)
 	struct conf *c = conf_from("[audit]\ndatabase =\n"
 	    "[rule:org]\npath = /user/list\nkey = {query.org}\n"
 	    "limit = 1\nwindow = 1s\n");
-	char *e[] = { "REQUEST_URI=/user/list", NULL };
-	char *empty[] = { "REQUEST_URI=/user/list?org=", NULL };
+	const char *e[] = { "REQUEST_URI=/user/list", NULL };
+	const char *empty[] = { "REQUEST_URI=/user/list?org=", NULL };
 	struct match m[RLG_MAX_MATCHES];
 	const struct rule *bad = NULL;
 	const char *err = NULL;
 	struct request r;
 
 	(void)state;
-	request_init(&r, e, c, &err);
+	request_init(&r, (char **)e, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), 0);
 	/* An empty value is a value: query parts may be empty on purpose. */
-	request_init(&r, empty, c, &err);
+	request_init(&r, (char **)empty, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), 1);
 	assert_string_equal(m[0].key, "");
 	conf_free(c);

@@ -19,6 +19,7 @@ static struct request	req;
 static struct match	m[2];
 static struct verdict	v[2];
 static char		out[RLG_MAX_RESPONSE];
+static char		name0[] = "user_list", name1[] = "daily";
 
 static int
 setup(void **state)
@@ -32,10 +33,10 @@ setup(void **state)
 	conf.deny_status = 429;
 	conf.headers = RLG_HEADERS_IETF;
 	conf.on_error = RLG_ON_ERROR_ALLOW;
-	rules[0].name = "user_list";
+	rules[0].name = name0;
 	rules[0].limit = 100;
 	rules[0].window_ms = 1000;
-	rules[1].name = "daily";
+	rules[1].name = name1;
 	rules[1].limit = 5000;
 	rules[1].window_ms = 86400000;
 	m[0].rule = &rules[0];

@@ -1,0 +1,987 @@
+/*
+ * test_audit: the audit writer against real SQLite files in a mkdtemp
+ * directory: exact rows and NULLs from several threads, WAL, back-pressure,
+ * a database locked by another connection, a full disk (RLIMIT_FSIZE), a
+ * read-only file (the immutable attribute, which stops root too), a removed
+ * file, two processes sharing one file, and shutdown. Also log's line format.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/fs.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "audit.h"
+#include "log.h"
+
+struct fixture {
+	char	dir[64];
+	char	path[128];	/* dir/audit.db */
+};
+
+/* ---- helpers ------------------------------------------------------- */
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+sleep_ms(long long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static int
+set_immutable(const char *path, int on)
+{
+	int fd, flags, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK)) == -1)
+		return -1;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0) {
+		flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+		rc = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+	}
+	close(fd);
+	return rc;
+}
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_audit.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/audit.db", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	char p[512];
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(f->dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", f->dir, de->d_name);
+			set_immutable(p, 0);
+			unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Sends stderr (where log writes) to a pipe until capture_end(). */
+static int capture_saved = -1, capture_rd = -1;
+
+static void
+capture_start(void)
+{
+	int p[2];
+
+	assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	fflush(stderr);
+	capture_saved = dup(STDERR_FILENO);
+	assert_true(capture_saved >= 0);
+	assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+	close(p[1]);
+	capture_rd = p[0];
+}
+
+/* Returns what was logged, in a string the caller frees, and echoes it. */
+static char *
+capture_end(void)
+{
+	size_t len = 0, cap = 65536;
+	char *buf = malloc(cap + 1);
+	ssize_t n;
+
+	assert_non_null(buf);
+	dup2(capture_saved, STDERR_FILENO);
+	close(capture_saved);
+	while (len < cap && (n = read(capture_rd, buf + len, cap - len)) > 0)
+		len += (size_t)n;
+	close(capture_rd);
+	buf[len] = '\0';
+	fputs(buf, stderr);
+	return buf;
+}
+
+static int
+count_lines(const char *log, const char *a, const char *b)
+{
+	const char *line = log, *end;
+	char tmp[2048];
+	int n = 0;
+
+	for (; *line != '\0'; line = *end != '\0' ? end + 1 : end) {
+		end = strchr(line, '\n');
+		if (end == NULL)
+			end = line + strlen(line);
+		snprintf(tmp, sizeof(tmp), "%.*s", (int)(end - line), line);
+		if (strstr(tmp, a) != NULL && (b == NULL || strstr(tmp, b) != NULL))
+			n++;
+	}
+	return n;
+}
+
+static struct audit_stats
+stats(struct audit *a)
+{
+	struct audit_stats st;
+
+	audit_stats(a, &st);
+	return st;
+}
+
+/* Waits up to timeout_ms for at least n rows written. */
+static long long
+wait_written(struct audit *a, long long n, long long timeout_ms)
+{
+	long long end = now_ms() + timeout_ms;
+
+	while (stats(a).written < n && now_ms() < end)
+		sleep_ms(2);
+	return stats(a).written;
+}
+
+static long long
+wait_failures(struct audit *a, long long n, long long timeout_ms)
+{
+	long long end = now_ms() + timeout_ms;
+
+	while (stats(a).failures < n && now_ms() < end)
+		sleep_ms(2);
+	return stats(a).failures;
+}
+
+static sqlite3 *
+db_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	return db;
+}
+
+static void
+db_exec(sqlite3 *db, const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sql, err);
+}
+
+/* The first column of the first row of sql as an integer. */
+static long long
+db_int(const char *path, const char *sql)
+{
+	sqlite3 *db = db_open(path);
+	sqlite3_stmt *st;
+	long long v;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+/*
+ * Row i of thread t, with NULLs, zeros and extremes spread over the rows.
+ * The strings live in bufs.
+ */
+struct row_bufs {
+	char	request_id[32], rule[32], key[32], path[64], ip[32];
+};
+
+static void
+make_row(int t, int i, struct audit_row *r, struct row_bufs *b)
+{
+	int matched = i % 5 != 0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(b->request_id, sizeof(b->request_id), "t%d-%d", t, i);
+	snprintf(b->rule, sizeof(b->rule), "rule%d", i % 3);
+	snprintf(b->key, sizeof(b->key), "org%d/user/list", i % 7);
+	snprintf(b->path, sizeof(b->path), i % 9 == 0 ?
+	    "/caf\xc3\xa9/'q\"%d" : "/user/%d", i);
+	snprintf(b->ip, sizeof(b->ip), "10.%d.%d.%d", t, i / 256 % 256,
+	    i % 256);
+	r->ts_ms = 1795000000000LL + t * 1000000LL + i;
+	r->request_id = b->request_id;
+	r->rule = matched ? b->rule : NULL;
+	r->key = matched ? b->key : NULL;
+	r->algorithm = matched ? "token_bucket" : NULL;
+	r->allowed = i % 2;
+	r->reason = matched ? "limit" : "unmatched";
+	r->cost = i % 7 == 0 ? -1 : i % 4;
+	r->limit_value = matched ? 100 : -1;
+	r->window_ms = matched ? 1000 : -5;
+	r->burst = i % 3 == 0 ? -1 : 0;		/* 0 stays 0, not NULL */
+	r->remaining = i % 11 == 0 ? -1 : i % 100;
+	r->retry_after_ms = r->allowed ? 0 : 420;
+	r->delay_ms = i % 13 == 0 ? INT64_MIN : 5;
+	r->method = i % 4 == 0 ? NULL : "GET";
+	r->path = b->path;
+	r->client_ip = b->ip;
+	r->status = i % 17 == 0 ? -1 : r->allowed ? 200 : 429;
+	r->latency_us = i % 19 == 0 ? INT64_MAX : i;
+}
+
+/* 0 when column c of st holds s (NULL: SQL NULL). */
+static int
+col_text(sqlite3_stmt *st, int c, const char *s)
+{
+	const char *v = (const char *)sqlite3_column_text(st, c);
+
+	if (s == NULL)
+		return sqlite3_column_type(st, c) == SQLITE_NULL ? 0 : -1;
+	return sqlite3_column_type(st, c) == SQLITE_TEXT && strcmp(v, s) == 0 ?
+	    0 : -1;
+}
+
+/* 0 when column c of st holds v (below 0 when nullable: SQL NULL). */
+static int
+col_int(sqlite3_stmt *st, int c, int64_t v, int nullable)
+{
+	if (nullable && v < 0)
+		return sqlite3_column_type(st, c) == SQLITE_NULL ? 0 : -1;
+	return sqlite3_column_type(st, c) == SQLITE_INTEGER &&
+	    sqlite3_column_int64(st, c) == v ? 0 : -1;
+}
+
+/*
+ * Checks that the database holds exactly rows 0..per_thread-1 of threads
+ * 0..threads-1, each once, with every value as make_row() made it.
+ */
+static void
+check_rows(const char *path, int threads, int per_thread)
+{
+	sqlite3 *db = db_open(path);
+	sqlite3_stmt *st;
+	struct audit_row r;
+	struct row_bufs b;
+	char *seen = calloc((size_t)threads * per_thread, 1);
+	long long n = 0;
+	int t, i, bad = 0;
+
+	assert_non_null(seen);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT ts_ms, request_id, "
+	    "rule, key, algorithm, allowed, reason, cost, limit_value, "
+	    "window_ms, burst, remaining, retry_after_ms, delay_ms, method, "
+	    "path, client_ip, status, latency_us FROM decisions", -1, &st,
+	    NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		n++;
+		if (sscanf((const char *)sqlite3_column_text(st, 1), "t%d-%d",
+		    &t, &i) != 2 || t < 0 || t >= threads || i < 0 ||
+		    i >= per_thread || seen[t * per_thread + i]++) {
+			bad++;
+			continue;
+		}
+		make_row(t, i, &r, &b);
+		if (col_int(st, 0, r.ts_ms, 0) || col_text(st, 1, r.request_id) ||
+		    col_text(st, 2, r.rule) || col_text(st, 3, r.key) ||
+		    col_text(st, 4, r.algorithm) ||
+		    col_int(st, 5, r.allowed, 0) || col_text(st, 6, r.reason) ||
+		    col_int(st, 7, r.cost, 1) ||
+		    col_int(st, 8, r.limit_value, 1) ||
+		    col_int(st, 9, r.window_ms, 1) ||
+		    col_int(st, 10, r.burst, 1) ||
+		    col_int(st, 11, r.remaining, 1) ||
+		    col_int(st, 12, r.retry_after_ms, 1) ||
+		    col_int(st, 13, r.delay_ms, 1) ||
+		    col_text(st, 14, r.method) || col_text(st, 15, r.path) ||
+		    col_text(st, 16, r.client_ip) ||
+		    col_int(st, 17, r.status, 1) ||
+		    col_int(st, 18, r.latency_us, 1)) {
+			if (bad++ < 5)
+				print_error("row t%d-%d differs\n", t, i);
+		}
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	free(seen);
+	assert_int_equal(bad, 0);
+	assert_int_equal(n, (long long)threads * per_thread);
+}
+
+struct pusher {
+	pthread_t	 thread;
+	struct audit	*a;
+	int		 t;
+	int		 rows;
+	int		 failed;	/* pushes that returned -1 */
+	long long	 max_push_ms;
+};
+
+static void *
+push_main(void *arg)
+{
+	struct pusher *p = arg;
+	struct audit_row r;
+	struct row_bufs b;
+	long long t0, d;
+	int i;
+
+	for (i = 0; i < p->rows; i++) {
+		make_row(p->t, i, &r, &b);
+		t0 = now_ms();
+		if (audit_push(p->a, &r) != 0)
+			p->failed++;
+		if ((d = now_ms() - t0) > p->max_push_ms)
+			p->max_push_ms = d;
+	}
+	return NULL;
+}
+
+/* Pushes rows rows from each of threads threads; returns pushes refused. */
+static int
+push_threads(struct audit *a, int threads, int rows)
+{
+	struct pusher p[16];
+	int t, failed = 0;
+
+	assert_true(threads <= 16);
+	for (t = 0; t < threads; t++) {
+		memset(&p[t], 0, sizeof(p[t]));
+		p[t].a = a;
+		p[t].t = t;
+		p[t].rows = rows;
+		assert_int_equal(pthread_create(&p[t].thread, NULL, push_main,
+		    &p[t]), 0);
+	}
+	for (t = 0; t < threads; t++) {
+		pthread_join(p[t].thread, NULL);
+		failed += p[t].failed;
+	}
+	return failed;
+}
+
+/* Pushes rows first..first+n-1 of thread t from this thread. */
+static void
+push_range(struct audit *a, int t, int first, int n)
+{
+	struct audit_row r;
+	struct row_bufs b;
+	int i;
+
+	for (i = first; i < first + n; i++) {
+		make_row(t, i, &r, &b);
+		assert_int_equal(audit_push(a, &r), 0);
+	}
+}
+
+/* ---- tests --------------------------------------------------------- */
+
+static void
+test_rows_from_threads_exact(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	struct audit *a;
+	struct audit_stats st;
+
+	a = audit_open(f->path, 1000, 100, 10, err, sizeof(err));
+	assert_non_null(a);
+	assert_int_equal(push_threads(a, 4, 5000), 0);
+	assert_int_equal(wait_written(a, 20000, 10000), 20000);
+	st = stats(a);
+	assert_int_equal(st.queued, 0);
+	assert_int_equal(st.failures, 0);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 4, 5000);
+}
+
+static void
+test_wal_schema_and_reopen(void **state)
+{
+	struct fixture *f = *state;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char err[512];
+	struct audit *a;
+
+	assert_non_null(a = audit_open(f->path, 10, 10, 10, err, sizeof(err)));
+	push_range(a, 0, 0, 3);
+	assert_int_equal(audit_close(a, 1000), 0);
+
+	db = db_open(f->path);
+	assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st,
+	    NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_string_equal(sqlite3_column_text(st, 0), "wal");
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM sqlite_master "
+	    "WHERE name IN ('decisions', 'decisions_ts', "
+	    "'decisions_rule_key_ts')"), 3);
+
+	/* An existing database is opened again and appended to. */
+	assert_non_null(a = audit_open(f->path, 10, 10, 10, err, sizeof(err)));
+	push_range(a, 0, 3, 2);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 1, 5);
+}
+
+struct sampler {
+	pthread_t	 thread;
+	struct audit	*a;
+	volatile int	 stop;
+	long long	 max_queued;
+};
+
+static void *
+sample_main(void *arg)
+{
+	struct sampler *s = arg;
+	long long q;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		if ((q = stats(s->a).queued) > s->max_queued)
+			s->max_queued = q;
+		sched_yield();
+	}
+	return NULL;
+}
+
+static void
+test_tiny_queue_loses_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct sampler s;
+	char err[512];
+	struct audit *a;
+
+	assert_non_null(a = audit_open(f->path, 10, 4, 1, err, sizeof(err)));
+	memset(&s, 0, sizeof(s));
+	s.a = a;
+	assert_int_equal(pthread_create(&s.thread, NULL, sample_main, &s), 0);
+	assert_int_equal(push_threads(a, 4, 3000), 0);
+	__atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(s.thread, NULL);
+	assert_true(s.max_queued <= 10);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 4, 3000);
+}
+
+struct one_push {
+	pthread_t	 thread;
+	struct audit	*a;
+	int		 t, i;
+	int		 rc;
+	int		 done;		/* atomic */
+};
+
+static void *
+one_push_main(void *arg)
+{
+	struct one_push *p = arg;
+	struct audit_row r;
+	struct row_bufs b;
+
+	make_row(p->t, p->i, &r, &b);
+	p->rc = audit_push(p->a, &r);
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A full queue makes audit_push() wait, and the row is written later. */
+static void
+test_full_queue_blocks_push(void **state)
+{
+	struct fixture *f = *state;
+	struct one_push p;
+	char err[512];
+	struct audit *a;
+	sqlite3 *locker;
+	long long t0;
+
+	assert_non_null(a = audit_open(f->path, 10, 1, 0, err, sizeof(err)));
+	locker = db_open(f->path);
+	db_exec(locker, "BEGIN EXCLUSIVE");
+
+	capture_start();
+	t0 = now_ms();
+	push_range(a, 0, 0, 10);
+	assert_true(now_ms() - t0 < 200);	/* room for 10: no waiting */
+	memset(&p, 0, sizeof(p));
+	p.a = a;
+	p.i = 10;
+	assert_int_equal(pthread_create(&p.thread, NULL, one_push_main, &p), 0);
+	sleep_ms(600);
+	assert_int_equal(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE), 0);
+	assert_int_equal(stats(a).queued, 10);
+	assert_int_equal(stats(a).written, 0);
+
+	db_exec(locker, "COMMIT");
+	pthread_join(p.thread, NULL);
+	assert_int_equal(p.rc, 0);
+	assert_int_equal(audit_close(a, 2000), 0);
+	free(capture_end());
+	sqlite3_close(locker);
+	check_rows(f->path, 1, 11);
+}
+
+static void
+test_locked_database_recovers(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], *log;
+	struct audit *a;
+	sqlite3 *locker;
+	long long t0, t, slowest = 0;
+	int i;
+
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 100000, 100, 10, err,
+	    sizeof(err)));
+	locker = db_open(f->path);
+	db_exec(locker, "BEGIN EXCLUSIVE");
+
+	/* 1.5 s of pushes while another connection holds the write lock. */
+	t0 = now_ms();
+	for (i = 0; i < 300; i++) {
+		t = now_ms();
+		push_range(a, 0, i, 1);
+		if (now_ms() - t > slowest)
+			slowest = now_ms() - t;
+		sleep_ms(5);
+	}
+	while (now_ms() - t0 < 1500)
+		sleep_ms(10);
+	assert_true(slowest < 100);
+	assert_int_equal(stats(a).written, 0);
+	assert_int_equal(stats(a).queued, 300);
+	assert_true(stats(a).failures >= 1);
+
+	db_exec(locker, "COMMIT");
+	sqlite3_close(locker);
+	assert_int_equal(wait_written(a, 300, 5000), 300);
+	assert_int_equal(audit_close(a, 1000), 0);
+	log = capture_end();
+	/* Once per episode: one error, one recovery. */
+	assert_int_equal(count_lines(log, "error: audit:", NULL), 1);
+	assert_int_equal(count_lines(log, "error: audit:",
+	    "cannot write: database is locked; "), 1);
+	assert_int_equal(count_lines(log, "error: audit:", "rows waiting"), 1);
+	assert_int_equal(count_lines(log, "info: audit:", "recovered, "), 1);
+	free(log);
+	check_rows(f->path, 1, 300);
+}
+
+/* A full disk, made with RLIMIT_FSIZE, which binds root too. */
+static void
+test_disk_full_recovers(void **state)
+{
+	struct fixture *f = *state;
+	struct rlimit saved, small;
+	char err[512], *log;
+	struct audit *a;
+	long long written;
+
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err, sizeof(err)));
+	push_range(a, 0, 0, 100);
+	assert_int_equal(wait_written(a, 100, 5000), 100);
+
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+	small = saved;
+	small.rlim_cur = 1;	/* no write past the first byte of any file */
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	push_range(a, 0, 100, 200);
+	assert_true(wait_failures(a, 2, 5000) >= 2);
+	written = stats(a).written;
+	sleep_ms(200);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+	assert_int_equal(written, 100);
+
+	assert_int_equal(wait_written(a, 300, 5000), 300);
+	assert_int_equal(audit_close(a, 1000), 0);
+	log = capture_end();
+	assert_int_equal(count_lines(log, "error: audit:", NULL), 1);
+	assert_int_equal(count_lines(log, "error: audit:", "rows waiting"), 1);
+	assert_int_equal(count_lines(log, "info: audit:", "recovered"), 1);
+	free(log);
+	check_rows(f->path, 1, 300);
+}
+
+/*
+ * A read-only database. File modes do not stop root; the immutable
+ * attribute does (ext4, xfs, btrfs). Skipped where it cannot be set.
+ */
+static void
+test_readonly_file_recovers(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], wal[160], *log;
+	struct audit *a;
+
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err, sizeof(err)));
+	push_range(a, 0, 0, 50);
+	assert_int_equal(wait_written(a, 50, 5000), 50);
+
+	if (set_immutable(f->path, 1) == -1 || set_immutable(wal, 1) == -1) {
+		int e = errno;
+
+		set_immutable(f->path, 0);
+		audit_close(a, 1000);
+		free(capture_end());
+		print_message("immutable attribute not available (%s): "
+		    "skipped\n", strerror(e));
+		skip();
+	}
+	push_range(a, 0, 50, 100);
+	assert_true(wait_failures(a, 2, 5000) >= 2);
+	assert_int_equal(stats(a).written, 50);
+	assert_int_equal(stats(a).queued, 100);
+	assert_int_equal(set_immutable(wal, 0), 0);
+	assert_int_equal(set_immutable(f->path, 0), 0);
+
+	assert_int_equal(wait_written(a, 150, 5000), 150);
+	assert_int_equal(audit_close(a, 1000), 0);
+	log = capture_end();
+	assert_int_equal(count_lines(log, "error: audit:", NULL), 1);
+	assert_int_equal(count_lines(log, "info: audit:", "recovered"), 1);
+	free(log);
+	check_rows(f->path, 1, 150);
+}
+
+/* Removed (or rotated away) while open: later rows go to a new file. */
+static void
+test_removed_file_is_recreated(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], p[160], *log;
+	struct audit *a;
+
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err, sizeof(err)));
+	push_range(a, 1, 0, 10);
+	assert_int_equal(wait_written(a, 10, 5000), 10);
+	unlink(f->path);
+	snprintf(p, sizeof(p), "%s-wal", f->path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", f->path);
+	unlink(p);
+
+	push_range(a, 0, 0, 20);
+	assert_int_equal(wait_written(a, 30, 5000), 30);
+	assert_int_equal(audit_close(a, 1000), 0);
+	log = capture_end();
+	assert_int_equal(count_lines(log, "warn: audit:", "removed or "
+	    "replaced"), 1);
+	assert_int_equal(count_lines(log, "error:", NULL), 0);
+	free(log);
+	check_rows(f->path, 1, 20);
+}
+
+/* Two processes, two writers, one file: WAL + busy_timeout + BEGIN IMMEDIATE. */
+static void
+test_two_processes_share_file(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	struct audit *a;
+	pid_t pid;
+	int status, i;
+
+	for (i = 0; i < 3; i++) {	/* both create the file: a start-up race */
+		char p[160];
+
+		unlink(f->path);
+		snprintf(p, sizeof(p), "%s-wal", f->path);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s-shm", f->path);
+		unlink(p);
+
+		fflush(NULL);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			a = audit_open(f->path, 1000, 50, 5, err, sizeof(err));
+			if (a == NULL) {
+				fprintf(stderr, "child: %s\n", err);
+				_exit(2);
+			}
+			status = push_threads(a, 2, 4000) != 0;
+			_exit(audit_close(a, 5000) != 0 || status ? 1 : 0);
+		}
+		a = audit_open(f->path, 1000, 50, 5, err, sizeof(err));
+		if (a == NULL)
+			fail_msg("%s", err);
+		/* Threads 2 and 3 here, 0 and 1 in the child. */
+		{
+			struct pusher p2[2];
+			int t;
+
+			for (t = 0; t < 2; t++) {
+				memset(&p2[t], 0, sizeof(p2[t]));
+				p2[t].a = a;
+				p2[t].t = t + 2;
+				p2[t].rows = 4000;
+				assert_int_equal(pthread_create(&p2[t].thread,
+				    NULL, push_main, &p2[t]), 0);
+			}
+			for (t = 0; t < 2; t++) {
+				pthread_join(p2[t].thread, NULL);
+				assert_int_equal(p2[t].failed, 0);
+			}
+		}
+		assert_int_equal(audit_close(a, 5000), 0);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		check_rows(f->path, 4, 4000);
+	}
+}
+
+/* A database that never becomes writable: close gives up and says how many. */
+static void
+test_close_gives_up(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], *log;
+	struct audit *a;
+	sqlite3 *locker;
+	long long t0, took;
+
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err, sizeof(err)));
+	locker = db_open(f->path);
+	db_exec(locker, "BEGIN EXCLUSIVE");
+	push_range(a, 0, 0, 50);
+	t0 = now_ms();
+	assert_int_equal(audit_close(a, 300), 50);
+	took = now_ms() - t0;
+	db_exec(locker, "COMMIT");
+	sqlite3_close(locker);
+	log = capture_end();
+	assert_true(took >= 250);
+	assert_true(took < 2000);
+	assert_int_equal(count_lines(log, "error: audit:", "giving up"), 1);
+	assert_int_equal(count_lines(log, "error: audit:", "50 rows not "
+	    "written"), 1);
+	free(log);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM decisions"), 0);
+}
+
+static void
+test_batch_and_flush_interval(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	struct audit *a;
+
+	/* A long interval: only a full batch (or close) writes. */
+	assert_non_null(a = audit_open(f->path, 100, 5, 60000, err,
+	    sizeof(err)));
+	push_range(a, 0, 0, 4);
+	sleep_ms(300);
+	assert_int_equal(stats(a).written, 0);
+	push_range(a, 0, 4, 1);
+	assert_int_equal(wait_written(a, 5, 2000), 5);
+	push_range(a, 0, 5, 1);
+	sleep_ms(300);
+	assert_int_equal(stats(a).written, 5);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 1, 6);
+
+	/* A short interval: one row is written without a full batch. */
+	assert_non_null(a = audit_open(f->path, 100, 1000, 20, err,
+	    sizeof(err)));
+	push_range(a, 0, 6, 1);
+	assert_int_equal(wait_written(a, 1, 2000), 1);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 1, 7);
+}
+
+static void
+test_bad_arguments(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], p[160];
+	struct audit_row r;
+	struct row_bufs b;
+	struct audit_stats st;
+	struct audit *a;
+	FILE *fp;
+
+	assert_null(audit_open(f->path, 0, 10, 10, err, sizeof(err)));
+	assert_non_null(strstr(err, "at least 1"));
+	assert_null(audit_open(f->path, 10, 0, 10, err, sizeof(err)));
+	assert_null(audit_open(f->path, 10, 10, -1, err, sizeof(err)));
+	assert_null(audit_open("", 10, 10, 10, err, sizeof(err)));
+
+	snprintf(p, sizeof(p), "%s/no/such/dir/audit.db", f->dir);
+	assert_null(audit_open(p, 10, 10, 10, err, sizeof(err)));
+	assert_non_null(strstr(err, p));
+	assert_non_null(strstr(err, "unable to open"));
+
+	snprintf(p, sizeof(p), "%s/not-a-db", f->dir);
+	assert_non_null(fp = fopen(p, "w"));
+	fputs("this is not an SQLite database, not at all, no no no\n", fp);
+	fclose(fp);
+	assert_null(audit_open(p, 10, 10, 10, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a database"));
+
+	assert_int_equal(audit_close(NULL, 0), 0);
+	audit_stats(NULL, &st);
+	assert_int_equal(st.queued + st.written + st.failures, 0);
+
+	/* request_id and reason are NOT NULL: such a row is refused. */
+	assert_non_null(a = audit_open(f->path, 10, 10, 10, err, sizeof(err)));
+	make_row(0, 0, &r, &b);
+	r.request_id = NULL;
+	errno = 0;
+	assert_int_equal(audit_push(a, &r), -1);
+	assert_int_equal(errno, EINVAL);
+	make_row(0, 0, &r, &b);
+	r.reason = NULL;
+	assert_int_equal(audit_push(a, &r), -1);
+	assert_int_equal(audit_close(a, 1000), 0);
+}
+
+/* Strings are bounded: a huge one is cut, and the row is written. */
+static void
+test_long_string_is_cut(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], *big;
+	struct audit_row r;
+	struct row_bufs b;
+	struct audit *a;
+
+	assert_non_null(big = malloc(1 << 20));
+	memset(big, 'x', (1 << 20) - 1);
+	big[(1 << 20) - 1] = '\0';
+	assert_non_null(a = audit_open(f->path, 10, 10, 10, err, sizeof(err)));
+	make_row(0, 0, &r, &b);
+	r.path = big;
+	assert_int_equal(audit_push(a, &r), 0);
+	assert_int_equal(audit_close(a, 1000), 0);
+	free(big);
+	assert_int_equal(db_int(f->path, "SELECT length(path) FROM decisions"),
+	    65536);
+}
+
+static void
+test_log_lines(void **state)
+{
+	char *log, pattern[256], *big;
+	regex_t re;
+	size_t len;
+
+	(void)state;
+	capture_start();
+	log_set_level(RLG_LOG_INFO);
+	log_info("hello %d", 42);
+	log_debug("not shown");
+	log_error("two\nlines");
+	log_set_level(RLG_LOG_WARN);
+	log_info("not shown either");
+	log_warn("careful");
+	big = malloc(10000);
+	assert_non_null(big);
+	memset(big, 'y', 9999);
+	big[9999] = '\0';
+	log_warn("%s", big);
+	free(big);
+	log_set_level(RLG_LOG_INFO);
+	log = capture_end();
+
+	snprintf(pattern, sizeof(pattern), "^[0-9]{4}-[0-9]{2}-[0-9]{2}T"
+	    "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z rlgate\\[%ld\\]: info: "
+	    "hello 42\n[^\n]* rlgate\\[%ld\\]: error: two lines\n"
+	    "[^\n]*: warn: careful\n[^\n]*: warn: y+\\.\\.\\.\n$",
+	    (long)getpid(), (long)getpid());
+	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED), 0);
+	assert_int_equal(regexec(&re, log, 0, NULL, 0), 0);
+	regfree(&re);
+	len = strlen(strrchr(log, ':'));	/* the long line was cut */
+	assert_true(len < 2048);
+	assert_null(strstr(log, "not shown"));
+	free(log);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_rows_from_threads_exact,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wal_schema_and_reopen,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tiny_queue_loses_nothing,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_queue_blocks_push,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_locked_database_recovers,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disk_full_recovers,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readonly_file_recovers,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_removed_file_is_recreated,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_processes_share_file,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_close_gives_up,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_arguments,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_string_is_cut,
+		    setup, teardown),
+		cmocka_unit_test(test_log_lines),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1387 @@
+/*
+ * lua_check: drives the six Redis scripts in lua/ on a real redis-server with a
+ * virtual clock (ARGV[1]) and checks every reply against hand-computed
+ * numbers, against an independent model of each algorithm written here, and
+ * against each algorithm's promise. It is not a benchmark (tests/bench_lua.sh).
+ *
+ *   lua_check PORT LUA_DIR [SEED]
+ *
+ * Prints "ok - ..." / "not ok - ..." per check, then "N passed, M failed";
+ * exits 1 when a check failed. Keys are "lua_check:<pid>:..." and are deleted
+ * at the end.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+typedef __int128 i128;
+
+enum alg { FIXED, SWINDOW, SLOG, TOKEN, GCRA, LEAKY, NALG };
+static const char *const alg_names[NALG] = {
+	"fixed_window", "sliding_window", "sliding_log", "token_bucket", "gcra",
+	"leaky_bucket"
+};
+
+/* Reply fields, in the scripts' order. */
+enum { ALLOWED, REMAINING, LIMIT, RESET, RETRY, NOW, DELAY, NFIELDS };
+static const char *const field_names[NFIELDS] = {
+	"allowed", "remaining", "limit", "reset_ms", "retry_after_ms", "now_us",
+	"delay_ms"
+};
+
+#define EMPTY	(-1)	/* an argument sent as "" */
+#define T0	1700000000000000LL	/* virtual time origin, us, block-aligned */
+
+struct params {
+	long long	limit, window_ms, burst, precision_ms;	/* EMPTY allowed for the last two */
+};
+
+struct reply {
+	long long	v[NFIELDS];
+	long long	pttl;		/* after the call */
+	int		changed;	/* DUMP before != DUMP after */
+	int		is_err;
+	char		err[256];
+};
+
+static redisContext	*rc;
+static char		 sha[NALG][41];
+static char		 prefix[64];
+static int		 passed, failed;
+static uint64_t		 rng;
+
+static void
+ok(int cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s - ", cond ? "ok" : "not ok");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+static void
+note(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+static uint64_t
+rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 2685821657736338717ULL;
+}
+
+/* Uniform in [lo, hi]. */
+static long long
+rnd_between(long long lo, long long hi)
+{
+	return lo + (long long)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static long long
+floor_div(i128 a, i128 b)
+{
+	i128 q = a / b;
+
+	if ((a % b != 0) && ((a < 0) != (b < 0)))
+		q--;
+	return (long long)q;
+}
+
+static long long
+ceil_div(i128 a, i128 b)
+{
+	return -floor_div(-a, b);
+}
+
+static long long
+real_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void
+fatal(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "lua_check: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n");
+	printf("%d passed, %d failed\n", passed, failed + 1);
+	exit(1);
+}
+
+static redisReply *
+command(const char *fmt, ...)
+{
+	va_list ap;
+	redisReply *r;
+
+	va_start(ap, fmt);
+	r = redisvCommand(rc, fmt, ap);
+	va_end(ap);
+	if (r == NULL)
+		fatal("redis: %s", rc->errstr);
+	return r;
+}
+
+static char *
+read_file(const char *path)
+{
+	FILE *f;
+	char *buf;
+	long n;
+
+	if ((f = fopen(path, "rb")) == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	if ((buf = malloc((size_t)n + 1)) == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void
+fmt_arg(char *buf, size_t len, long long v)
+{
+	if (v == EMPTY)
+		buf[0] = '\0';
+	else
+		snprintf(buf, len, "%lld", v);
+}
+
+/*
+ * One decision in a transaction: DUMP, EVALSHA, DUMP, PTTL, PERSIST. Inside
+ * MULTI/EXEC Redis freezes the clock for expiry, and PERSIST keeps the state
+ * for the next virtual-time call however slowly real time passes: decisions
+ * depend on stored times only, and PTTL shows the TTL the script set.
+ * now == EMPTY sends "" (Redis TIME).
+ */
+static void
+call_raw(enum alg a, const char *key, const char *now, const char *cost,
+    const char *limit, const char *window, const char *burst,
+    const char *precision, struct reply *out)
+{
+	const char *argv[10] = { "EVALSHA", sha[a], "1", key, now, cost, limit,
+	    window, burst, precision };
+	redisReply *r, *e;
+	int i;
+
+	memset(out, 0, sizeof(*out));
+	redisAppendCommand(rc, "MULTI");
+	redisAppendCommand(rc, "DUMP %s", key);
+	redisAppendCommandArgv(rc, 10, argv, NULL);
+	redisAppendCommand(rc, "DUMP %s", key);
+	redisAppendCommand(rc, "PTTL %s", key);
+	redisAppendCommand(rc, "PERSIST %s", key);
+	redisAppendCommand(rc, "EXEC");
+	for (i = 0; i < 6; i++) {
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+			fatal("redis: %s", rc->errstr);
+		freeReplyObject(r);
+	}
+	if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+		fatal("redis: %s", rc->errstr);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+		fatal("EXEC: unexpected reply");
+	e = r->element[1];
+	if (e->type == REDIS_REPLY_ERROR) {
+		out->is_err = 1;
+		snprintf(out->err, sizeof(out->err), "%s", e->str);
+	} else if (e->type != REDIS_REPLY_ARRAY || e->elements != NFIELDS) {
+		out->is_err = 1;
+		snprintf(out->err, sizeof(out->err), "not an array of %d", NFIELDS);
+	} else {
+		for (i = 0; i < NFIELDS; i++) {
+			if (e->element[i]->type != REDIS_REPLY_INTEGER) {
+				out->is_err = 1;
+				snprintf(out->err, sizeof(out->err), "field %d not an integer", i);
+			}
+			out->v[i] = e->element[i]->integer;
+		}
+	}
+	{
+		redisReply *d0 = r->element[0], *d1 = r->element[2];
+
+		if (d0->type != d1->type)
+			out->changed = 1;
+		else if (d0->type == REDIS_REPLY_STRING &&
+		    (d0->len != d1->len || memcmp(d0->str, d1->str, d0->len) != 0))
+			out->changed = 1;
+	}
+	out->pttl = r->element[3]->integer;
+	freeReplyObject(r);
+}
+
+static void
+call(enum alg a, const char *key, long long now, long long cost,
+    const struct params *p, struct reply *out)
+{
+	char n[32], c[32], l[32], w[32], b[32], pr[32];
+
+	fmt_arg(n, sizeof(n), now);
+	fmt_arg(c, sizeof(c), cost);
+	fmt_arg(l, sizeof(l), p->limit);
+	fmt_arg(w, sizeof(w), p->window_ms);
+	fmt_arg(b, sizeof(b), p->burst);
+	fmt_arg(pr, sizeof(pr), p->precision_ms);
+	call_raw(a, key, n, c, l, w, b, pr, out);
+}
+
+static void
+make_key(char *buf, size_t len, const char *what, enum alg a, int n)
+{
+	snprintf(buf, len, "%s{%s:%s:%d}", prefix, alg_names[a], what, n);
+}
+
+/* ---------------------------------------------------------------------
+ * The model: each algorithm as written in DESIGN section 5, in exact
+ * 128-bit rational arithmetic, independent of the scripts' representation.
+ */
+
+struct event {
+	long long	t, cost;
+};
+
+struct model {
+	enum alg	alg;
+	long long	L, W, Wu, B, P, Pu, n;	/* B: burst resolved; n: blocks */
+	int		has;
+	long long	start, count;		/* fixed_window */
+	i128		tokens;			/* token_bucket: tokens * Wu */
+	long long	ts;
+	i128		tat;			/* gcra, leaky: time * L */
+	struct event	*ev;			/* sliding_log, sliding_window */
+	size_t		nev, cap;
+};
+
+static void
+model_init(struct model *m, enum alg a, const struct params *p)
+{
+	memset(m, 0, sizeof(*m));
+	m->alg = a;
+	m->L = p->limit;
+	m->W = p->window_ms;
+	m->Wu = p->window_ms * 1000;
+	m->B = p->burst == EMPTY ? p->limit : p->burst;
+	m->P = p->precision_ms == EMPTY ? p->window_ms / 10 : p->precision_ms;
+	m->Pu = m->P * 1000;
+	m->n = m->P ? m->W / m->P : 0;
+}
+
+static void
+model_free(struct model *m)
+{
+	free(m->ev);
+	m->ev = NULL;
+}
+
+static void
+model_push(struct model *m, long long t, long long cost)
+{
+	if (m->nev == m->cap) {
+		m->cap = m->cap ? 2 * m->cap : 64;
+		if ((m->ev = realloc(m->ev, m->cap * sizeof(*m->ev))) == NULL)
+			fatal("out of memory");
+	}
+	m->ev[m->nev].t = t;
+	m->ev[m->nev].cost = cost;
+	m->nev++;
+}
+
+/* Drops events before keep_from (they can no longer matter). */
+static void
+model_prune(struct model *m, long long keep_from)
+{
+	size_t i = 0;
+
+	while (i < m->nev && m->ev[i].t < keep_from)
+		i++;
+	if (i > 0 && i > m->nev / 2) {
+		memmove(m->ev, m->ev + i, (m->nev - i) * sizeof(*m->ev));
+		m->nev -= i;
+	}
+}
+
+/* Expected reply for a request of cost at now; updates the state on admission. */
+static void
+model_decide(struct model *m, long long now, long long cost, long long *v)
+{
+	const i128 L = m->L, Wu = m->Wu, B = m->B;
+	i128 nowL = (i128)now * L;
+	size_t i;
+
+	memset(v, 0, NFIELDS * sizeof(*v));
+	v[LIMIT] = m->L;
+	v[NOW] = now;
+	switch (m->alg) {
+	case FIXED:
+		if (!m->has || now >= m->start + m->Wu) {
+			m->has = 1;
+			m->start = now;
+			m->count = 0;
+		}
+		v[RESET] = ceil_div(m->start + m->Wu - now, 1000);
+		if (m->count + cost <= m->L) {
+			m->count += cost;
+			v[ALLOWED] = 1;
+		} else
+			v[RETRY] = v[RESET];
+		v[REMAINING] = m->L - m->count;
+		break;
+	case TOKEN:
+		if (!m->has) {
+			m->has = 1;
+			m->tokens = B * Wu;
+			m->ts = now;
+		}
+		if (now > m->ts) {
+			m->tokens += (i128)(now - m->ts) * L;
+			if (m->tokens > B * Wu)
+				m->tokens = B * Wu;
+			m->ts = now;
+		}
+		if (m->tokens >= (i128)cost * Wu) {
+			m->tokens -= (i128)cost * Wu;
+			v[ALLOWED] = 1;
+		} else
+			v[RETRY] = ceil_div((i128)cost * Wu - m->tokens, L * 1000);
+		v[REMAINING] = floor_div(m->tokens, Wu);
+		v[RESET] = ceil_div(B * Wu - m->tokens, L * 1000);
+		break;
+	case GCRA: {
+		i128 at, next;
+
+		if (!m->has) {
+			m->has = 1;
+			m->tat = nowL;
+		}
+		at = m->tat > nowL ? m->tat : nowL;
+		next = at + (i128)cost * Wu;
+		if (next - nowL <= B * Wu) {
+			m->tat = at = next;
+			v[ALLOWED] = 1;
+		} else
+			v[RETRY] = ceil_div(next - nowL - B * Wu, L * 1000);
+		v[REMAINING] = floor_div(B * Wu - (at - nowL), Wu);
+		v[RESET] = ceil_div(at - nowL, L * 1000);
+		break;
+	}
+	case LEAKY: {
+		i128 wait;
+
+		if (!m->has) {
+			m->has = 1;
+			m->tat = nowL;
+		}
+		wait = m->tat > nowL ? m->tat - nowL : 0;
+		if (wait <= B * Wu) {
+			m->tat = nowL + wait + (i128)cost * Wu;
+			v[ALLOWED] = 1;
+			v[DELAY] = ceil_div(wait, L * 1000);
+			v[RESET] = ceil_div(m->tat - nowL, L * 1000);
+			v[REMAINING] = floor_div(B * Wu - (m->tat - nowL), Wu) + 1;
+			if (v[REMAINING] < 0)
+				v[REMAINING] = 0;
+		} else {
+			v[RETRY] = ceil_div(wait - B * Wu, L * 1000);
+			v[RESET] = ceil_div(wait, L * 1000);
+		}
+		break;
+	}
+	case SLOG: {
+		long long used = 0, newest = 0, need, freed = 0;
+
+		for (i = 0; i < m->nev; i++)
+			if (m->ev[i].t > now - m->Wu) {
+				used += m->ev[i].cost;
+				newest = m->ev[i].t;
+			}
+		if (used + cost <= m->L) {
+			model_push(m, now, cost);
+			model_prune(m, now - m->Wu);
+			v[ALLOWED] = 1;
+			v[REMAINING] = m->L - used - cost;
+			v[RESET] = m->W;
+			break;
+		}
+		need = used + cost - m->L;
+		for (i = 0; i < m->nev; i++) {
+			if (m->ev[i].t <= now - m->Wu)
+				continue;
+			freed += m->ev[i].cost;
+			if (freed >= need) {
+				v[RETRY] = ceil_div(m->ev[i].t + m->Wu - now, 1000);
+				break;
+			}
+		}
+		v[REMAINING] = m->L - used;
+		v[RESET] = ceil_div(newest + m->Wu - now, 1000);
+		break;
+	}
+	case SWINDOW: {
+		long long cur = floor_div(now, m->Pu), first = cur - m->n + 1;
+		long long used = 0, newest = 0, need, freed = 0;
+
+		for (i = 0; i < m->nev; i++)
+			if (floor_div(m->ev[i].t, m->Pu) >= first) {
+				used += m->ev[i].cost;
+				newest = floor_div(m->ev[i].t, m->Pu);
+			}
+		if (used + cost <= m->L) {
+			model_push(m, now, cost);
+			model_prune(m, first * m->Pu);
+			v[ALLOWED] = 1;
+			v[REMAINING] = m->L - used - cost;
+			v[RESET] = ceil_div((i128)(cur + m->n) * m->Pu - now, 1000);
+			break;
+		}
+		need = used + cost - m->L;
+		for (i = 0; i < m->nev; i++) {
+			long long j = floor_div(m->ev[i].t, m->Pu);
+
+			if (j < first)
+				continue;
+			freed += m->ev[i].cost;
+			/* A block drops out as a whole: take all of it. */
+			if (freed >= need && (i + 1 == m->nev ||
+			    floor_div(m->ev[i + 1].t, m->Pu) != j)) {
+				v[RETRY] = ceil_div((i128)(j + m->n) * m->Pu - now, 1000);
+				break;
+			}
+		}
+		v[REMAINING] = m->L - used;
+		v[RESET] = ceil_div((i128)(newest + m->n) * m->Pu - now, 1000);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Hand-computed sequences: exact numbers worked out on paper, in the
+ * header comments' terms.
+ */
+
+struct step {
+	long long	t_us;		/* from T0 */
+	long long	cost;
+	long long	allowed, remaining, reset, retry, delay;
+};
+
+static int
+run_steps(enum alg a, const char *what, const struct params *p,
+    const struct step *s, size_t n)
+{
+	char key[128];
+	struct reply r;
+	size_t i;
+	int bad = 0;
+
+	snprintf(key, sizeof(key), "%s{%s:hand:%s}", prefix, alg_names[a], what);
+	for (i = 0; i < n; i++) {
+		long long want[NFIELDS] = { s[i].allowed, s[i].remaining, p->limit,
+		    s[i].reset, s[i].retry, T0 + s[i].t_us, s[i].delay };
+		int f;
+
+		call(a, key, T0 + s[i].t_us, s[i].cost, p, &r);
+		if (r.is_err) {
+			ok(0, "%s %s step %zu: error %s", alg_names[a], what, i + 1, r.err);
+			return -1;
+		}
+		for (f = 0; f < NFIELDS; f++)
+			if (r.v[f] != want[f]) {
+				if (!bad)
+					note("%s %s step %zu (t=%lld us, cost %lld): %s is %lld, expected %lld",
+					    alg_names[a], what, i + 1, s[i].t_us, s[i].cost,
+					    field_names[f], r.v[f], want[f]);
+				bad++;
+			}
+		if (r.v[ALLOWED] == 1 && (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1)) {
+			note("%s %s step %zu: PTTL %lld after admission, reset_ms %lld",
+			    alg_names[a], what, i + 1, r.pttl, r.v[RESET]);
+			bad++;
+		}
+		if (r.v[ALLOWED] == 0 && (r.changed || r.pttl != -1)) {
+			note("%s %s step %zu: a denied request changed the key", alg_names[a], what, i + 1);
+			bad++;
+		}
+	}
+	ok(bad == 0, "%s: hand-computed sequence \"%s\" (%zu requests, exact replies, TTL = reset_ms)",
+	    alg_names[a], what, n);
+	return bad ? -1 : 0;
+}
+
+#define MS	1000LL
+#define NSTEPS(s)	(sizeof(s) / sizeof((s)[0]))
+
+static void
+test_hand(void)
+{
+	/* limit 3 per 1000 ms. */
+	static const struct step fixed[] = {
+		{ 0,		1, 1, 2, 1000, 0, 0 },
+		{ 0,		1, 1, 1, 1000, 0, 0 },
+		{ 400 * MS,	1, 1, 0, 600, 0, 0 },
+		{ 400 * MS,	1, 0, 0, 600, 600, 0 },
+		{ 999999,	1, 0, 0, 1, 1, 0 },	/* 1 us before the end: 1 ms, rounded up */
+		{ 1000 * MS,	2, 1, 1, 1000, 0, 0 },	/* opens [1000, 2000) */
+		{ 1500 * MS,	2, 0, 1, 500, 500, 0 },
+		{ 1500 * MS,	1, 1, 0, 500, 0, 0 },
+		{ 5000 * MS,	3, 1, 0, 1000, 0, 0 },	/* opens at 5000, not at a multiple */
+		{ 5999 * MS,	1, 0, 0, 1, 1, 0 },
+		{ 6000 * MS,	1, 1, 2, 1000, 0, 0 },
+	};
+	/* limit 7 per 1000 ms, burst 3: a token every 142857.142857 us. */
+	static const struct step token[] = {
+		{ 0,		1, 1, 2, 143, 0, 0 },
+		{ 0,		1, 1, 1, 286, 0, 0 },
+		{ 0,		1, 1, 0, 429, 0, 0 },
+		{ 0,		1, 0, 0, 429, 143, 0 },
+		{ 142 * MS,	1, 0, 0, 287, 1, 0 },	/* 0.994 tokens, 858 us short */
+		{ 142857,	1, 0, 0, 286, 1, 0 },	/* 0.999999 tokens: 1 us short */
+		{ 142858,	1, 1, 0, 429, 0, 0 },	/* 1.000006 tokens */
+		{ 1142 * MS,	3, 1, 0, 429, 0, 0 },	/* full again */
+		{ 1142 * MS,	1, 0, 0, 429, 143, 0 },
+	};
+	/* limit 10 per 1000 ms, burst empty (= 10), cost 4. */
+	static const struct step token_cost[] = {
+		{ 0,		4, 1, 6, 400, 0, 0 },
+		{ 0,		4, 1, 2, 800, 0, 0 },
+		{ 0,		4, 0, 2, 800, 200, 0 },
+		{ 199999,	4, 0, 3, 601, 1, 0 },	/* 3.99999 tokens */
+		{ 200 * MS,	4, 1, 0, 1000, 0, 0 },
+		{ 10000 * MS,	1, 1, 9, 100, 0, 0 },
+	};
+	/*
+	 * redis-cell's README: CL.THROTTLE user123 15 30 60 1 (max_burst 15,
+	 * 30 per 60 s) answers allowed, limit 16, remaining 15, reset after 2 s.
+	 * Its capacity is max_burst + 1: here burst = 16.
+	 */
+	static const struct step cell[] = {
+		{ 0, 1, 1, 15, 2000, 0, 0 },  { 0, 1, 1, 14, 4000, 0, 0 },
+		{ 0, 1, 1, 13, 6000, 0, 0 },  { 0, 1, 1, 12, 8000, 0, 0 },
+		{ 0, 1, 1, 11, 10000, 0, 0 }, { 0, 1, 1, 10, 12000, 0, 0 },
+		{ 0, 1, 1, 9, 14000, 0, 0 },  { 0, 1, 1, 8, 16000, 0, 0 },
+		{ 0, 1, 1, 7, 18000, 0, 0 },  { 0, 1, 1, 6, 20000, 0, 0 },
+		{ 0, 1, 1, 5, 22000, 0, 0 },  { 0, 1, 1, 4, 24000, 0, 0 },
+		{ 0, 1, 1, 3, 26000, 0, 0 },  { 0, 1, 1, 2, 28000, 0, 0 },
+		{ 0, 1, 1, 1, 30000, 0, 0 },  { 0, 1, 1, 0, 32000, 0, 0 },
+		{ 0, 1, 0, 0, 32000, 2000, 0 },
+		{ 1999 * MS, 1, 0, 0, 30001, 1, 0 },
+		{ 2000 * MS, 1, 1, 0, 32000, 0, 0 },
+		{ 2000 * MS, 1, 0, 0, 32000, 2000, 0 },
+		{ 3999999, 1, 0, 0, 30001, 1, 0 },	/* TAT 34 s: 1 us short */
+		{ 4000 * MS, 1, 1, 0, 32000, 0, 0 },
+		{ 12000 * MS, 5, 0, 4, 24000, 2000, 0 },	/* 4 tokens back, not 5 */
+		{ 12000 * MS, 4, 1, 0, 32000, 0, 0 },
+		{ 70000 * MS, 16, 1, 0, 32000, 0, 0 },	/* full: the whole burst at once */
+	};
+	/* limit 1 per 1000 ms, burst 3: one request leaves per second. */
+	static const struct step leaky[] = {
+		{ 0,		1, 1, 3, 1000, 0, 0 },		/* idle: leaves at once */
+		{ 0,		1, 1, 2, 2000, 0, 1000 },
+		{ 0,		1, 1, 1, 3000, 0, 2000 },
+		{ 0,		1, 1, 0, 4000, 0, 3000 },	/* burst 3 waiting */
+		{ 0,		1, 0, 0, 4000, 1000, 0 },
+		{ 500 * MS,	1, 0, 0, 3500, 500, 0 },
+		{ 999 * MS,	1, 0, 0, 3001, 1, 0 },
+		{ 1000 * MS,	1, 1, 0, 4000, 0, 3000 },
+		{ 3500 * MS,	2, 1, 0, 3500, 0, 1500 },	/* cost 2 holds the outlet 2 s */
+		{ 3500 * MS,	1, 0, 0, 3500, 500, 0 },
+		{ 6500 * MS,	1, 1, 2, 1500, 0, 500 },
+		{ 10000 * MS,	1, 1, 3, 1000, 0, 0 },		/* idle again */
+	};
+	/* limit 3 per 1000 ms, burst empty (= 3): one every 333333.333 us. */
+	static const struct step leaky_frac[] = {
+		{ 0,		1, 1, 3, 334, 0, 0 },
+		{ 0,		1, 1, 2, 667, 0, 334 },
+		{ 0,		1, 1, 1, 1000, 0, 667 },
+		{ 0,		1, 1, 0, 1334, 0, 1000 },
+		{ 0,		1, 0, 0, 1334, 334, 0 },
+		{ 333333,	1, 0, 0, 1001, 1, 0 },		/* wait 1000000.33 us > 1 s */
+		{ 333334,	1, 1, 0, 1334, 0, 1000 },	/* wait 999999.33 us */
+	};
+	/* limit 3 per 1000 ms. */
+	static const struct step slog[] = {
+		{ 0,		1, 1, 2, 1000, 0, 0 },
+		{ 0,		1, 1, 1, 1000, 0, 0 },
+		{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
+		{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
+		{ 200 * MS,	1, 0, 0, 900, 800, 0 },
+		{ 999 * MS,	1, 0, 0, 101, 1, 0 },
+		{ 999999,	1, 0, 0, 101, 1, 0 },
+		{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* both at 0 left: (0, 1000] */
+		{ 1001 * MS,	1, 1, 0, 1000, 0, 0 },
+		{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
+		{ 1100 * MS,	1, 0, 0, 1000, 900, 0 },
+		{ 1100 * MS,	3, 0, 0, 1000, 1000, 0 },	/* all three must leave */
+		{ 2100 * MS,	2, 1, 1, 1000, 0, 0 },
+		{ 2100 * MS,	2, 0, 1, 1000, 1000, 0 },
+	};
+	/* limit 3 per 1000 ms, precision 100 ms (10 blocks); T0 is block-aligned. */
+	static const struct step swin[] = {
+		{ 0,		1, 1, 2, 1000, 0, 0 },
+		{ 0,		1, 1, 1, 1000, 0, 0 },
+		{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
+		{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
+		{ 250 * MS,	1, 0, 0, 850, 750, 0 },
+		{ 999999,	1, 0, 0, 101, 1, 0 },
+		{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* block 0 dropped out */
+		{ 1050 * MS,	1, 1, 0, 950, 0, 0 },
+		{ 1050 * MS,	1, 0, 0, 950, 50, 0 },
+		{ 1100 * MS,	2, 0, 1, 900, 900, 0 },	/* block 10 (2) must go */
+		{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
+	};
+	struct params p;
+	redisReply *h;
+	char key[128];
+
+	p = (struct params){ 3, 1000, EMPTY, EMPTY };
+	run_steps(FIXED, "3 per 1000 ms", &p, fixed, NSTEPS(fixed));
+	p = (struct params){ 7, 1000, 3, EMPTY };
+	run_steps(TOKEN, "7 per 1000 ms, burst 3", &p, token, NSTEPS(token));
+	run_steps(GCRA, "7 per 1000 ms, burst 3", &p, token, NSTEPS(token));
+	p = (struct params){ 10, 1000, EMPTY, EMPTY };
+	run_steps(TOKEN, "10 per 1000 ms, cost 4", &p, token_cost, NSTEPS(token_cost));
+	run_steps(GCRA, "10 per 1000 ms, cost 4", &p, token_cost, NSTEPS(token_cost));
+	p = (struct params){ 30, 60000, 16, EMPTY };
+	run_steps(GCRA, "redis-cell CL.THROTTLE 15 30 60", &p, cell, NSTEPS(cell));
+	run_steps(TOKEN, "redis-cell CL.THROTTLE 15 30 60", &p, cell, NSTEPS(cell));
+	p = (struct params){ 1, 1000, 3, EMPTY };
+	run_steps(LEAKY, "1 per 1000 ms, burst 3", &p, leaky, NSTEPS(leaky));
+	p = (struct params){ 3, 1000, EMPTY, EMPTY };
+	run_steps(LEAKY, "3 per 1000 ms", &p, leaky_frac, NSTEPS(leaky_frac));
+	run_steps(SLOG, "3 per 1000 ms", &p, slog, NSTEPS(slog));
+	p = (struct params){ 3, 1000, EMPTY, 100 };
+	run_steps(SWINDOW, "3 per 1000 ms, precision 100", &p, swin, NSTEPS(swin));
+
+	/* The blocks that dropped out were deleted, the live ones kept. */
+	snprintf(key, sizeof(key), "%s{%s:hand:%s}", prefix, alg_names[SWINDOW],
+	    "3 per 1000 ms, precision 100");
+	h = command("HGETALL %s", key);
+	{
+		long long j = T0 / 100000;
+		char want[128], got[128] = "";
+		size_t i;
+
+		snprintf(want, sizeof(want), "%lld=2 %lld=1 ", j + 10, j + 11);
+		for (i = 0; i + 1 < h->elements; i += 2) {
+			size_t len = strlen(got);
+
+			snprintf(got + len, sizeof(got) - len, "%s=%s ", h->element[i]->str,
+			    h->element[i + 1]->str);
+		}
+		ok(strcmp(want, got) == 0, "sliding_window: dropped blocks deleted, live ones kept (%s)", got);
+	}
+	freeReplyObject(h);
+
+	/* The seeds' load test: 110 requests at once against 100 per second. */
+	{
+		int admitted = 0, last_denied_retry = -1, i;
+		struct reply r;
+
+		p = (struct params){ 100, 1000, EMPTY, EMPTY };
+		snprintf(key, sizeof(key), "%s{fixed_window:ab}", prefix);
+		for (i = 0; i < 110; i++) {
+			call(FIXED, key, T0 + i, 1, &p, &r);
+			admitted += r.v[ALLOWED] == 1;
+			if (r.v[ALLOWED] == 0)
+				last_denied_retry = (int)r.v[RETRY];
+		}
+		ok(admitted == 100 && last_denied_retry == 1000,
+		    "fixed_window: 110 requests within 110 us against 100 per second: %d admitted, %d denied",
+		    admitted, 110 - admitted);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Randomised sequences against the model, and the promises.
+ */
+
+struct run {
+	long long	*t, *cost, *delay;	/* admitted requests */
+	size_t		 n, cap;
+};
+
+static void
+run_push(struct run *x, long long t, long long cost, long long delay)
+{
+	if (x->n == x->cap) {
+		x->cap = x->cap ? 2 * x->cap : 1024;
+		x->t = realloc(x->t, x->cap * sizeof(*x->t));
+		x->cost = realloc(x->cost, x->cap * sizeof(*x->cost));
+		x->delay = realloc(x->delay, x->cap * sizeof(*x->delay));
+		if (!x->t || !x->cost || !x->delay)
+			fatal("out of memory");
+	}
+	x->t[x->n] = t;
+	x->cost[x->n] = cost;
+	x->delay[x->n] = delay;
+	x->n++;
+}
+
+static void
+run_free(struct run *x)
+{
+	free(x->t);
+	free(x->cost);
+	free(x->delay);
+	memset(x, 0, sizeof(*x));
+}
+
+/* Largest cost admitted in any interval (t - len, t], len in us. */
+static long long
+max_in_interval(const struct run *x, long long len)
+{
+	long long sum = 0, best = 0;
+	size_t i, j = 0;
+
+	for (i = 0; i < x->n; i++) {
+		sum += x->cost[i];
+		while (x->t[j] <= x->t[i] - len)
+			sum -= x->cost[j++];
+		if (sum > best)
+			best = sum;
+	}
+	return best;
+}
+
+/* The promise of each algorithm over the admitted requests of one run. */
+static void
+check_promise(enum alg a, const struct params *p, const struct run *x, const char *what)
+{
+	struct model m;
+	long long worst = 0, bound = 0;
+	size_t i, j;
+	int bad = 0;
+
+	model_init(&m, a, p);
+	switch (a) {
+	case FIXED: {
+		long long start = 0, sum = 0;
+
+		for (i = 0; i < x->n; i++) {
+			if (i == 0 || x->t[i] >= start + m.Wu) {
+				start = x->t[i];
+				sum = 0;
+			}
+			sum += x->cost[i];
+			if (sum > worst)
+				worst = sum;
+		}
+		bad = worst > m.L;
+		ok(!bad, "%s %s: every window [start, start + %lld ms) admitted <= %lld (max %lld)",
+		    alg_names[a], what, m.W, m.L, worst);
+		worst = max_in_interval(x, m.Wu);
+		ok(worst <= 2 * m.L, "%s %s: any %lld ms admitted <= 2 x limit (max %lld)",
+		    alg_names[a], what, m.W, worst);
+		break;
+	}
+	case SLOG:
+		worst = max_in_interval(x, m.Wu);
+		ok(worst <= m.L, "%s %s: any (t - %lld ms, t] admitted <= %lld (max %lld)",
+		    alg_names[a], what, m.W, m.L, worst);
+		break;
+	case SWINDOW: {
+		long long sum = 0;
+
+		/* n consecutive blocks: slide over block indexes. */
+		for (i = 0, j = 0; i < x->n; i++) {
+			long long bi = floor_div(x->t[i], m.Pu);
+
+			sum += x->cost[i];
+			while (floor_div(x->t[j], m.Pu) <= bi - m.n)
+				sum -= x->cost[j++];
+			if (sum > worst)
+				worst = sum;
+		}
+		ok(worst <= m.L, "%s %s: any %lld consecutive blocks admitted <= %lld (max %lld)",
+		    alg_names[a], what, m.n, m.L, worst);
+		worst = max_in_interval(x, m.Wu - m.Pu);
+		if (m.Wu > m.Pu)
+			ok(worst <= m.L, "%s %s: any window - precision = %lld ms admitted <= %lld (max %lld)",
+			    alg_names[a], what, m.W - m.P, m.L, worst);
+		worst = max_in_interval(x, m.Wu);
+		ok(worst <= 2 * m.L, "%s %s: any %lld ms admitted <= 2 x limit (max %lld)",
+		    alg_names[a], what, m.W, worst);
+		break;
+	}
+	case TOKEN:
+	case GCRA: {
+		/* sum over [t_i, t_j] <= burst + (t_j - t_i) * limit / window */
+		i128 slack, best = -((i128)1 << 100);
+
+		for (i = 0; i < x->n; i++) {
+			long long sum = 0;
+
+			for (j = i; j < x->n; j++) {
+				sum += x->cost[j];
+				slack = (i128)(sum - m.B) * m.Wu - (i128)(x->t[j] - x->t[i]) * m.L;
+				if (slack > best)
+					best = slack;
+			}
+		}
+		ok(best <= 0, "%s %s: any interval d admitted <= burst + d * limit / window (%zu admissions, all pairs)",
+		    alg_names[a], what, x->n);
+		break;
+	}
+	case LEAKY: {
+		/* Releases (now + delay) keep order and the spacing cost * T, up to
+		 * the 1 ms rounding of delay_ms; no wait above burst * T. */
+		bound = ceil_div((i128)m.B * m.Wu, (i128)m.L * 1000);
+		for (i = 0; i < x->n; i++) {
+			if (x->delay[i] > bound)
+				bad++;
+			if (i > 0) {
+				long long gap = (x->t[i] + x->delay[i] * 1000) -
+				    (x->t[i - 1] + x->delay[i - 1] * 1000);
+
+				if ((i128)(gap + 1000) * m.L < (i128)x->cost[i - 1] * m.Wu)
+					bad++;
+			}
+		}
+		ok(!bad, "%s %s: releases spaced by cost * window / limit, waits <= burst * T = %lld ms (%zu admissions)",
+		    alg_names[a], what, bound, x->n);
+		break;
+	}
+	default:
+		break;
+	}
+	model_free(&m);
+}
+
+static long long
+capacity(enum alg a, const struct params *p)
+{
+	long long b = p->burst == EMPTY ? p->limit : p->burst;
+
+	if (a == TOKEN || a == GCRA)
+		return b;
+	if (a == LEAKY)
+		return 5;
+	return p->limit;
+}
+
+/*
+ * count requests with random costs and gaps; each reply is compared field by
+ * field with the model, every admission's TTL with reset_ms, every denial
+ * must leave the key untouched. The admitted requests go to *x.
+ */
+static void
+random_run(enum alg a, const struct params *p, int count, int idx, struct run *x)
+{
+	struct model m;
+	struct reply r;
+	char key[128], what[96];
+	long long now = T0 + rnd_between(0, 999999), want[NFIELDS], cap = capacity(a, p);
+	long long typ_gap = p->window_ms * 1000 / p->limit + 1, last_retry = 0;
+	int i, f, mismatches = 0, ttl_bad = 0, deny_bad = 0, admitted = 0;
+
+	model_init(&m, a, p);
+	make_key(key, sizeof(key), "random", a, idx);
+	snprintf(what, sizeof(what), "limit %lld per %lld ms, burst %s%lld, precision %s%lld",
+	    p->limit, p->window_ms, p->burst == EMPTY ? "(empty) " : "",
+	    p->burst == EMPTY ? p->limit : p->burst, p->precision_ms == EMPTY ? "(empty) " : "",
+	    p->precision_ms == EMPTY ? p->window_ms / 10 : p->precision_ms);
+	for (i = 0; i < count; i++) {
+		unsigned k = (unsigned)(rnd() % 100);
+		long long cost;
+
+		/* Gaps: simultaneous, around the rate, long, or exactly the
+		 * last retry_after (and 1 ms or 1 us short of it). */
+		if (k < 30)
+			;
+		else if (k < 65)
+			now += rnd_between(1, 2 * typ_gap);
+		else if (k < 80)
+			now += rnd_between(1, p->window_ms * 1000 / 4 + 1);
+		else if (k < 85)
+			now += rnd_between(1, 3 * p->window_ms * 1000);
+		else if (k < 95 && last_retry > 0)
+			now += last_retry * 1000 - (k < 90 ? 0 : k < 93 ? 1000 : 1);
+		else
+			now += rnd_between(0, 3) * 1000;
+		k = (unsigned)(rnd() % 100);
+		cost = k < 70 ? 1 : k < 97 ? rnd_between(1, cap < 5 ? cap : 5) : cap;
+
+		model_decide(&m, now, cost, want);
+		call(a, key, now, cost, p, &r);
+		if (r.is_err) {
+			ok(0, "%s random %s: error at request %d: %s", alg_names[a], what, i, r.err);
+			model_free(&m);
+			return;
+		}
+		for (f = 0; f < NFIELDS; f++)
+			if (r.v[f] != want[f]) {
+				if (mismatches < 3)
+					note("%s request %d (now %lld, cost %lld): %s is %lld, model says %lld",
+					    alg_names[a], i, now, cost, field_names[f], r.v[f], want[f]);
+				mismatches++;
+				break;
+			}
+		if (r.v[ALLOWED] == 1) {
+			admitted++;
+			run_push(x, now, cost, r.v[DELAY]);
+			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1 || r.pttl <= 0)
+				ttl_bad++;
+			last_retry = 0;
+		} else {
+			if (r.changed || r.pttl != -1)
+				deny_bad++;
+			last_retry = r.v[RETRY];
+		}
+	}
+	ok(mismatches == 0, "%s random %s: %d requests (%d admitted) match the model request by request (%d mismatches)",
+	    alg_names[a], what, count, admitted, mismatches);
+	ok(ttl_bad == 0, "%s random %s: every admission sets PTTL = reset_ms (%d wrong)",
+	    alg_names[a], what, ttl_bad);
+	ok(deny_bad == 0, "%s random %s: every denial leaves the key as it was (%d changed)",
+	    alg_names[a], what, deny_bad);
+	check_promise(a, p, x, what);
+	model_free(&m);
+}
+
+static void
+test_random(int count)
+{
+	static const struct {
+		enum alg	a;
+		struct params	p;
+	} sets[] = {
+		{ FIXED,   { 5, 1000, EMPTY, EMPTY } },
+		{ FIXED,   { 100, 1000, EMPTY, EMPTY } },
+		{ FIXED,   { 7, 3, EMPTY, EMPTY } },
+		{ SWINDOW, { 5, 1000, EMPTY, EMPTY } },
+		{ SWINDOW, { 20, 3000, EMPTY, 300 } },
+		{ SWINDOW, { 3, 7, EMPTY, 1 } },
+		{ SWINDOW, { 10, 1000, EMPTY, 1000 } },
+		{ SLOG,    { 5, 1000, EMPTY, EMPTY } },
+		{ SLOG,    { 50, 3000, EMPTY, EMPTY } },
+		{ SLOG,    { 3, 7, EMPTY, EMPTY } },
+		{ TOKEN,   { 7, 1000, 3, EMPTY } },
+		{ TOKEN,   { 100, 1000, EMPTY, EMPTY } },
+		{ TOKEN,   { 3, 7, 5, EMPTY } },
+		{ TOKEN,   { 30, 60000, 16, EMPTY } },
+		{ TOKEN,   { 13, 1000, 1, EMPTY } },
+		{ TOKEN,   { 1000, 86400000, 50, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY } },
+		{ GCRA,    { 100, 1000, EMPTY, EMPTY } },
+		{ GCRA,    { 3, 7, 5, EMPTY } },
+		{ GCRA,    { 30, 60000, 16, EMPTY } },
+		{ GCRA,    { 13, 1000, 1, EMPTY } },
+		{ GCRA,    { 1000, 86400000, 50, EMPTY } },
+		{ LEAKY,   { 1, 1000, 3, EMPTY } },
+		{ LEAKY,   { 3, 1000, EMPTY, EMPTY } },
+		{ LEAKY,   { 7, 13, 0, EMPTY } },
+		{ LEAKY,   { 100, 1000, 10, EMPTY } },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+		struct run x = { 0 };
+
+		random_run(sets[i].a, &sets[i].p, count, (int)i, &x);
+		run_free(&x);
+	}
+}
+
+/* gcra and token_bucket: the same decisions for the same arrivals. */
+static void
+test_gcra_equals_token(int count)
+{
+	static const struct params ps[] = {
+		{ 7, 1000, 3, EMPTY }, { 999, 60000, 17, EMPTY }, { 1, 1, 1, EMPTY },
+		{ 5, 3000, 40, EMPTY },
+	};
+	size_t k;
+
+	for (k = 0; k < sizeof(ps) / sizeof(ps[0]); k++) {
+		char kt[128], kg[128];
+		struct reply rt, rg;
+		long long now = T0, b = ps[k].burst;
+		int i, diff = 0, admitted = 0;
+
+		make_key(kt, sizeof(kt), "same", TOKEN, (int)k);
+		make_key(kg, sizeof(kg), "same", GCRA, (int)k);
+		for (i = 0; i < count; i++) {
+			long long cost = rnd() % 4 ? 1 : rnd_between(1, b);
+
+			now += rnd() % 3 ? (long long)(rnd() % (uint64_t)(2 * ps[k].window_ms * 1000 / ps[k].limit + 2)) : 0;
+			call(TOKEN, kt, now, cost, &ps[k], &rt);
+			call(GCRA, kg, now, cost, &ps[k], &rg);
+			if (rt.is_err || rg.is_err || memcmp(rt.v, rg.v, sizeof(rt.v)) != 0)
+				diff++;
+			admitted += rt.v[ALLOWED] == 1;
+		}
+		ok(diff == 0, "gcra = token_bucket, limit %lld per %lld ms, burst %lld: %d requests (%d admitted), %d replies differ",
+		    ps[k].limit, ps[k].window_ms, b, count, admitted, diff);
+	}
+}
+
+/*
+ * retry_after_ms never rounds down: after each denial, a request sent 1 ms
+ * before retry_after_ms is denied and one sent exactly then is admitted
+ * (the state is put back with RESTORE between the two branches).
+ */
+static void
+test_retry(int count)
+{
+	static const struct {
+		enum alg	a;
+		struct params	p;
+	} sets[] = {
+		{ FIXED,   { 5, 1000, EMPTY, EMPTY } },
+		{ SWINDOW, { 5, 1000, EMPTY, EMPTY } },
+		{ SLOG,    { 5, 1000, EMPTY, EMPTY } },
+		{ TOKEN,   { 7, 1000, 3, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY } },
+		{ LEAKY,   { 3, 1000, 2, EMPTY } },
+	};
+	size_t s;
+
+	for (s = 0; s < sizeof(sets) / sizeof(sets[0]); s++) {
+		enum alg a = sets[s].a;
+		const struct params *p = &sets[s].p;
+		long long now = T0 + 7, cap = capacity(a, p);
+		int denials = 0, early_admitted = 0, exact_denied = 0, zero = 0, i;
+		char key[128];
+		struct reply r, r1;
+
+		make_key(key, sizeof(key), "retry", a, 0);
+		for (i = 0; i < count && denials < count / 4; i++) {
+			long long cost = rnd() % 3 ? 1 : rnd_between(1, cap);
+			redisReply *d;
+
+			now += rnd() % 2 ? 0 : rnd_between(1, 400000);
+			call(a, key, now, cost, p, &r);
+			if (r.is_err || r.v[ALLOWED] == 1)
+				continue;
+			denials++;
+			if (r.v[RETRY] < 1) {
+				zero++;
+				continue;
+			}
+			d = command("DUMP %s", key);
+			call(a, key, now + (r.v[RETRY] - 1) * 1000, cost, p, &r1);
+			early_admitted += r1.v[ALLOWED] == 1;
+			if (r1.v[ALLOWED] == 1) {
+				freeReplyObject(command("RESTORE %s 0 %b REPLACE", key, d->str, d->len));
+			}
+			call(a, key, now + r.v[RETRY] * 1000, cost, p, &r1);
+			exact_denied += r1.v[ALLOWED] == 0;
+			freeReplyObject(command("RESTORE %s 0 %b REPLACE", key, d->str, d->len));
+			freeReplyObject(d);
+		}
+		ok(denials > 50 && zero == 0 && exact_denied == 0,
+		    "%s: after %d denials, waiting exactly retry_after_ms admits every time (%d denied, %d zero)",
+		    alg_names[a], denials, exact_denied, zero);
+		ok(denials > 50 && early_admitted == 0,
+		    "%s: after %d denials, waiting 1 ms less never admits (%d admitted)",
+		    alg_names[a], denials, early_admitted);
+	}
+}
+
+/*
+ * The seeds' boundary problem: 1000 per 3 s. An attacker sends one request,
+ * then 1100 just before the window closes and 1100 just after.
+ */
+static void
+test_boundary(void)
+{
+	static const struct params p = { 1000, 3000, EMPTY, 300 };
+	static const enum alg algs[] = { FIXED, SLOG, SWINDOW };
+	size_t k;
+
+	for (k = 0; k < 3; k++) {
+		enum alg a = algs[k];
+		struct run x = { 0 };
+		struct reply r;
+		char key[128];
+		long long t;
+		int i;
+
+		make_key(key, sizeof(key), "boundary", a, 0);
+		/* A request every 100 ms for 9 s, and 1100 in the last ms of
+		 * each 3 s and in the first ms of the next. */
+		for (t = 0; t < 9000; t += 1) {
+			long long now = T0 + t * 1000;
+			int n = (t % 3000 == 2999 || (t > 0 && t % 3000 == 0)) ? 1100 : (t % 100 == 0);
+
+			for (i = 0; i < n; i++) {
+				call(a, key, now, 1, &p, &r);
+				if (r.v[ALLOWED] == 1)
+					run_push(&x, now, 1, 0);
+			}
+		}
+		switch (a) {
+		case FIXED:
+			t = max_in_interval(&x, 3000000);
+			ok(t > 1900 && t <= 2000,
+			    "boundary: fixed_window 1000 per 3 s admits %lld in some 3 s (up to 2 x limit across a boundary)", t);
+			t = max_in_interval(&x, 2000);
+			ok(t > 1900, "boundary: fixed_window admits %lld within 2 ms", t);
+			break;
+		case SLOG:
+			t = max_in_interval(&x, 3000000);
+			ok(t == 1000, "boundary: sliding_log 1000 per 3 s admits at most %lld in any 3 s", t);
+			break;
+		default:
+			t = max_in_interval(&x, 3000000 - 300000);
+			ok(t <= 1000, "boundary: sliding_window 1000 per 3 s, precision 300 ms: at most %lld in any 2.7 s (bound 1000)", t);
+			{
+				long long w3 = max_in_interval(&x, 3000000);
+
+				ok(w3 <= 2000, "boundary: sliding_window: at most %lld in any 3 s (bound 2 x limit, only across window - precision)", w3);
+				t = max_in_interval(&x, 2000);
+				ok(t <= 1000, "boundary: sliding_window: at most %lld within 2 ms (fixed_window: ~2000)", t);
+			}
+			break;
+		}
+		run_free(&x);
+	}
+}
+
+/* Every argument error is a Redis error "rlgate: <sentence>", no key made. */
+static void
+test_errors(void)
+{
+	static const struct {
+		unsigned	algs;		/* bit per alg */
+		const char	*args[6];	/* now cost limit window burst precision */
+		const char	*says;		/* part of the sentence */
+	} cases[] = {
+		{ 0x3f, { "", "1", "0", "1000", "", "" }, "limit must be at least 1" },
+		{ 0x3f, { "", "1", "-5", "1000", "", "" }, "limit must be at least 1" },
+		{ 0x3f, { "", "1", "ten", "1000", "", "" }, "limit must be an integer" },
+		{ 0x3f, { "", "1", "10", "0", "", "" }, "window_ms must be at least 1" },
+		{ 0x3f, { "", "1", "10", "0.5", "", "" }, "window_ms must be an integer" },
+		{ 0x3f, { "", "0", "10", "1000", "", "" }, "cost must be at least 1" },
+		{ 0x3f, { "", "1.5", "10", "1000", "", "" }, "cost must be an integer" },
+		{ 0x3f, { "", "", "10", "1000", "", "" }, "cost is missing" },
+		{ 0x3f, { "", "1", "10", "", "", "" }, "window_ms is missing" },
+		{ 0x3f, { "yesterday", "1", "10", "1000", "", "" }, "now (microseconds) must be an integer" },
+		{ 0x3f, { "-1", "1", "10", "1000", "", "" }, "now (microseconds) must be at least 0" },
+		{ 0x3f, { "", "1", "10", "1000000000000", "", "" }, "window_ms must be at most" },
+		{ 1 << FIXED | 1 << SWINDOW | 1 << SLOG, { "", "11", "10", "1000", "", "" },
+		    "cost 11 is above limit 10" },
+		{ 1 << TOKEN | 1 << GCRA, { "", "11", "10", "1000", "", "" }, "cost 11 is above burst 10" },
+		{ 1 << TOKEN | 1 << GCRA, { "", "6", "10", "1000", "5", "" }, "cost 6 is above burst 5" },
+		{ 1 << TOKEN | 1 << GCRA, { "", "1", "10", "1000", "0", "" }, "burst must be at least 1" },
+		{ 1 << LEAKY, { "", "1", "10", "1000", "-1", "" }, "burst must be at least 0" },
+		{ 1 << TOKEN | 1 << GCRA, { "", "1", "999983", "86400000", "", "" },
+		    "must stay below 2^53" },
+		{ 1 << SWINDOW, { "", "1", "10", "1000", "", "300" }, "precision_ms 300 does not divide window_ms 1000" },
+		{ 1 << SWINDOW, { "", "1", "10", "1000", "", "0" }, "precision_ms must be at least 1" },
+		{ 1 << SWINDOW, { "", "1", "10", "15", "", "" }, "is not a multiple of 10" },
+		{ 1 << SWINDOW, { "", "1", "10", "86400000", "", "1" }, "more than 10000 blocks" },
+		{ 1 << SLOG, { "", "1", "100001", "1000", "", "" }, "limit must be at most 100000" },
+	};
+	size_t i;
+	int a;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (a = 0; a < NALG; a++) {
+			struct reply r;
+			char key[128];
+			redisReply *e;
+			int good;
+
+			if (!(cases[i].algs & (1u << a)))
+				continue;
+			make_key(key, sizeof(key), "error", (enum alg)a, (int)i);
+			call_raw((enum alg)a, key, cases[i].args[0], cases[i].args[1],
+			    cases[i].args[2], cases[i].args[3], cases[i].args[4],
+			    cases[i].args[5], &r);
+			e = command("EXISTS %s", key);
+			good = r.is_err && strncmp(r.err, "rlgate: ", 8) == 0 &&
+			    strstr(r.err, cases[i].says) != NULL && strlen(r.err) > 30 &&
+			    strchr(r.err, '\n') == NULL && e->integer == 0;
+			ok(good, "%s: error \"%s\"", alg_names[a], r.is_err ? r.err : "(none)");
+			freeReplyObject(e);
+		}
+	}
+}
+
+/* With ARGV[1] empty the scripts use Redis TIME, and keys really expire. */
+static void
+test_time_and_expiry(void)
+{
+	char key[NALG][128];
+	long long reset[NALG];
+	int a;
+
+	for (a = 0; a < NALG; a++) {
+		redisReply *r, *t;
+		long long before = real_now_us(), now, after;
+		const char *argv[10] = { "EVALSHA", sha[a], "1", NULL, "", "1", "10", "100", "", "" };
+
+		make_key(key[a], sizeof(key[a]), "expiry", a, 0);
+		argv[3] = key[a];
+		r = redisCommandArgv(rc, 10, argv, NULL);
+		after = real_now_us();
+		t = command("PTTL %s", key[a]);
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != NFIELDS) {
+			ok(0, "%s: call with Redis TIME", alg_names[a]);
+			freeReplyObject(r);
+			freeReplyObject(t);
+			reset[a] = 0;
+			continue;
+		}
+		now = r->element[NOW]->integer;
+		reset[a] = r->element[RESET]->integer;
+		ok(r->element[ALLOWED]->integer == 1 && now >= before - 1000 && now <= after + 1000,
+		    "%s: ARGV[1] empty uses Redis TIME (now_us %lld, local clock %lld..%lld)",
+		    alg_names[a], now, before, after);
+		ok(t->integer > 0 && t->integer <= reset[a] + 1 && t->integer >= reset[a] - 50,
+		    "%s: TTL %lld ms set for reset_ms %lld", alg_names[a], t->integer, reset[a]);
+		freeReplyObject(r);
+		freeReplyObject(t);
+	}
+	usleep(250 * 1000);
+	for (a = 0; a < NALG; a++) {
+		redisReply *e = command("EXISTS %s", key[a]);
+
+		ok(e->integer == 0, "%s: key gone 250 ms later (reset_ms was %lld)", alg_names[a], reset[a]);
+		freeReplyObject(e);
+	}
+}
+
+/* sliding_log: members stay unique with many requests in one microsecond. */
+static void
+test_log_members(void)
+{
+	static const struct params p = { 1000, 1000, EMPTY, EMPTY };
+	struct reply r;
+	char key[128];
+	redisReply *c;
+	int i, admitted = 0;
+
+	make_key(key, sizeof(key), "members", SLOG, 0);
+	for (i = 0; i < 300; i++) {
+		call(SLOG, key, T0, 3, &p, &r);
+		admitted += r.v[ALLOWED] == 1;
+	}
+	c = command("ZCARD %s", key);
+	ok(admitted == 300 && c->integer == 900 && r.v[REMAINING] == 100,
+	    "sliding_log: 300 requests of cost 3 in one microsecond: %lld members, remaining %lld",
+	    c->integer, r.v[REMAINING]);
+	freeReplyObject(c);
+	call(SLOG, key, T0, 101, &p, &r);
+	ok(r.v[ALLOWED] == 0 && r.v[RETRY] == 1000, "sliding_log: cost 101 of 100 left waits the whole window (%lld ms)",
+	    r.v[RETRY]);
+}
+
+static void
+cleanup(void)
+{
+	redisReply *r;
+	char pattern[80];
+	unsigned long long cursor = 0;
+
+	snprintf(pattern, sizeof(pattern), "%s*", prefix);
+	do {
+		size_t i;
+
+		r = command("SCAN %llu MATCH %s COUNT 1000", cursor, pattern);
+		cursor = strtoull(r->element[0]->str, NULL, 10);
+		for (i = 0; i < r->element[1]->elements; i++)
+			freeReplyObject(command("UNLINK %s", r->element[1]->element[i]->str));
+		freeReplyObject(r);
+	} while (cursor != 0);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct timeval tv = { 5, 0 };
+	char path[4096];
+	int a, port, n = 3000;
+	uint64_t seed;
+
+	if (argc < 3 || argc > 4) {
+		fprintf(stderr, "usage: lua_check PORT LUA_DIR [SEED]\n");
+		return 2;
+	}
+	port = atoi(argv[1]);
+	seed = argc == 4 ? strtoull(argv[3], NULL, 10) : (uint64_t)time(NULL);
+	if (getenv("LUA_CHECK_N"))
+		n = atoi(getenv("LUA_CHECK_N"));
+	rng = seed ? seed : 1;
+	printf("# seed %" PRIu64 " (lua_check %s %s %" PRIu64 " repeats this run)\n",
+	    seed, argv[1], argv[2], seed);
+	snprintf(prefix, sizeof(prefix), "lua_check:%ld:", (long)getpid());
+
+	if ((rc = redisConnectWithTimeout("127.0.0.1", port, tv)) == NULL || rc->err)
+		fatal("cannot connect to 127.0.0.1:%d: %s", port, rc ? rc->errstr : "out of memory");
+	redisSetTimeout(rc, tv);
+
+	for (a = 0; a < NALG; a++) {
+		char *src;
+		redisReply *r;
+
+		snprintf(path, sizeof(path), "%s/%s.lua", argv[2], alg_names[a]);
+		if ((src = read_file(path)) == NULL)
+			fatal("%s: %s", path, strerror(errno));
+		r = command("SCRIPT LOAD %s", src);
+		ok(r->type == REDIS_REPLY_STRING && r->len == 40, "%s: SCRIPT LOAD %s",
+		    alg_names[a], r->type == REDIS_REPLY_STRING ? r->str : "failed");
+		if (r->type != REDIS_REPLY_STRING || r->len != 40)
+			fatal("%s does not load: %s", path, r->str ? r->str : "?");
+		memcpy(sha[a], r->str, 41);
+		freeReplyObject(r);
+		free(src);
+	}
+
+	test_hand();
+	test_errors();
+	test_log_members();
+	test_random(n);
+	test_gcra_equals_token(n);
+	test_retry(2 * n);
+	test_boundary();
+	test_time_and_expiry();
+
+	cleanup();
+	redisFree(rc);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
