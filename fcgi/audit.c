@@ -105,8 +105,9 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 }
 
 /*
- * SQLite's message for the failure rc, with the system's reason when the
- * file system said no: "disk I/O error (File too large)".
+ * SQLite's message for the failure rc, with the extended code and the
+ * system's reason when the file system said no: "disk I/O error (code
+ * 4874: File too large)".
  */
 static void
 err_from_db(sqlite3 *db, int rc, char *buf, size_t len)
@@ -118,14 +119,13 @@ err_from_db(sqlite3 *db, int rc, char *buf, size_t len)
 	case SQLITE_FULL:
 	case SQLITE_CANTOPEN:
 	case SQLITE_READONLY:
-		if (e != 0) {
-			snprintf(buf, len, "%s (%s)", sqlite3_errmsg(db),
-			    strerror(e));
-			return;
-		}
+		snprintf(buf, len, "%s (code %d%s%s)", sqlite3_errmsg(db), rc,
+		    e != 0 ? ": " : "", e != 0 ? strerror(e) : "");
+		break;
+	default:
+		snprintf(buf, len, "%s", sqlite3_errmsg(db));
 		break;
 	}
-	snprintf(buf, len, "%s", sqlite3_errmsg(db));
 }
 
 /* SQLite's WAL hook, called after each commit: remember the WAL size. */

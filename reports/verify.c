@@ -102,10 +102,10 @@ fmt_dur(int64_t ms, char *buf, size_t len)
 }
 
 /* Adds a violation of p's promise for key kid; detail is printf-formatted. */
-static void __attribute__((format(printf, 9, 10)))
+static void __attribute__((format(printf, 10, 11)))
 add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
     int64_t from_ms, int64_t to_ms, int64_t admitted, int64_t decisions,
-    const char *fmt, ...)
+    const char *allowed, const char *fmt, ...)
 {
 	struct violation **vv = c->to_tmp ? &c->tmp : &c->v->v;
 	size_t *n = c->to_tmp ? &c->ntmp : &c->v->nv;
@@ -139,24 +139,10 @@ add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
 	x->to_ms = to_ms;
 	x->admitted = admitted;
 	x->decisions = decisions;
+	snprintf(x->allowed, sizeof(x->allowed), "%s", allowed);
 	va_start(ap, fmt);
 	vsnprintf(x->detail, sizeof(x->detail), fmt, ap);
 	va_end(ap);
-}
-
-static void
-set_allowed_int(struct ctx *c, int64_t v)
-{
-	struct violation *x = c->to_tmp ? &c->tmp[c->ntmp - 1] : &c->v->v[c->v->nv - 1];
-
-	snprintf(x->allowed, sizeof(x->allowed), "%lld", (long long)v);
-}
-
-/* The last add() may have been filtered out: only then is there nothing to set. */
-static size_t
-count_now(struct ctx *c)
-{
-	return c->to_tmp ? c->ntmp : c->v->nv;
 }
 
 /*
@@ -802,4 +788,382 @@ check_leaky(struct ctx *c, struct rec *r, size_t n, const struct pinfo *p,
 	}
 	spacing_flush(c, p, kid, &sp);
 	wait_flush(c, p, kid, &wt);
+}
+
+/* The parameter set of a row, interned with its rule; NULL params: UINT32_MAX. */
+static uint32_t
+param_id(struct priv *pv, const char *rule, const char *alg, int64_t limit,
+    int64_t window_ms, int64_t burst)
+{
+	char buf[1024];
+	int len;
+	uint32_t id;
+
+	len = snprintf(buf, sizeof(buf), "%s%c%s%c%lld%c%lld%c%lld", rule, 0, alg, 0,
+	    (long long)limit, 0, (long long)window_ms, 0, (long long)burst);
+	if (len < 0 || (size_t)len >= sizeof(buf))
+		len = sizeof(buf) - 1;
+	if ((id = intern_id(&pv->params, buf, (size_t)len)) == RLG_INTERN_FAIL)
+		return RLG_INTERN_FAIL;
+	if (id == pv->npi) {
+		struct pinfo *pi;
+		const char *b = intern_bytes(&pv->params, id, NULL);
+
+		if (pv->npi == pv->pcap) {
+			size_t ncap = pv->pcap ? pv->pcap * 2 : 16;
+
+			if ((pi = realloc(pv->pi, ncap * sizeof(*pi))) == NULL)
+				return RLG_INTERN_FAIL;
+			pv->pi = pi;
+			pv->pcap = ncap;
+		}
+		pi = &pv->pi[pv->npi++];
+		memset(pi, 0, sizeof(*pi));
+		pi->rule = b;
+		pi->algname = b + strlen(b) + 1;
+		pi->alg = -1;
+		for (int a = 0; a < RLG_ALGORITHM_COUNT; a++)
+			if (strcmp(pi->algname, conf_algorithm_name(a)) == 0)
+				pi->alg = a;
+		pi->limit = limit;
+		pi->window_ms = window_ms;
+		pi->burst = burst;
+		pi->last_kid = UINT32_MAX;
+	}
+	return id;
+}
+
+static int
+load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
+{
+	struct priv *pv = c->p;
+	struct filter f = *c->f;
+	char sql[512] = "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
+	    "window_ms, burst, delay_ms FROM decisions WHERE allowed = 1 AND "
+	    "reason = 'limit' AND rule IS NOT NULL";
+	const char *last_rule = NULL, *last_key = NULL, *last_alg = NULL;
+	int64_t last_l = -1, last_w = -1, last_b = -1;
+	uint32_t kid = 0, pid = 0;
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	/* The whole history: a window or a bucket may start before --since. */
+	f.since_ms = INT64_MIN;
+	f.until_ms = INT64_MAX;
+	filter_sql(&f, sql, sizeof(sql));
+	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
+		return -1;
+	filter_bind(&f, st);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *rule = (const char *)sqlite3_column_text(st, 0);
+		const char *key = (const char *)sqlite3_column_text(st, 1);
+		const char *alg = (const char *)sqlite3_column_text(st, 2);
+		int64_t cost, limit, window, burst, delay;
+		struct rec *x;
+
+		if (alg == NULL || sqlite3_column_type(st, 5) == SQLITE_NULL ||
+		    sqlite3_column_type(st, 6) == SQLITE_NULL) {
+			c->v->skipped++;
+			continue;
+		}
+		cost = sqlite3_column_type(st, 4) == SQLITE_NULL ? 1 : sqlite3_column_int64(st, 4);
+		limit = sqlite3_column_int64(st, 5);
+		window = sqlite3_column_int64(st, 6);
+		burst = sqlite3_column_type(st, 7) == SQLITE_NULL ? limit :
+		    sqlite3_column_int64(st, 7);
+		delay = sqlite3_column_type(st, 8) == SQLITE_NULL ? 0 :
+		    sqlite3_column_int64(st, 8);
+		if (cost < 0 || cost > UINT32_MAX || limit < 1 || window < 1 ||
+		    burst < 0 || delay < 0 || limit > (1LL << 40) || burst > (1LL << 40) ||
+		    window > (1LL << 40)) {
+			c->v->skipped++;
+			continue;
+		}
+		/* Rows of one key and one rule come in runs: skip the hashes then. */
+		if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||
+		    (key == NULL) != (last_key == NULL) ||
+		    (key != NULL && strcmp(key, last_key) != 0)) {
+			if ((kid = intern_pair(&pv->keys, rule, key)) == RLG_INTERN_FAIL)
+				goto oom;
+			intern_pair_get(&pv->keys, kid, &last_rule, &last_key);
+			last_alg = NULL;
+		}
+		if (last_alg == NULL || strcmp(alg, last_alg) != 0 || limit != last_l ||
+		    window != last_w || burst != last_b) {
+			if ((pid = param_id(pv, rule, alg, limit, window, burst)) ==
+			    RLG_INTERN_FAIL)
+				goto oom;
+			last_alg = pv->pi[pid].algname;
+			last_l = limit;
+			last_w = window;
+			last_b = burst;
+		}
+		if (pv->n == pv->cap) {
+			size_t ncap = pv->cap ? pv->cap * 2 : 65536;
+
+			if ((x = realloc(pv->recs, ncap * sizeof(*x))) == NULL)
+				goto oom;
+			pv->recs = x;
+			pv->cap = ncap;
+		}
+		if (pv->n >= UINT32_MAX) {
+			snprintf(err, errlen, "more than %u admitted decisions: verify "
+			    "fewer at once (-r RULE)", UINT32_MAX);
+			goto out;
+		}
+		x = &pv->recs[pv->n];
+		x->ts = sqlite3_column_int64(st, 3);
+		x->kid = kid;
+		x->pid = pid;
+		x->seq = (uint32_t)pv->n++;
+		x->cost = (uint32_t)cost;
+		x->delay = delay;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/*
+ * The block width of a sliding_window rule. Each denial's retry time is a
+ * block boundary (ts_ms + retry_after_ms exactly, as blocks start on whole
+ * ms), so the precision divides their gcd; gcd(that, window) is then the
+ * precision or a multiple of it that still divides the window, and runs of
+ * such coarser blocks are runs of true blocks: checking them never reports
+ * a false violation. Without denials: the gateway's default.
+ */
+static int
+infer_precision(struct rdbs *dbs, struct pinfo *pi, char *err, size_t errlen)
+{
+	int64_t g = 0;
+
+	for (size_t i = 0; i < dbs->n; i++) {
+		sqlite3_stmt *st = db_prepare(&dbs->v[i], "SELECT ts_ms + retry_after_ms "
+		    "FROM decisions WHERE rule = ?1 AND allowed = 0 AND reason = 'limit' "
+		    "AND algorithm = 'sliding_window' AND window_ms = ?2 AND "
+		    "retry_after_ms > 0", err, errlen);
+		int rc;
+
+		if (st == NULL)
+			return -1;
+		sqlite3_bind_text(st, 1, pi->rule, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, pi->window_ms);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			g = gcd64(g, sqlite3_column_int64(st, 0));
+			if (gcd64(g, pi->window_ms) == 1)
+				break;
+		}
+		sqlite3_finalize(st);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			snprintf(err, errlen, "%s: cannot read: %s", dbs->v[i].path,
+			    sqlite3_errmsg(dbs->v[i].db));
+			return -1;
+		}
+	}
+	if (g != 0) {
+		pi->precision_ms = gcd64(g, pi->window_ms);
+		pi->precision_from = "denials";
+	} else {
+		pi->precision_ms = verify_default_precision(pi->window_ms);
+		pi->precision_from = "default";
+	}
+	return 0;
+}
+
+static int
+cmp_rec_time(const void *x, const void *y)
+{
+	const struct rec *a = x, *b = y;
+
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Groups the records by key (stable: load order), then orders each key by time. */
+static int
+sort_records(struct priv *pv)
+{
+	size_t nk = pv->keys.n, *start;
+	struct rec *out;
+
+	if (pv->n == 0)
+		return 0;
+	if ((start = calloc(nk + 1, sizeof(*start))) == NULL)
+		return -1;
+	if ((out = malloc(pv->n * sizeof(*out))) == NULL) {
+		free(start);
+		return -1;
+	}
+	for (size_t i = 0; i < pv->n; i++)
+		start[pv->recs[i].kid + 1]++;
+	for (size_t k = 0; k < nk; k++)
+		start[k + 1] += start[k];
+	for (size_t i = 0; i < pv->n; i++)
+		out[start[pv->recs[i].kid]++] = pv->recs[i];
+	free(pv->recs);
+	pv->recs = out;
+	pv->cap = pv->n;
+	free(start);
+	for (size_t i = 0, j; i < pv->n; i = j) {
+		int sorted = 1;
+
+		for (j = i + 1; j < pv->n && pv->recs[j].kid == pv->recs[i].kid; j++)
+			if (cmp_rec_time(&pv->recs[j - 1], &pv->recs[j]) > 0)
+				sorted = 0;
+		if (!sorted)
+			qsort(pv->recs + i, j - i, sizeof(*pv->recs), cmp_rec_time);
+	}
+	return 0;
+}
+
+static int
+cmp_violation(const void *x, const void *y)
+{
+	const struct violation *a = x, *b = y;
+	int c = strcmp(a->rule, b->rule);
+
+	if (c == 0)
+		c = strcmp(a->key ? a->key : "", b->key ? b->key : "");
+	if (c == 0)
+		c = (a->from_ms > b->from_ms) - (a->from_ms < b->from_ms);
+	if (c == 0)
+		c = strcmp(a->check, b->check);
+	return c;
+}
+
+static int
+cmp_rule(const void *x, const void *y)
+{
+	const struct verify_rule *a = x, *b = y;
+	int c = strcmp(a->rule, b->rule);
+
+	if (c == 0)
+		c = strcmp(a->algorithm, b->algorithm);
+	if (c == 0)
+		c = (a->limit > b->limit) - (a->limit < b->limit);
+	if (c == 0)
+		c = (a->window_ms > b->window_ms) - (a->window_ms < b->window_ms);
+	if (c == 0)
+		c = (a->burst > b->burst) - (a->burst < b->burst);
+	return c;
+}
+
+int
+verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
+    int64_t precision_ms, char *err, size_t errlen)
+{
+	struct priv *pv;
+	struct ctx c = { 0 };
+
+	if ((pv = calloc(1, sizeof(*pv))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	v->priv = pv;
+	c.v = v;
+	c.p = pv;
+	c.f = f;
+	for (size_t i = 0; i < dbs->n; i++)
+		if (load_one(&c, &dbs->v[i], err, errlen) == -1)
+			return -1;
+	for (size_t i = 0; i < pv->npi; i++) {
+		if (pv->pi[i].alg != RLG_SLIDING_WINDOW)
+			continue;
+		if (precision_ms > 0) {
+			pv->pi[i].precision_ms = precision_ms;
+			pv->pi[i].precision_from = "--precision";
+		} else if (infer_precision(dbs, &pv->pi[i], err, errlen) == -1)
+			return -1;
+	}
+	if (sort_records(pv) == -1)
+		goto oom;
+	for (size_t i = 0, j; i < pv->n; i = j) {
+		struct rec *r = &pv->recs[i];
+		struct pinfo *p = &pv->pi[r->pid];
+		size_t before = v->nv;
+
+		/* A run of one key with one parameter set (a reload starts a new run). */
+		for (j = i + 1; j < pv->n && pv->recs[j].kid == r->kid &&
+		    pv->recs[j].pid == r->pid; j++)
+			;
+		if (p->last_kid != r->kid) {
+			p->last_kid = r->kid;
+			p->keys++;
+		}
+		p->admitted += (int64_t)(j - i);
+		switch (p->alg) {
+		case RLG_FIXED_WINDOW:
+			check_fixed(&c, r, j - i, p, r->kid);
+			break;
+		case RLG_SLIDING_LOG:
+			check_log(&c, r, j - i, p, r->kid);
+			break;
+		case RLG_SLIDING_WINDOW:
+			check_blocks(&c, r, j - i, p, r->kid);
+			break;
+		case RLG_TOKEN_BUCKET:
+		case RLG_GCRA:
+			check_bucket(&c, r, j - i, p, r->kid);
+			break;
+		case RLG_LEAKY_BUCKET:
+			check_leaky(&c, r, j - i, p, r->kid);
+			break;
+		default:
+			v->skipped += (int64_t)(j - i);
+			p->admitted -= (int64_t)(j - i);
+			break;
+		}
+		p->violations += (int64_t)(v->nv - before);
+		if (c.oom)
+			goto oom;
+	}
+	v->admitted = (int64_t)pv->n - 0;
+	v->keys = (int64_t)pv->keys.n;
+	if ((v->rules = calloc(pv->npi + 1, sizeof(*v->rules))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < pv->npi; i++) {
+		struct pinfo *p = &pv->pi[i];
+
+		v->rules[v->nrules++] = (struct verify_rule){ p->rule, p->algname,
+		    p->limit, p->window_ms, p->burst, p->precision_ms,
+		    p->precision_from, p->keys, p->admitted, p->violations };
+	}
+	qsort(v->rules, v->nrules, sizeof(*v->rules), cmp_rule);
+	if (v->nv > 0)
+		qsort(v->v, v->nv, sizeof(*v->v), cmp_violation);
+	free(c.tmp);
+	/* The records are not needed any more; the strings are. */
+	free(pv->recs);
+	pv->recs = NULL;
+	return 0;
+oom:
+	free(c.tmp);
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+void
+verify_free(struct verify *v)
+{
+	struct priv *pv = v->priv;
+
+	if (pv != NULL) {
+		intern_free(&pv->keys);
+		intern_free(&pv->params);
+		free(pv->pi);
+		free(pv->recs);
+		free(pv);
+	}
+	free(v->v);
+	free(v->rules);
+	memset(v, 0, sizeof(*v));
 }

@@ -7,9 +7,9 @@
 start_redis || exit 1
 AUDIT_DB=$T/audit.db
 DOCROOT=$T/www
-mkdir -p "$DOCROOT/user" "$DOCROOT/tb" "$DOCROOT/race" "$DOCROOT/open" "$DOCROOT/closed" "$DOCROOT/load"
+mkdir -p "$DOCROOT/user" "$DOCROOT/tb" "$DOCROOT/race" "$DOCROOT/open" "$DOCROOT/closed" "$DOCROOT/load" "$DOCROOT/reload"
 cp "$TOP/tests/www/user/list" "$DOCROOT/user/list"
-for d in tb race open closed load; do echo "$d content" > "$DOCROOT/$d/item"; done
+for d in tb race open closed load reload; do echo "$d content" > "$DOCROOT/$d/item"; done
 
 cat > "$T/rlgate.ini" <<EOF
 [gateway]
@@ -60,6 +60,11 @@ path = /closed/*
 limit = 1000000
 window = 1s
 on_error = deny
+
+[rule:reload]
+path = /reload/*
+limit = 1
+window = 1m
 
 [rule:load]
 path = /load/*
@@ -174,6 +179,23 @@ check "audit: redis_error rows were recorded as admitted" [ "$(sql "SELECT count
 check "audit: redis_error rows for deny say 503" [ "$(sql "SELECT count(*) FROM decisions WHERE rule='closed' AND reason='redis_error' AND allowed=0 AND status=503")" -ge 2 ]
 check "the outage was logged once, not per request" [ "$(grep -c 'answering with on_error' "$T/rlgate.log")" -le 2 ]
 check "and its end was logged" grep -q 'answers again' "$T/rlgate.log"
+
+# SIGHUP: a broken file is refused and the old rules stay; a good one applies.
+is "reload rule: first request admitted" 200 "$(status "$BASE/reload/item")"
+is "reload rule: limit 1 per minute" 429 "$(status "$BASE/reload/item")"
+cp "$T/rlgate.ini" "$T/rlgate.good"
+printf '[rule:broken]\nlimit = lots\n' >> "$T/rlgate.ini"
+kill -HUP "$RLGATE_PID"
+refused() { grep -q 'keeping the running configuration' "$T/rlgate.log"; }
+check "SIGHUP with a broken file: refused and logged" wait_for 5 refused
+check "the log names the broken line" grep -q "reload: .*rlgate.ini:[0-9]*: \[rule:broken\] limit" "$T/rlgate.log"
+is "the old rules still apply" 429 "$(status "$BASE/reload/item")"
+sed 's/^limit = 1$/limit = 3/' "$T/rlgate.good" > "$T/rlgate.ini"
+kill -HUP "$RLGATE_PID"
+reloaded() { grep -q 'reload: .* loaded' "$T/rlgate.log"; }
+check "SIGHUP with a good file: loaded" wait_for 5 reloaded
+is "the new limit applies at once (3 per minute: 2 more)" "200 200 429" "$(status "$BASE/reload/item") $(status "$BASE/reload/item") $(status "$BASE/reload/item")"
+is "rlgate kept running through both reloads" 0 "$(kill -0 "$RLGATE_PID"; echo $?)"
 
 # 7. SIGTERM under load: every answered request has its row.
 before=$(sql "SELECT count(*) FROM decisions WHERE rule='load'")

@@ -961,8 +961,12 @@ random_run(enum alg a, const struct params *p, int count, int idx, struct run *x
 		if (r.v[ALLOWED] == 1) {
 			admitted++;
 			run_push(x, now, cost, r.v[DELAY]);
-			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1 || r.pttl <= 0)
+			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1 || r.pttl < 0) {
+				if (ttl_bad < 3)
+					note("%s request %d: PTTL %lld after admission, reset_ms %lld",
+					    alg_names[a], i, r.pttl, r.v[RESET]);
 				ttl_bad++;
+			}
 			last_retry = 0;
 		} else {
 			if (r.changed || r.pttl != -1)
