@@ -1079,6 +1079,34 @@ tmpl_parse(struct loader *l, const char *s, struct tmpl *t, char *why,
 	return 0;
 }
 
+/*
+ * Two request values side by side ({query.a}{query.b}) can be split more
+ * than one way, so two clients could share a key by choice. rule.c escapes
+ * the template's literal characters (and '/' before a {path}) inside
+ * values, which keeps every other key unambiguous; this is the one shape
+ * escaping cannot fix. {x}{path} is fine: a path starts with '/'.
+ */
+static int
+tmpl_ambiguous(const struct tmpl *t, char *why, size_t whylen)
+{
+	size_t i;
+
+	for (i = 1; i < t->nparts; i++) {
+		if (t->parts[i - 1].kind == RLG_PART_LITERAL ||
+		    t->parts[i].kind == RLG_PART_LITERAL)
+			continue;
+		if (t->parts[i].kind == RLG_PART_PATH &&
+		    t->parts[i - 1].kind != RLG_PART_PATH)
+			continue;
+		snprintf(why, whylen, "has two fields with nothing between "
+		    "them (parts %zu and %zu): put a separator such as ':' "
+		    "between them, or different values could make one key",
+		    i, i + 1);
+		return 1;
+	}
+	return 0;
+}
+
 static int
 set_template(struct loader *l, const struct key *k, void *base,
     const char *v)
@@ -1086,7 +1114,8 @@ set_template(struct loader *l, const struct key *k, void *base,
 	struct tmpl *field = FIELD(base, k, struct tmpl), t = { NULL, 0 };
 	char why[512];
 
-	if (tmpl_parse(l, v, &t, why, sizeof(why)) == -1) {
+	if (tmpl_parse(l, v, &t, why, sizeof(why)) == -1 ||
+	    tmpl_ambiguous(&t, why, sizeof(why))) {
 		if (!l->oom)
 			kerr(l, k, "\"%s\" %s", v, why);
 		tmpl_free(&t);

@@ -239,6 +239,40 @@ host(struct request *r)
 	r->host[n] = '\0';
 }
 
+/*
+ * Collapses "//", drops "." segments and resolves ".." (never above the
+ * root) in place, as web servers do before they map a path to a file: a
+ * client must not escape /user/list's limit by asking for /user//list or
+ * /user/./list, which the server serves as the same thing.
+ */
+static void
+simplify_path(char *path)
+{
+	char *out = path, *in = path;
+
+	while (*in != '\0') {
+		if (*in == '/') {
+			while (in[1] == '/')
+				in++;
+			if (in[1] == '.' && (in[2] == '/' || in[2] == '\0')) {
+				in += 2;
+				continue;
+			}
+			if (in[1] == '.' && in[2] == '.' &&
+			    (in[3] == '/' || in[3] == '\0')) {
+				while (out > path && *--out != '/')
+					;
+				in += 3;
+				continue;
+			}
+		}
+		*out++ = *in++;
+	}
+	if (out == path)
+		*out++ = '/';
+	*out = '\0';
+}
+
 int
 request_init(struct request *r, char **envp, const struct conf *c,
     const char **errstr)
@@ -306,5 +340,10 @@ request_init(struct request *r, char **envp, const struct conf *c,
 		*errstr = "the request path contains %00";
 		return 400;
 	}
+	if (r->path[0] != '/') {
+		*errstr = "the request path does not start with /";
+		return 400;
+	}
+	simplify_path(r->path);
 	return 0;
 }

@@ -46,13 +46,54 @@ rule_fits(const struct rule *ru, const struct request *r)
 	return 1;
 }
 
-static int
-append(char *out, size_t outlen, size_t *len, const char *s, size_t n)
+/*
+ * Which bytes of a request value are written as %XX: '%' itself, the
+ * braces, blanks and control bytes (keys show up in logs), every literal
+ * character of the template, and '/' in values placed before a {path}.
+ * Then the literal text and the {path} can only be split one way, so two
+ * different requests never share a key by choosing their values.
+ */
+static void
+escape_set(const struct tmpl *t, int for_path, unsigned char esc[256])
 {
-	if (*len + n + 1 > outlen)
-		return -1;
-	memcpy(out + *len, s, n);
-	*len += n;
+	size_t i, j;
+	int has_path = 0;
+
+	for (i = 0; i < 256; i++)
+		esc[i] = i <= ' ' || i == 0x7f || i == '%' || i == '{' ||
+		    i == '}';
+	for (i = 0; i < t->nparts; i++) {
+		const struct tmpl_part *p = &t->parts[i];
+
+		if (p->kind == RLG_PART_PATH)
+			has_path = 1;
+		if (p->kind == RLG_PART_LITERAL)
+			for (j = 0; j < p->len; j++)
+				esc[(unsigned char)p->text[j]] = 1;
+	}
+	if (has_path && !for_path)
+		esc['/'] = 1;
+}
+
+static int
+append_escaped(char *out, size_t outlen, size_t *len, const char *s,
+    size_t n, const unsigned char esc[256])
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (*len + 4 > outlen)
+			return -1;
+		if (esc[ch]) {
+			out[(*len)++] = '%';
+			out[(*len)++] = hex[ch >> 4];
+			out[(*len)++] = hex[ch & 15];
+		} else
+			out[(*len)++] = (char)ch;
+	}
 	out[*len] = '\0';
 	return 0;
 }
@@ -61,6 +102,8 @@ long
 rule_expand(const struct tmpl *t, const struct rule *ru,
     const struct request *r, char *out, size_t outlen)
 {
+	unsigned char esc[256], esc_path[256];
+	char qbuf[RLG_MAX_KEY];
 	size_t len = 0, i;
 	const char *v;
 	long n;
@@ -68,14 +111,21 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 	if (outlen == 0)
 		return -2;
 	out[0] = '\0';
+	escape_set(t, 0, esc);
+	escape_set(t, 1, esc_path);
 	for (i = 0; i < t->nparts; i++) {
 		const struct tmpl_part *p = &t->parts[i];
+		size_t vlen;
 
 		v = NULL;
 		switch (p->kind) {
 		case RLG_PART_LITERAL:
-			v = p->text;
-			break;
+			if (len + p->len + 1 > outlen)
+				return -2;
+			memcpy(out + len, p->text, p->len);
+			len += p->len;
+			out[len] = '\0';
+			continue;
 		case RLG_PART_IP:
 			v = r->ip[0] != '\0' ? r->ip : NULL;
 			break;
@@ -98,19 +148,24 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 			v = request_env(r, p->text);
 			break;
 		case RLG_PART_QUERY:
-			n = request_query(r, p->text, out + len, outlen - len);
+			n = request_query(r, p->text, qbuf, sizeof(qbuf));
+			if (n == -2)
+				return -2;
+			/* An empty query value is a value (?org=). */
 			if (n == -1)
 				return -1;
-			if (n < 0)
+			if (append_escaped(out, outlen, &len, qbuf, (size_t)n,
+			    esc) == -1)
 				return -2;
-			len += (size_t)n;
 			continue;
 		}
 		/* An empty header or param counts as absent: a key built
 		 * from nothing would put every such client in one bucket. */
-		if (v == NULL || (*v == '\0' && p->kind != RLG_PART_LITERAL))
+		if (v == NULL || *v == '\0')
 			return -1;
-		if (append(out, outlen, &len, v, strlen(v)) == -1)
+		vlen = strlen(v);
+		if (append_escaped(out, outlen, &len, v, vlen,
+		    p->kind == RLG_PART_PATH ? esc_path : esc) == -1)
 			return -2;
 	}
 	return (long)len;

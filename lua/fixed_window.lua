@@ -28,8 +28,10 @@
 -- Denied requests change nothing. Window boundaries come from the stored start
 -- and now, never from the TTL.
 --
--- TTL: PEXPIRE reset_ms on every admission, so the key vanishes when its
--- window closes (an expired key and a stale one decide the same).
+-- TTL: PEXPIRE reset_ms + 1 on every admission, so the key vanishes when its
+-- window closes (an expired key and a stale one decide the same). The 1 ms
+-- margin covers Redis's expiry clock, which counts whole milliseconds from
+-- the start of the command, a little before TIME was read.
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
@@ -98,7 +100,7 @@ local reset_ms = cdiv(start + window_us - now, 1000)
 if count + cost <= limit then
 	count = count + cost
 	redis.call('HSET', key, 'start', num(start), 'count', num(count))
-	redis.call('PEXPIRE', key, reset_ms)
+	redis.call('PEXPIRE', key, reset_ms + 1)
 	return {1, limit - count, limit, reset_ms, 0, now, 0}
 end
 return {0, math.max(0, limit - count), limit, reset_ms, reset_ms, now, 0}

@@ -32,8 +32,9 @@
 -- Denied requests change nothing. Decisions come from the stored TAT and now,
 -- never from the TTL.
 --
--- TTL: SET ... PX reset_ms on every admission: the key vanishes at TAT, and a
--- missing key is a full bucket.
+-- TTL: SET ... PX reset_ms + 1 on every admission: the key vanishes at TAT
+-- (1 ms margin for Redis's millisecond expiry clock), and a missing key is a
+-- full bucket.
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
@@ -141,7 +142,7 @@ local need = cost * interval
 if w + need <= tau then
 	w = w + need
 	local reset_ms = cdiv(w, ticks_per_us * 1000)
-	redis.call('SET', key, format_time(w), 'PX', reset_ms)
+	redis.call('SET', key, format_time(w), 'PX', reset_ms + 1)
 	return {1, fdiv(tau - w, interval), limit, reset_ms, 0, now, 0}
 end
 local retry_ms = cdiv(w + need - tau, ticks_per_us * 1000)

@@ -39,13 +39,13 @@
 -- Denied requests change nothing. Decisions come from the stored Q and now,
 -- never from the TTL.
 --
--- TTL: SET ... PX reset_ms on every admission: the key vanishes when the
--- queue is empty, and a missing key is an idle bucket.
+-- TTL: SET ... PX reset_ms + 1 on every admission: the key vanishes when the
+-- queue is empty (1 ms margin for Redis's millisecond expiry clock), and a
+-- missing key is an idle bucket.
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
-local HALF = 4503599627370496	-- 2^52: the bound for times in ticks
 
 local function num(s) return string.format('%d', s) end
 
@@ -92,7 +92,7 @@ local function args()
 	local g = gcd(window_us, a.limit)
 	a.scale = window_us / g		-- units per token
 	a.rate = a.limit / g		-- units per microsecond
-	if (a.burst + a.cost) * a.scale >= HALF then
+	if (a.burst + a.cost) * a.scale >= MAX then
 		return nil, 'burst ' .. num(a.burst) .. ' and cost ' .. num(a.cost) ..
 		    ' are too large for limit ' .. num(a.limit) .. ' per ' .. num(a.window_ms) ..
 		    ' ms: (burst + cost) * window_us / gcd(limit, window_us) must stay below ' ..
@@ -127,7 +127,7 @@ local function wait_ticks(s)
 		if at == nil then return 0 end
 	end
 	if at < now or (at == now and r == 0) then return 0 end
-	if at - now >= fdiv(HALF, ticks_per_us) then return HALF end
+	if at - now >= fdiv(MAX, ticks_per_us) then return MAX end
 	return (at - now) * ticks_per_us + r
 end
 local function format_time(ticks)	-- now + ticks, as "A" or "A+R/D"
@@ -145,7 +145,7 @@ local per_ms = ticks_per_us * 1000
 if w <= max_wait then
 	local q = w + cost * interval
 	local reset_ms = cdiv(q, per_ms)
-	redis.call('SET', key, format_time(q), 'PX', reset_ms)
+	redis.call('SET', key, format_time(q), 'PX', reset_ms + 1)
 	local remaining = math.max(0, fdiv(max_wait - q, interval) + 1)
 	return {1, remaining, limit, reset_ms, 0, now, cdiv(w, per_ms)}
 end

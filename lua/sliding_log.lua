@@ -28,8 +28,9 @@
 -- Denied requests change nothing (the log is trimmed only on admission).
 -- Decisions come from the logged times and now, never from the TTL.
 --
--- TTL: PEXPIRE reset_ms on every admission (= window): the key vanishes when
--- its newest admission has left the window.
+-- TTL: PEXPIRE reset_ms + 1 on every admission (reset_ms = window): the key
+-- vanishes when its newest admission has left the window (1 ms margin for
+-- Redis's millisecond expiry clock).
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
@@ -113,7 +114,7 @@ if used + cost <= limit then
 		end
 		left = left - redis.call('ZADD', key, 'NX', unpack(z))
 	end
-	redis.call('PEXPIRE', key, reset_ms)
+	redis.call('PEXPIRE', key, reset_ms + 1)
 	return {1, limit - used - cost, limit, reset_ms, 0, now, 0}
 end
 

@@ -34,8 +34,9 @@
 -- Denied requests change nothing. Decisions come from the block indexes and
 -- now, never from the TTL.
 --
--- TTL: PEXPIRE reset_ms on every admission: the key vanishes when its newest
--- block has dropped out.
+-- TTL: PEXPIRE reset_ms + 1 on every admission: the key vanishes when its
+-- newest block has dropped out (1 ms margin for Redis's millisecond expiry
+-- clock).
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
@@ -139,7 +140,7 @@ if used + cost <= limit then
 	redis.call('HINCRBY', key, num(current), cost)
 	if newest == nil or current > newest then newest = current end
 	local reset_ms = ms_until_out(newest)
-	redis.call('PEXPIRE', key, reset_ms)
+	redis.call('PEXPIRE', key, reset_ms + 1)
 	return {1, limit - used - cost, limit, reset_ms, 0, now, 0}
 end
 

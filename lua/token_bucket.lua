@@ -32,8 +32,9 @@
 -- Denied requests change nothing. Refill comes from the stored ts and now,
 -- never from the TTL.
 --
--- TTL: PEXPIRE reset_ms on every admission: the key vanishes when the bucket
--- would be full, and a missing key is a full bucket.
+-- TTL: PEXPIRE reset_ms + 1 on every admission: the key vanishes when the
+-- bucket would be full (1 ms margin for Redis's millisecond expiry clock),
+-- and a missing key is a full bucket.
 --
 -- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
 
@@ -157,7 +158,7 @@ if units >= need then
 	units = units - need
 	local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
 	redis.call('HSET', key, 'tokens', format_tokens(units), 'ts', num(t))
-	redis.call('PEXPIRE', key, reset_ms)
+	redis.call('PEXPIRE', key, reset_ms + 1)
 	return {1, fdiv(units, scale), limit, reset_ms, 0, now, 0}
 end
 local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)

@@ -321,7 +321,7 @@ check_fixed_pass(struct ctx *c, struct fw *w, const struct pinfo *p, uint32_t ki
     size_t cap)
 {
 	int64_t W = p->window_ms, N = p->limit;
-	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], d[32];
+	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], d[32], dw[32];
 
 	for (size_t g = 0; g < w->G; g++)
 		w->best[g] = INT64_MAX;
@@ -370,12 +370,11 @@ check_fixed_pass(struct ctx *c, struct fw *w, const struct pinfo *p, uint32_t ki
 		if (w->success)
 			break;
 		/* Every reconstruction broke the promise: report the one that lasted longest. */
-		add(c, p, kid, "window", w->gms[dead_g], w->gms[dead_g] + W, dead_load, 1,
+		snprintf(d, sizeof(d), "%lld", (long long)N);
+		add(c, p, kid, "window", w->gms[dead_g], w->gms[dead_g] + W, dead_load, 1, d,
 		    "window [%s, %s) (%s from its first decision) admitted %lld, limit %lld",
 		    fmt_time(w->gms[dead_g], t1), fmt_time(w->gms[dead_g] + W, t2),
-		    fmt_dur(W, d, sizeof(d)), (long long)dead_load, (long long)N);
-		if (count_now(c) > 0)
-			set_allowed_int(c, N);
+		    fmt_dur(W, dw, sizeof(dw)), (long long)dead_load, (long long)N);
 		/* Go on as if that window had been full. */
 		{
 			size_t ge = fw_lb(w, dead_g + 1, w->gms[dead_g] + W);
@@ -486,18 +485,18 @@ static void
 log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 {
 	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], t3[RLG_TIME_LEN], t4[RLG_TIME_LEN], d[32];
+	char lim[32];
 
 	if (!e->open)
 		return;
 	e->open = 0;
-	add(c, p, kid, "interval", e->a_ms, e->b_ms, e->worst_admitted, e->decisions,
+	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
+	add(c, p, kid, "interval", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "interval (%s - %s, %s] admitted %lld, limit %lld (%lld decisions over "
 	    "the limit from %s to %s)", fmt_time(e->b_ms - 1, t1), fmt_dur(p->window_ms,
 	    d, sizeof(d)), fmt_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
 	    (long long)p->limit, (long long)e->decisions, fmt_time(e->first_ms, t3),
 	    fmt_time(e->last_ms, t4));
-	if (count_now(c) > 0)
-		set_allowed_int(c, p->limit);
 }
 
 static void
@@ -541,19 +540,19 @@ static void
 blocks_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 {
 	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], t3[RLG_TIME_LEN], t4[RLG_TIME_LEN], d[32];
+	char lim[32];
 
 	if (!e->open)
 		return;
 	e->open = 0;
-	add(c, p, kid, "blocks", e->a_ms, e->b_ms, e->worst_admitted, e->decisions,
+	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
+	add(c, p, kid, "blocks", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "blocks [%s, %s) (%lld of %s, precision from %s) admitted %lld, limit %lld "
 	    "(%lld decisions over the limit from %s to %s)", fmt_time(e->a_ms, t1),
 	    fmt_time(e->b_ms, t2), (long long)(p->window_ms / p->precision_ms),
 	    fmt_dur(p->precision_ms, d, sizeof(d)), p->precision_from,
 	    (long long)e->worst_admitted, (long long)p->limit, (long long)e->decisions,
 	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
-	if (count_now(c) > 0)
-		set_allowed_int(c, p->limit);
 }
 
 static void
@@ -605,22 +604,19 @@ bucket_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	int64_t span = e->b_ms - e->a_ms;
 	double bound = (double)p->burst + ((double)span + 0.999) * (double)p->limit /
 	    (double)p->window_ms;
+	char lim[32];
 
 	if (!e->open)
 		return;
 	e->open = 0;
-	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions,
+	snprintf(lim, sizeof(lim), "%.3f", bound);
+	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %.3f (burst %lld "
 	    "+ %lld.999 ms x %lld per %s) (%lld decisions over it from %s to %s)",
 	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)span,
 	    (long long)e->worst_admitted, bound, (long long)p->burst, (long long)span,
 	    (long long)p->limit, fmt_dur(p->window_ms, d, sizeof(d)),
 	    (long long)e->decisions, fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
-	if (count_now(c) > 0) {
-		struct violation *x = c->to_tmp ? &c->tmp[c->ntmp - 1] : &c->v->v[c->v->nv - 1];
-
-		snprintf(x->allowed, sizeof(x->allowed), "%.3f", bound);
-	}
 }
 
 static void
@@ -676,25 +672,22 @@ spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode
 {
 	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], d[32];
 	double need = (double)e->worst_admitted * (double)p->window_ms / (double)p->limit;
+	char lim[32];
 
 	if (!e->open)
 		return;
 	e->open = 0;
-	add(c, p, kid, "spacing", e->a_ms, e->b_ms, e->worst_admitted, e->decisions,
+	/* Cost units that may leave within the gap, with the 1999 us slack. */
+	snprintf(lim, sizeof(lim), "%lld",
+	    (long long)(((i128)(e->b_ms - e->a_ms) * 1000 + 1998) * p->limit /
+	    ((i128)p->window_ms * 1000)));
+	add(c, p, kid, "spacing", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "departures at %s and %s are %lld ms apart (less than %lld.999), but the "
 	    "%lld cost units leaving first need %.3f ms at %lld per %s (%lld decisions "
 	    "left too early)", fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2),
 	    (long long)(e->b_ms - e->a_ms), (long long)(e->b_ms - e->a_ms + 1),
 	    (long long)e->worst_admitted, need, (long long)p->limit,
 	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions);
-	if (count_now(c) > 0) {
-		struct violation *x = c->to_tmp ? &c->tmp[c->ntmp - 1] : &c->v->v[c->v->nv - 1];
-
-		/* Cost units that may leave within the gap, with the 1999 us slack. */
-		snprintf(x->allowed, sizeof(x->allowed), "%lld",
-		    (long long)(((i128)(e->b_ms - e->a_ms) * 1000 + 1998) * p->limit /
-		    ((i128)p->window_ms * 1000)));
-	}
 }
 
 static void
@@ -702,20 +695,17 @@ wait_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e
 {
 	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], d[32];
 	double maxw = (double)p->burst * (double)p->window_ms / (double)p->limit;
+	char lim[32];
 
 	if (!e->open)
 		return;
 	e->open = 0;
-	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions,
+	snprintf(lim, sizeof(lim), "%.3f", maxw);
+	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %.3f ms "
 	    "(%lld decisions waited too long, until %s)", fmt_time(e->a_ms, t1),
 	    (long long)e->extra, (long long)p->burst, fmt_dur(p->window_ms, d, sizeof(d)),
 	    (long long)p->limit, maxw, (long long)e->decisions, fmt_time(e->last_ms, t2));
-	if (count_now(c) > 0) {
-		struct violation *x = c->to_tmp ? &c->tmp[c->ntmp - 1] : &c->v->v[c->v->nv - 1];
-
-		snprintf(x->allowed, sizeof(x->allowed), "%.3f", maxw);
-	}
 }
 
 static int
@@ -1126,13 +1116,13 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 		if (c.oom)
 			goto oom;
 	}
-	v->admitted = (int64_t)pv->n - 0;
 	v->keys = (int64_t)pv->keys.n;
 	if ((v->rules = calloc(pv->npi + 1, sizeof(*v->rules))) == NULL)
 		goto oom;
 	for (size_t i = 0; i < pv->npi; i++) {
 		struct pinfo *p = &pv->pi[i];
 
+		v->admitted += p->admitted;
 		v->rules[v->nrules++] = (struct verify_rule){ p->rule, p->algname,
 		    p->limit, p->window_ms, p->burst, p->precision_ms,
 		    p->precision_from, p->keys, p->admitted, p->violations };

@@ -1,7 +1,7 @@
 /*
  * verify: replays every key's admitted decisions (allowed = 1, reason =
  * limit: the ones Redis admitted) against the promise of its algorithm
- * (DESIGN section 5, the comment blocks of lua/*.lua), using the
+ * (DESIGN section 5, the comment block of each lua/ script), using the
  * parameters stored in each row. All databases are merged into one
  * timeline per (rule, key), ordered by ts_ms, then database, then id.
  *

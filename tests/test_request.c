@@ -188,7 +188,7 @@ test_rule_match_and_keys(void **state)
 	request_init(&r, (char **)e1, c, &err);
 	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), 1);
 	assert_string_equal(m[0].rule->name, "exact");
-	assert_string_equal(m[0].key, "o 1/user/list");
+	assert_string_equal(m[0].key, "o%201/user/list");
 	assert_int_equal(m[0].cost, 1);
 
 	request_init(&r, (char **)e2, c, &err);
@@ -232,6 +232,101 @@ test_missing_part_skips_rule(void **state)
 	conf_free(c);
 }
 
+static void
+test_paths_simplified(void **state)
+{
+	static const char *cases[][2] = {
+		{ "REQUEST_URI=/user//list", "/user/list" },
+		{ "REQUEST_URI=/user/./list?x", "/user/list" },
+		{ "REQUEST_URI=/a/b/../../user/list", "/user/list" },
+		{ "REQUEST_URI=/../../user/list", "/user/list" },
+		{ "REQUEST_URI=/user/%2e/list", "/user/list" },
+		{ "REQUEST_URI=/user/list/..", "/user" },
+		{ "REQUEST_URI=/.", "/" },
+		{ "REQUEST_URI=/a/.b/..c", "/a/.b/..c" },
+	};
+	struct request r;
+	const char *err;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *env[] = { cases[i][0], NULL };
+
+		assert_int_equal(request_init(&r, (char **)env, NULL, &err), 0);
+		assert_string_equal(r.path, cases[i][1]);
+	}
+}
+
+static void
+test_keys_are_unambiguous(void **state)
+{
+	struct conf *c = conf_from("[audit]\ndatabase =\n"
+	    "[rule:pair]\nkey = {query.a}:{query.b}\nlimit = 1\nwindow = 1s\n"
+	    "[rule:seed]\nkey = {query.org}{path}\nlimit = 1\nwindow = 1s\n");
+	const char *e1[] = { "REQUEST_URI=/list?a=x:y&b=z&org=a/user", NULL };
+	const char *e2[] = { "REQUEST_URI=/user/list?a=x&b=y:z&org=a", NULL };
+	const char *e3[] = { "REQUEST_URI=/x?a=%25&b=%0d%0a%00&org=%7B", NULL };
+	struct match m1[RLG_MAX_MATCHES], m2[RLG_MAX_MATCHES];
+	const struct rule *bad = NULL;
+	const char *err = NULL;
+	struct request r;
+	char *errors = NULL;
+	char path[] = "/tmp/rlgate-test-XXXXXX";
+	FILE *f;
+	int fd;
+
+	(void)state;
+	request_init(&r, (char **)e1, c, &err);
+	assert_int_equal(rule_match(c, &r, m1, RLG_MAX_MATCHES, &bad, &err), 2);
+	request_init(&r, (char **)e2, c, &err);
+	assert_int_equal(rule_match(c, &r, m2, RLG_MAX_MATCHES, &bad, &err), 2);
+	/* "x:y"+"z" and "x"+"y:z"; "a/user"+"/list" and "a"+"/user/list". */
+	assert_string_equal(m1[0].key, "x%3Ay:z");
+	assert_string_equal(m2[0].key, "x:y%3Az");
+	assert_string_equal(m1[1].key, "a%2Fuser/list");
+	assert_string_equal(m2[1].key, "a/user/list");
+	/* Control bytes, NUL and braces never reach Redis raw. */
+	request_init(&r, (char **)e3, c, &err);
+	assert_int_equal(rule_match(c, &r, m1, RLG_MAX_MATCHES, &bad, &err), 2);
+	assert_string_equal(m1[0].key, "%25:%0D%0A%00");
+	assert_int_equal(m1[0].key_len, 13);
+	assert_string_equal(m1[1].key, "%7B/x");
+	conf_free(c);
+
+	/* Two fields side by side cannot be made unambiguous: refused. */
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fputs("[audit]\ndatabase =\n[rule:x]\nkey = {query.a}{query.b}\n"
+	    "limit = 1\nwindow = 1s\n", f);
+	fclose(f);
+	assert_null(conf_load(path, &errors));
+	assert_non_null(strstr(errors, ":4: [rule:x] key:"));
+	free(errors);
+	unlink(path);
+}
+
+static void
+test_long_values_are_bounded(void **state)
+{
+	struct conf *c = conf_from("[audit]\ndatabase =\n"
+	    "[rule:h]\nkey = {header.X-Key}\nlimit = 1\nwindow = 1s\n");
+	static char big[8300];
+	const char *env[] = { "REQUEST_URI=/", big, NULL };
+	struct match m[RLG_MAX_MATCHES];
+	const struct rule *bad = NULL;
+	const char *err = NULL;
+	struct request r;
+
+	(void)state;
+	memcpy(big, "HTTP_X_KEY=", 11);
+	memset(big + 11, 'k', 8192);
+	request_init(&r, (char **)env, c, &err);
+	assert_int_equal(rule_match(c, &r, m, RLG_MAX_MATCHES, &bad, &err), -1);
+	assert_string_equal(err, "the rate-limit key is too long");
+	conf_free(c);
+}
+
 int
 main(void)
 {
@@ -244,6 +339,9 @@ main(void)
 		cmocka_unit_test(test_forwarded_for_only_from_trusted),
 		cmocka_unit_test(test_rule_match_and_keys),
 		cmocka_unit_test(test_missing_part_skips_rule),
+		cmocka_unit_test(test_paths_simplified),
+		cmocka_unit_test(test_keys_are_unambiguous),
+		cmocka_unit_test(test_long_values_are_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

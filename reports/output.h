@@ -1,0 +1,48 @@
+/*
+ * output: the report's formats. Text (aligned, with a bar per window, for a
+ * terminal), CSV and JSON (for tools), and HTML (html.c: one page, inline
+ * SVG, no network). Every writer takes the computed result and a FILE; none
+ * queries a database. Writers return 0, or -1 when the stream failed.
+ */
+#ifndef RLG_REPORT_OUTPUT_H
+#define RLG_REPORT_OUTPUT_H
+
+#include <stdio.h>
+
+#include "agg.h"
+#include "db.h"
+#include "top.h"
+#include "verify.h"
+
+enum out_format { OUT_TEXT, OUT_CSV, OUT_JSON, OUT_HTML };
+
+/* What every output says about how it was made. */
+struct out_meta {
+	int64_t			 width_ms;
+	const struct filter	*filter;
+	const struct rdbs	*dbs;
+};
+
+int	out_report(FILE *fp, enum out_format fmt, const struct agg *a,
+	    const struct out_meta *m);
+int	out_verify(FILE *fp, enum out_format fmt, const struct verify *v,
+	    const struct out_meta *m);
+int	out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
+	    const struct out_meta *m);
+
+/* html.c */
+int	html_report(FILE *fp, const struct agg *a, const struct out_meta *m);
+int	html_top(FILE *fp, const struct top *t, size_t n, const struct out_meta *m);
+
+/* Escapers shared by the formats: s may be NULL (JSON null, CSV empty, HTML ""). */
+void	out_json_str(FILE *fp, const char *s);
+void	out_csv_str(FILE *fp, const char *s);
+void	out_html_str(FILE *fp, const char *s);
+
+/* "rule user_list, key org1/user/list" style names of a series. */
+const char *out_series_title(const struct series *s, char *buf, size_t len);
+
+/* "fixed_window, limit 100 per 1s" (", burst 150" where it matters); "" when unknown. */
+const char *out_params(const struct params *p, char *buf, size_t len);
+
+#endif
