@@ -1092,8 +1092,11 @@ tmpl_ambiguous(const struct tmpl *t, char *why, size_t whylen)
 	size_t i;
 
 	for (i = 1; i < t->nparts; i++) {
+		/* {rule} is constant text, as good as a literal. */
 		if (t->parts[i - 1].kind == RLG_PART_LITERAL ||
-		    t->parts[i].kind == RLG_PART_LITERAL)
+		    t->parts[i].kind == RLG_PART_LITERAL ||
+		    t->parts[i - 1].kind == RLG_PART_RULE ||
+		    t->parts[i].kind == RLG_PART_RULE)
 			continue;
 		if (t->parts[i].kind == RLG_PART_PATH &&
 		    t->parts[i - 1].kind != RLG_PART_PATH)

