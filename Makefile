@@ -47,7 +47,7 @@ MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
 
 PROGS	= fcgi/rlgate cgi-bin/rlgate.cgi $(if $(REPORT_SRCS),reports/rlgate-report)
 
-.PHONY: all deps test unit integration run bench install clean
+.PHONY: all deps test unit integration run bench install clean fuzz
 all: $(PROGS)
 
 %.o: %.c
@@ -76,7 +76,7 @@ deps:
 	@sh tests/deps.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS)
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 	@sh tests/run
 
 unit: all $(UNIT_BINS)
@@ -93,6 +93,47 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BINS)
 	@sh tests/bench.sh
 
+# ---- Fuzzing (libFuzzer) ------------------------------------------------
+# tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
+# the configuration loader (fuzz_conf), key and cost templates
+# (fuzz_template) and the request path request -> rule -> respond
+# (fuzz_request). They are built with clang and
+# -fsanitize=fuzzer,address,undefined from objects of their own (*.fz.o),
+# whatever SANITIZE says, so they never mix with the gateway's build.
+# `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/NAME/
+# (left as it is); new inputs and crash files go to FUZZ_OUT/NAME/. A crash
+# fails the target and names the file that reproduces it:
+#   tests/fuzz_NAME FILE
+# `make test` runs each for a few seconds (tests/it_fuzz.sh).
+FUZZ_CC		?= clang
+FUZZ_SECONDS	?= 60
+FUZZ_OUT	?= /tmp/rlgate-fuzz
+FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz_*.c))
+FUZZ_BINS	 = $(FUZZ_SRCS:.c=)
+FUZZ_LIB_OBJS	 = fcgi/conf.fz.o fcgi/request.fz.o fcgi/rule.fz.o \
+		   fcgi/respond.fz.o fcgi/log.fz.o
+.SECONDARY: $(FUZZ_LIB_OBJS) $(FUZZ_SRCS:.c=.fz.o)
+
+%.fz.o: %.c
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
+		$(WARN) -MMD -MP -c -o $@ $<
+
+tests/fuzz_%: tests/fuzz_%.fz.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@fail=0; for f in $(FUZZ_BINS); do \
+		n=$${f#tests/fuzz_}; mkdir -p $(FUZZ_OUT)/$$n; \
+		echo "fuzz_$$n: $(FUZZ_SECONDS) s, new inputs and crashes in $(FUZZ_OUT)/$$n"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 \
+			-artifact_prefix=$(FUZZ_OUT)/$$n/ -print_final_stats=1 \
+			$(FUZZ_OUT)/$$n tests/fuzz/$$n > $(FUZZ_OUT)/$$n.log 2>&1 \
+		&& tail -n 12 $(FUZZ_OUT)/$$n.log | grep -E '^(stat::number_of_executed_units|Done)' \
+		|| { fail=1; echo "fuzz_$$n FAILED:"; grep -A30 -E '^==[0-9]+==|ERROR|fuzz_[a-z]+:' $(FUZZ_OUT)/$$n.log | head -60; }; \
+	done; exit $$fail
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/rlgate $(DESTDIR)$(MANDIR)/man1 \
@@ -107,6 +148,6 @@ install: all
 clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
 		tests/tools/*.o tests/tools/*.d fcgi/scripts.c $(PROGS) \
-		$(UNIT_BINS) $(TOOL_BINS)
+		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@
 #define AUDIT_TXN_MS		100	/* and held no longer: other processes wait AUDIT_BUSY_MS */
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) that trigger a checkpoint */
 #define AUDIT_CACHE_KB		16384	/* page cache: the indexes' hot pages stay in memory */
+#define AUDIT_CONTENDED_MS	1000	/* after waiting for another writer, for this long */
+#define AUDIT_GAP_US		2000	/* leave it this gap after each commit */
 #define AUDIT_TEXT_MAX		65536	/* longer strings are cut: a row SQLite refuses would block the queue */
 
 #define INSERT_SQL \
@@ -58,6 +61,9 @@ struct audit {
 	/* Writer thread only (and audit_open() before the thread starts). */
 	sqlite3			*db;		/* NULL: reopen before the next write */
 	sqlite3_stmt		*insert, *begin, *commit, *rollback;
+	int			 busy_ms;	/* how long a lock is waited for */
+	long long		 busy_since;	/* monotonic ms of the first busy_wait() call */
+	long long		 contended_until;	/* another writer was seen lately */
 	int			 wal_frames;	/* WAL size after the last commit */
 	int			 ckpt_failing;
 	struct qrow		**txn;		/* the rows of the transaction being written */
@@ -77,7 +83,8 @@ struct audit {
 	int			 writer_waiting;	/* pushers signal wake only then */
 	int			 room_waiters;
 	int			 pushers;	/* threads inside audit_push() */
-	int			 closing;
+	int			 stopping;	/* audit_push() refuses rows */
+	int			 closing;	/* the writer drains the queue and ends */
 	long long		 give_up_at;	/* monotonic ms, once closing */
 	long long		 written;
 	long long		 failures;
@@ -128,6 +135,29 @@ err_from_db(sqlite3 *db, int rc, char *buf, size_t len)
 	}
 }
 
+/*
+ * SQLite's busy handler: polls every millisecond, not at SQLite's default
+ * 1, 2, 5 ... 100 ms steps, so that a writer waiting for another process
+ * gets the lock in the short gap between that process's transactions
+ * instead of being starved by it.
+ */
+static int
+busy_wait(void *arg, int calls)
+{
+	struct audit *a = arg;
+	struct timespec ts = { 0, 1000000 };
+	long long now = now_ms();
+
+	if (calls == 0) {
+		a->busy_since = now;
+		a->contended_until = now + AUDIT_CONTENDED_MS;
+	}
+	if (now - a->busy_since >= a->busy_ms)
+		return 0;
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
 /* SQLite's WAL hook, called after each commit: remember the WAL size. */
 static int
 wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
@@ -170,7 +200,8 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	if (rc != SQLITE_OK)
 		goto fail;
 	sqlite3_extended_result_codes(a->db, 1);
-	sqlite3_busy_timeout(a->db, AUDIT_OPEN_BUSY_MS);
+	a->busy_ms = AUDIT_OPEN_BUSY_MS;
+	sqlite3_busy_handler(a->db, busy_wait, a);
 	/* SQLite falls back to read-only without a word; writes would fail later. */
 	if (sqlite3_db_readonly(a->db, "main") == 1) {
 		snprintf(errbuf, errlen, "%s: the database file is read-only",
@@ -204,7 +235,7 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	    sqlite3_prepare_v2(a->db, "ROLLBACK", -1, &a->rollback, NULL) !=
 	    SQLITE_OK)
 		goto fail;
-	sqlite3_busy_timeout(a->db, AUDIT_BUSY_MS);
+	a->busy_ms = AUDIT_BUSY_MS;
 	/*
 	 * Checkpoints are run by write_rows(), not inside COMMIT: a failing
 	 * auto-checkpoint makes a successful COMMIT return an error, and the
@@ -315,6 +346,15 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 
+	/*
+	 * Another process wants the lock too: our next BEGIN would follow
+	 * this COMMIT within microseconds and starve it. Leave it a gap.
+	 */
+	if (now_ms() < a->contended_until) {
+		struct timespec gap = { 0, AUDIT_GAP_US * 1000 };
+
+		nanosleep(&gap, NULL);
+	}
 	if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		/* PASSIVE: never waits for readers; a later one finishes the job. */
 		rc = sqlite3_wal_checkpoint_v2(a->db, NULL,
@@ -441,6 +481,7 @@ audit_open(const char *path, int queue_max, int batch,
 {
 	struct audit *a = NULL;
 	pthread_condattr_t ca;
+	sigset_t all, old;
 	char dummy[1];
 	int mu_ok = 0, wake_ok = 0, room_ok = 0;
 
@@ -463,7 +504,9 @@ audit_open(const char *path, int queue_max, int batch,
 		goto fail_errno;
 	a->cap = (size_t)queue_max;
 	a->batch = (size_t)batch < a->cap ? (size_t)batch : a->cap;
-	a->flush_interval_ms = flush_interval_ms;
+	/* Beyond an hour it means "only full batches"; and no overflow. */
+	a->flush_interval_ms = flush_interval_ms < 3600000 ? flush_interval_ms :
+	    3600000;
 	a->txn_max = a->batch > AUDIT_TXN_ROWS ? a->batch : AUDIT_TXN_ROWS;
 	if (a->txn_max > a->cap)
 		a->txn_max = a->cap;
@@ -488,7 +531,12 @@ audit_open(const char *path, int queue_max, int batch,
 
 	if (db_open(a, errbuf, errlen) == -1)
 		goto fail;
-	if ((errno = pthread_create(&a->thread, NULL, writer_main, a)) != 0)
+	/* Signals are for the threads that serve; the writer only writes. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	errno = pthread_create(&a->thread, NULL, writer_main, a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (errno != 0)
 		goto fail_errno;
 	return a;
 
@@ -567,12 +615,12 @@ audit_push(struct audit *a, const struct audit_row *row)
 
 	pthread_mutex_lock(&a->mu);
 	a->pushers++;
-	while (a->count == a->cap && !a->closing) {
+	while (a->count == a->cap && !a->stopping) {
 		a->room_waiters++;
 		pthread_cond_wait(&a->room, &a->mu);
 		a->room_waiters--;
 	}
-	if (a->closing) {
+	if (a->stopping) {
 		/* audit_close() waits until the last pusher has left. */
 		if (--a->pushers == 0)
 			pthread_cond_broadcast(&a->room);
@@ -590,6 +638,17 @@ audit_push(struct audit *a, const struct audit_row *row)
 	return 0;
 }
 
+void
+audit_stop(struct audit *a)
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->stopping = 1;
+	pthread_cond_broadcast(&a->room);
+	pthread_mutex_unlock(&a->mu);
+}
+
 long long
 audit_close(struct audit *a, long long give_up_ms)
 {
@@ -599,6 +658,7 @@ audit_close(struct audit *a, long long give_up_ms)
 	if (a == NULL)
 		return 0;
 	pthread_mutex_lock(&a->mu);
+	a->stopping = 1;
 	a->closing = 1;
 	a->give_up_at = now_ms() + (give_up_ms > 0 ? give_up_ms : 0);
 	pthread_cond_broadcast(&a->wake);

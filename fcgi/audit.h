@@ -37,9 +37,12 @@
 	"CREATE INDEX IF NOT EXISTS decisions_rule_key_ts ON decisions(rule, key, ts_ms);\n"
 
 /*
- * One decision. Strings may be NULL (stored as NULL); integers below 0 in
- * the nullable columns (cost .. delay_ms, status, latency_us) are stored
- * as NULL. The row is copied by audit_push(): the caller keeps its strings.
+ * One decision. Strings may be NULL (stored as NULL), except request_id
+ * and reason, which the schema requires. Integers below 0 in the nullable
+ * columns (cost .. delay_ms, status, latency_us) are stored as NULL; 0 is
+ * stored as 0. allowed is stored as 0 or 1. The row is copied by
+ * audit_push(): the caller keeps its strings. Strings longer than 64 KiB
+ * are cut there (a row SQLite would refuse must never block the queue).
  */
 struct audit_row {
 	int64_t		 ts_ms;
@@ -63,32 +66,81 @@ struct audit_row {
 	int64_t		 latency_us;
 };
 
+/*
+ * How it behaves (the design's choices, section 7):
+ *
+ * - One writer thread per struct audit (all signals blocked in it). Rows
+ *   wait in a queue of queue_max rows. They are written as soon as batch
+ *   rows wait, or flush_interval_ms after the first of them arrived (plus
+ *   the time of the write in progress). One transaction (BEGIN IMMEDIATE
+ *   ... COMMIT) takes every row waiting, up to 16384 rows or about 100 ms
+ *   of work, so that other processes sharing the file (each with its own
+ *   writer; WAL) get the lock in time. A writer waits up to 250 ms for
+ *   the lock, polling every millisecond, and while it has recently had to
+ *   wait it leaves 2 ms after each of its commits, so that two busy
+ *   writers take turns instead of one starving the other.
+ * - A row leaves the queue only when its transaction has committed. When a
+ *   write fails (locked by another writer for longer than the busy
+ *   timeout, read-only, disk full, I/O error, directory gone), the
+ *   transaction is rolled back, the rows stay queued, and the write is
+ *   retried with a backoff from 25 ms up to 1 s; after any failure but a
+ *   lock the connection is reopened. The first failure of an episode is
+ *   logged once (log_error: the path, SQLite's message and code, the rows
+ *   waiting); the first success after it is logged with log_info
+ *   ("recovered, N rows written").
+ * - A database file removed or renamed (rotated) while open is noticed
+ *   before the next write (log_warn), and the rows go to a new file
+ *   created at the path.
+ * - Trade-off: nothing is dropped, so while the database stays unwritable
+ *   the queue fills and then every audit_push() waits for room, that is,
+ *   the workers stop answering requests until the database is writable
+ *   again (or audit_stop() is called). queue_max rows of memory (each
+ *   about 200 bytes plus its strings) is what buys time before that.
+ * - Checkpoints are run by the writer after commits (PASSIVE, when the
+ *   WAL passes 16 MB), never inside a COMMIT.
+ */
 struct audit;
 
 /*
  * Opens (creating if needed) the database at path in WAL mode with the
  * schema above, and starts the writer thread. queue_max rows are held in
- * memory at most; a batch is written every flush_interval_ms or when batch
- * rows are waiting. Returns NULL with a sentence in errbuf on failure.
+ * memory at most; batch (at most queue_max) and flush_interval_ms (0:
+ * write at once) are as above. The opening waits up to 2 s for another
+ * process's lock. Returns NULL with a sentence naming path in errbuf on
+ * failure (bad arguments, cannot open or create, not a database, read-only,
+ * WAL refused). Each handle has its own connection and writer thread.
  */
 struct audit	*audit_open(const char *path, int queue_max, int batch,
 		    long long flush_interval_ms, char *errbuf, size_t errlen);
 
 /*
- * Queues a copy of row. Blocks while the queue is full (back-pressure,
- * never a drop). Thread safe. Returns 0, or -1 if a is closing.
+ * Queues a copy of row (one allocation; the queue owns it until it is
+ * written). Blocks while the queue is full (back-pressure, never a drop).
+ * Thread safe. Returns 0, or -1 with errno set: EINVAL (a, row, request_id
+ * or reason NULL), ENOMEM, or EPIPE when audit_stop() or audit_close() has
+ * begun (also for a call that was waiting for room then).
  */
 int		 audit_push(struct audit *a, const struct audit_row *row);
 
 /*
+ * Stops taking rows: every audit_push() waiting for room and every later
+ * one returns -1 (EPIPE). The writer keeps writing what is queued. For
+ * shutdown when the database may be stuck: stop, let the workers finish,
+ * then audit_close(). Thread safe. Accepts NULL.
+ */
+void		 audit_stop(struct audit *a);
+
+/*
  * Stops taking rows, writes every queued row (retrying a failing database
- * until it succeeds or give_up_ms passes), stops the writer and frees a.
- * Returns the number of rows that could not be written (0 is the goal).
- * Accepts NULL.
+ * until it succeeds or give_up_ms passes; 0 or less: no retry),
+ * stops the writer, closes the database and frees a. Returns the number of
+ * rows that could not be written (0 is the goal), and logs it when not 0.
+ * Pushes racing with it return -1; none may start after it has returned.
+ * Accepts NULL (returns 0).
  */
 long long	 audit_close(struct audit *a, long long give_up_ms);
 
-/* Counters for tests and logs. Thread safe. */
+/* Counters for tests and logs. Thread safe. a NULL gives zeros. */
 struct audit_stats {
 	long long	 queued;	/* rows currently waiting */
 	long long	 written;	/* rows committed so far */

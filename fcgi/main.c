@@ -285,6 +285,7 @@ worker_main(void *arg)
 		    w->v, w->out);
 		FCGX_PutStr(w->out, (int)len, w->fcgi.out);
 		gen_release(g);
+		if (getenv("RLG_DETACH")) FCGX_Detach(&w->fcgi);
 		FCGX_Finish_r(&w->fcgi);
 	}
 	FCGX_Free(&w->fcgi, 1);
@@ -458,7 +459,7 @@ main(int argc, char *argv[])
 	struct worker *workers;
 	struct conf *c;
 	sigset_t sigs;
-	int ch, test = 0, sig, i, nworkers, cgi;
+	int ch, test = 0, sig, i, nworkers, cgi, joined = 0;
 	long long lost;
 
 	if (path == NULL || *path == '\0')
@@ -570,7 +571,13 @@ main(int argc, char *argv[])
 		else {
 			limiter_free(workers[i].limiter);
 			free(workers[i].out);
+			joined++;
 		}
+	}
+	/* A worker still running uses its slot and the configuration. */
+	if (joined == nworkers) {
+		free(workers);
+		gen_release(current);
 	}
 	lost = audit_close(audit, 30000);
 	if (lost > 0)

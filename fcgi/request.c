@@ -186,7 +186,12 @@ client_ip(struct request *r, const struct conf *c)
 		return;
 	family = request_parse_ip(remote, strlen(remote), addr, r->ip);
 	if (family == -1) {
-		/* Unix-socket peers have no address; keep what we were told. */
+		/* Unix-socket peers have no address; keep what we were told,
+		 * unless it holds bytes that do not belong in a header
+		 * (Variable-RL_CLIENT) or a log line: then it is unknown. */
+		for (const char *p = remote; *p != '\0'; p++)
+			if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+				return;
 		snprintf(r->ip, sizeof(r->ip), "%.*s", (int)sizeof(r->ip) - 1,
 		    remote);
 		return;

@@ -49,12 +49,15 @@ rule_fits(const struct rule *ru, const struct request *r)
 /*
  * Which bytes of a request value are written as %XX: '%' itself, the
  * braces, blanks and control bytes (keys show up in logs), every literal
- * character of the template, and '/' in values placed before a {path}.
- * Then the literal text and the {path} can only be split one way, so two
- * different requests never share a key by choosing their values.
+ * character of the template and of the rule's name when the template has
+ * {rule} (constant text too, written as it is), and '/' in values placed
+ * before a {path}. Then the constant text and the {path} can only be
+ * split one way, so two different requests never share a key by choosing
+ * their values.
  */
 static void
-escape_set(const struct tmpl *t, int for_path, unsigned char esc[256])
+escape_set(const struct tmpl *t, const char *rule_name, int for_path,
+    unsigned char esc[256])
 {
 	size_t i, j;
 	int has_path = 0;
@@ -70,6 +73,9 @@ escape_set(const struct tmpl *t, int for_path, unsigned char esc[256])
 		if (p->kind == RLG_PART_LITERAL)
 			for (j = 0; j < p->len; j++)
 				esc[(unsigned char)p->text[j]] = 1;
+		if (p->kind == RLG_PART_RULE)
+			for (j = 0; rule_name[j] != '\0'; j++)
+				esc[(unsigned char)rule_name[j]] = 1;
 	}
 	if (has_path && !for_path)
 		esc['/'] = 1;
@@ -111,8 +117,8 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 	if (outlen == 0)
 		return -2;
 	out[0] = '\0';
-	escape_set(t, 0, esc);
-	escape_set(t, 1, esc_path);
+	escape_set(t, ru->name, 0, esc);
+	escape_set(t, ru->name, 1, esc_path);
 	for (i = 0; i < t->nparts; i++) {
 		const struct tmpl_part *p = &t->parts[i];
 		size_t vlen;
@@ -139,8 +145,13 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 			v = r->host[0] != '\0' ? r->host : NULL;
 			break;
 		case RLG_PART_RULE:
-			v = ru->name;
-			break;
+			/* Constant text, like a literal: never escaped. */
+			vlen = strlen(ru->name);
+			if (len + vlen + 1 > outlen)
+				return -2;
+			memcpy(out + len, ru->name, vlen + 1);
+			len += vlen;
+			continue;
 		case RLG_PART_HEADER:
 			v = request_header(r, p->text);
 			break;

@@ -90,7 +90,10 @@ if not a then return redis.error_reply('rlgate: ' .. err) end
 local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
 local window_us = a.window_ms * 1000
 
-local h = redis.call('HMGET', key, 'start', 'count')
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local h = redis.pcall('HMGET', key, 'start', 'count')
+if h.err then redis.call('DEL', key); h = {} end
 local start, count = tonumber(h[1]), tonumber(h[2])
 if start == nil or count == nil or now >= start + window_us then
 	start, count = now, 0	-- the previous window closed: this request opens one

@@ -23,8 +23,9 @@
 --
 -- Promise: admitted when max(TAT, now) + cost * T - now <= burst * T, then
 -- TAT = max(TAT, now) + cost * T. These are exactly token_bucket.lua's
--- decisions with the same arguments (tokens = burst - (TAT - now) / T), in one
--- plain key: any interval of length d admits at most burst + d * limit / window.
+-- decisions and replies with the same arguments (tokens = burst - (TAT - now)
+-- / T) while the clock does not run backwards, in one plain key: any
+-- interval of length d admits at most burst + d * limit / window.
 -- Arithmetic is exact in ticks of 1/D us; it needs burst * window_us /
 -- gcd(limit, window_us) < 2^53, checked (an error otherwise).
 -- redis-cell: CL.THROTTLE key max_burst count period cost is this script with
@@ -134,7 +135,10 @@ local function format_time(ticks)	-- now + ticks, as "A" or "A+R/D"
 	return num(now + us) .. '+' .. num(r) .. '/' .. num(ticks_per_us)
 end
 
-local stored = redis.call('GET', key)
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local stored = redis.pcall('GET', key)
+if type(stored) == 'table' then redis.call('DEL', key); stored = false end
 local w = 0
 if stored then w = wait_ticks(stored) end
 

@@ -137,7 +137,10 @@ local function format_time(ticks)	-- now + ticks, as "A" or "A+R/D"
 	return num(now + us) .. '+' .. num(r) .. '/' .. num(ticks_per_us)
 end
 
-local stored = redis.call('GET', key)
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local stored = redis.pcall('GET', key)
+if type(stored) == 'table' then redis.call('DEL', key); stored = false end
 local w = 0
 if stored then w = wait_ticks(stored) end
 local per_ms = ticks_per_us * 1000

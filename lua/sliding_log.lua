@@ -97,7 +97,10 @@ local function newest()
 	return tonumber(last[2])
 end
 
-local used = redis.call('ZCOUNT', key, '(' .. gone, '+inf')
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local used = redis.pcall('ZCOUNT', key, '(' .. gone, '+inf')
+if type(used) == 'table' then redis.call('DEL', key); used = 0 end
 if used + cost <= limit then
 	redis.call('ZREMRANGEBYSCORE', key, '-inf', gone)
 	local last = newest()	-- later than now only when the clock ran backwards

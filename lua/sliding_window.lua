@@ -120,7 +120,10 @@ local first = current - nblocks + 1	-- oldest block still counted
 -- Block j drops out at the start of block j + nblocks; ms from now until then.
 local function ms_until_out(j) return cdiv((j + nblocks) * block_us - now, 1000) end
 
-local all = redis.call('HGETALL', key)
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local all = redis.pcall('HGETALL', key)
+if all.err then redis.call('DEL', key); all = {} end
 local used, newest, old, live = 0, nil, {}, {}
 for i = 1, #all, 2 do
 	local j, n = tonumber(all[i]), tonumber(all[i + 1])

@@ -131,13 +131,16 @@ local function format_tokens(units)
 	return num(q) .. '+' .. num(r) .. '/' .. num(scale)
 end
 
-local h = redis.call('HMGET', key, 'tokens', 'ts')
+-- A key of another type holds another algorithm's state (its rule changed
+-- algorithm): it is replaced, as if it were missing.
+local h = redis.pcall('HMGET', key, 'tokens', 'ts')
+if h.err then redis.call('DEL', key); h = {} end
 local units, ts = nil, tonumber(h[2])
 if h[1] then units = parse_tokens(h[1]) end
 if units == nil or ts == nil then
 	units, ts = capacity, now	-- no state: a full bucket
 end
-if units > capacity then units = capacity end
+if units > capacity then units = capacity elseif units < 0 then units = 0 end
 
 -- Refill from ts to now; time running backwards refills nothing.
 local t = ts

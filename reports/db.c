@@ -139,14 +139,16 @@ db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 			goto fail;
 		}
 		dbs->n++;
-		if (sqlite3_open_v2(paths[i], &d->db, SQLITE_OPEN_READONLY, NULL) !=
-		    SQLITE_OK) {
+		if (sqlite3_open_v2(paths[i], &d->db, SQLITE_OPEN_READONLY |
+		    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 			snprintf(err, errlen, "%s: cannot open: %s", paths[i],
 			    d->db ? sqlite3_errmsg(d->db) : "out of memory");
 			goto fail;
 		}
 		/* A gateway may be writing (WAL): wait for its locks, never fail. */
 		sqlite3_busy_timeout(d->db, 10000);
+		/* Reading ten million rows: map the file rather than copy each page. */
+		sqlite3_exec(d->db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
 		if (check_schema(d, &want, err, errlen) == -1)
 			goto fail;
 	}

@@ -38,8 +38,17 @@ struct pinfo {
 	uint32_t	 last_kid;
 };
 
+/* The parameters last seen for a key, and their id. */
+struct kcache {
+	const char	*alg;
+	int64_t		 limit, window, burst;
+	uint32_t	 pid;
+};
+
 struct priv {
 	struct intern	 keys;
+	struct kcache	*kcache;	/* by key id */
+	size_t		 kcap;
 	struct intern	 params;	/* bytes of a parameter set; id = pinfo index */
 	struct pinfo	*pi;
 	size_t		 npi, pcap;
@@ -492,11 +501,11 @@ log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 	e->open = 0;
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "interval", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
-	    "interval (%s - %s, %s] admitted %lld, limit %lld (%lld decisions over "
+	    "interval (%s - %s, %s] admitted %lld, limit %lld (%lld decision%s over "
 	    "the limit from %s to %s)", fmt_time(e->b_ms - 1, t1), fmt_dur(p->window_ms,
 	    d, sizeof(d)), fmt_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
-	    (long long)p->limit, (long long)e->decisions, fmt_time(e->first_ms, t3),
-	    fmt_time(e->last_ms, t4));
+	    (long long)p->limit, (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
 }
 
 static void
@@ -548,11 +557,11 @@ blocks_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "blocks", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "blocks [%s, %s) (%lld of %s, precision from %s) admitted %lld, limit %lld "
-	    "(%lld decisions over the limit from %s to %s)", fmt_time(e->a_ms, t1),
+	    "(%lld decision%s over the limit from %s to %s)", fmt_time(e->a_ms, t1),
 	    fmt_time(e->b_ms, t2), (long long)(p->window_ms / p->precision_ms),
 	    fmt_dur(p->precision_ms, d, sizeof(d)), p->precision_from,
 	    (long long)e->worst_admitted, (long long)p->limit, (long long)e->decisions,
-	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    e->decisions == 1 ? "" : "s", fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
 }
 
 static void
@@ -612,11 +621,12 @@ bucket_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	snprintf(lim, sizeof(lim), "%.3f", bound);
 	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %.3f (burst %lld "
-	    "+ %lld.999 ms x %lld per %s) (%lld decisions over it from %s to %s)",
+	    "+ %lld.999 ms x %lld per %s) (%lld decision%s over it from %s to %s)",
 	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)span,
 	    (long long)e->worst_admitted, bound, (long long)p->burst, (long long)span,
 	    (long long)p->limit, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)e->decisions, fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
 }
 
 static void
@@ -682,12 +692,14 @@ spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode
 	    (long long)(((i128)(e->b_ms - e->a_ms) * 1000 + 1998) * p->limit /
 	    ((i128)p->window_ms * 1000)));
 	add(c, p, kid, "spacing", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
-	    "departures at %s and %s are %lld ms apart (less than %lld.999), but the "
-	    "%lld cost units leaving first need %.3f ms at %lld per %s (%lld decisions "
-	    "left too early)", fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2),
-	    (long long)(e->b_ms - e->a_ms), (long long)(e->b_ms - e->a_ms + 1),
-	    (long long)e->worst_admitted, need, (long long)p->limit,
-	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions);
+	    "departures stamped %s and %s are %lld ms apart (under %lld.999 ms "
+	    "however the ms were truncated), but the %lld cost unit%s leaving first "
+	    "need %.3f ms at %lld per %s (%lld decision%s left too early)",
+	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)(e->b_ms - e->a_ms),
+	    (long long)(e->b_ms - e->a_ms + 1), (long long)e->worst_admitted,
+	    e->worst_admitted == 1 ? "" : "s", need, (long long)p->limit,
+	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions,
+	    e->decisions == 1 ? "" : "s");
 }
 
 static void
@@ -703,9 +715,10 @@ wait_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e
 	snprintf(lim, sizeof(lim), "%.3f", maxw);
 	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %.3f ms "
-	    "(%lld decisions waited too long, until %s)", fmt_time(e->a_ms, t1),
+	    "(%lld decision%s waited too long, until %s)", fmt_time(e->a_ms, t1),
 	    (long long)e->extra, (long long)p->burst, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)p->limit, maxw, (long long)e->decisions, fmt_time(e->last_ms, t2));
+	    (long long)p->limit, maxw, (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    fmt_time(e->last_ms, t2));
 }
 
 static int
@@ -824,6 +837,22 @@ param_id(struct priv *pv, const char *rule, const char *alg, int64_t limit,
 }
 
 static int
+grow_kcache(struct priv *pv, uint32_t kid)
+{
+	size_t ncap = pv->kcap ? pv->kcap : 1024;
+	struct kcache *k;
+
+	while (ncap <= kid)
+		ncap *= 2;
+	if ((k = realloc(pv->kcache, ncap * sizeof(*k))) == NULL)
+		return -1;
+	memset(k + pv->kcap, 0, (ncap - pv->kcap) * sizeof(*k));
+	pv->kcache = k;
+	pv->kcap = ncap;
+	return 0;
+}
+
+static int
 load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 {
 	struct priv *pv = c->p;
@@ -831,8 +860,8 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	char sql[512] = "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
 	    "window_ms, burst, delay_ms FROM decisions WHERE allowed = 1 AND "
 	    "reason = 'limit' AND rule IS NOT NULL";
-	const char *last_rule = NULL, *last_key = NULL, *last_alg = NULL;
-	int64_t last_l = -1, last_w = -1, last_b = -1;
+	const char *last_rule = NULL, *last_key = NULL;
+	struct kcache *kc;
 	uint32_t kid = 0, pid = 0;
 	sqlite3_stmt *st;
 	int rc, ret = -1;
@@ -876,18 +905,19 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			if ((kid = intern_pair(&pv->keys, rule, key)) == RLG_INTERN_FAIL)
 				goto oom;
 			intern_pair_get(&pv->keys, kid, &last_rule, &last_key);
-			last_alg = NULL;
+			if (kid >= pv->kcap && grow_kcache(pv, kid) == -1)
+				goto oom;
 		}
-		if (last_alg == NULL || strcmp(alg, last_alg) != 0 || limit != last_l ||
-		    window != last_w || burst != last_b) {
+		/* A key keeps its parameters until a reload: cache them per key. */
+		kc = &pv->kcache[kid];
+		if (kc->alg == NULL || strcmp(alg, kc->alg) != 0 || limit != kc->limit ||
+		    window != kc->window || burst != kc->burst) {
 			if ((pid = param_id(pv, rule, alg, limit, window, burst)) ==
 			    RLG_INTERN_FAIL)
 				goto oom;
-			last_alg = pv->pi[pid].algname;
-			last_l = limit;
-			last_w = window;
-			last_b = burst;
+			*kc = (struct kcache){ pv->pi[pid].algname, limit, window, burst, pid };
 		}
+		pid = kc->pid;
 		if (pv->n == pv->cap) {
 			size_t ncap = pv->cap ? pv->cap * 2 : 65536;
 
@@ -1149,6 +1179,7 @@ verify_free(struct verify *v)
 	if (pv != NULL) {
 		intern_free(&pv->keys);
 		intern_free(&pv->params);
+		free(pv->kcache);
 		free(pv->pi);
 		free(pv->recs);
 		free(pv);

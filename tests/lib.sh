@@ -77,7 +77,7 @@ subst() {
 start_rlgate() {
 	local name=${2:-rlgate}
 	RLGATE_PORT=${RLGATE_PORT:-$(free_port)}
-	"$RLGATE" -c "$1" -s "127.0.0.1:$RLGATE_PORT" 2>>"$T/$name.log" &
+	${RLGATE_WRAPPER:-} "$RLGATE" -c "$1" -s "127.0.0.1:$RLGATE_PORT" 2>>"$T/$name.log" &
 	RLGATE_PID=$!
 	PIDS+=("$RLGATE_PID")
 	wait_for 10 port_open "$RLGATE_PORT" || { echo "# rlgate did not start:"; cat "$T/$name.log"; return 1; }
@@ -129,4 +129,260 @@ ab_run() {
 	AB_NON2XX=$(sed -n 's/^Non-2xx responses: *//p' "$T/ab.out")
 	AB_FAILED=$(sed -n 's/^Failed requests: *//p' "$T/ab.out")
 	AB_NON2XX=${AB_NON2XX:-0}
+}
+
+# --- Deployment helpers (tests/it_deploy_*.sh) -----------------------------
+# The web servers run as Debian runs them: started as root, serving as
+# www-data. So do the rlgate processes they start (bin-path, CGI) and the
+# ones spawn-fcgi starts with -u www-data.
+
+# www_dir NAME: $T/NAME owned by www-data, for what is written after root
+# is dropped (logs, sockets, audit databases). Lets every user enter $T
+# (mktemp -d makes it 0700), not list it.
+www_dir() {
+	chmod 711 "$T"
+	mkdir -p "$T/$1" && chown www-data:www-data "$T/$1"
+}
+
+# ship_conf FILE OUT NAME=VALUE...: conf/FILE with only its variable lines
+# set, so that what is tested is what is shipped. Variable lines are
+#   lighttpd  var.NAME = VALUE          (quoted if the shipped value was)
+#   Apache    Define NAME VALUE
+#   nginx     DIRECTIVE VALUE;  # var.NAME
+# A NAME without such a line is an error: the shipped file changed.
+ship_conf() {
+	local file=$1 out=$2 nv
+	shift 2
+	cp "$TOP/conf/$file" "$out.tmp" || return 1
+	for nv in "$@"; do
+		SHIP_NAME=${nv%%=*} SHIP_VALUE=${nv#*=} awk '
+		BEGIN { n = ENVIRON["SHIP_NAME"]; v = ENVIRON["SHIP_VALUE"]; m = "# var." n }
+		$0 ~ "^var\\." n "[ \t]*=" {
+			rhs = $0; sub(/^[^=]*=[ \t]*/, "", rhs)
+			q = substr(rhs, 1, 1) == "\"" ? "\"" : ""
+			print "var." n " = " q v q; found = 1; next
+		}
+		$1 == "Define" && $2 == n { print "Define " n " " v; found = 1; next }
+		(c = index($0, m)) > 0 && substr($0, c + length(m)) ~ /^[ \t]*$/ &&
+		    match($0, /^[ \t]*[^ \t]+[ \t]+/) {
+			print substr($0, 1, RLENGTH) v substr($0, index($0, ";"))
+			found = 1; next
+		}
+		{ print }
+		END { exit !found }' "$out.tmp" > "$out.new" ||
+			{ echo "# ship_conf: conf/$file has no variable line ${nv%%=*}"; return 1; }
+		mv "$out.new" "$out.tmp"
+	done
+	mv "$out.tmp" "$out"
+}
+
+# run_lighttpd CONF [NAME]: lighttpd -D with a templated CONF, on $HTTP_PORT.
+run_lighttpd() {
+	local name=${2:-lighttpd}
+	lighttpd -tt -f "$1" || return 1
+	lighttpd -D -f "$1" 2>>"$T/$name.stderr" &
+	HTTPD_PID=$!
+	PIDS+=("$HTTPD_PID")
+	wait_for 10 port_open "$HTTP_PORT" ||
+		{ echo "# lighttpd did not start"; cat "$T/$name.stderr"; return 1; }
+}
+
+# start_apache CONF...: apache2 -DFOREGROUND on 127.0.0.1:$HTTP_PORT with a
+# private main configuration $T/apache/apache2.conf standing in for
+# Debian's: pid file, logs and runtime files in $T/apache, DOCROOT served,
+# CGI_DIR (if set) as /cgi-bin/ (Debian's serve-cgi-bin), the modules
+# rlgate's examples use loaded from /usr/lib/apache2/modules, then each
+# CONF (already templated) included. APACHE_MPM=event (default, with
+# mod_cgid, Debian's default) or prefork (with mod_cgi).
+start_apache() {
+	local d=$T/apache mpm=${APACHE_MPM:-event} m f cgi=cgid
+	HTTP_PORT=${HTTP_PORT:-$(free_port)}
+	[ "$mpm" = prefork ] && cgi=cgi
+	mkdir -p "$d"
+	{
+		echo "ServerRoot $d"
+		echo "ServerName 127.0.0.1"
+		echo "PidFile $d/apache2.pid"
+		echo "DefaultRuntimeDir $d"
+		echo "ErrorLog $d/error.log"
+		echo "LogLevel ${APACHE_LOGLEVEL:-warn}"
+		echo "User www-data"
+		echo "Group www-data"
+		echo "Listen 127.0.0.1:$HTTP_PORT"
+		echo "LoadModule mpm_${mpm}_module /usr/lib/apache2/modules/mod_mpm_$mpm.so"
+		for m in authn_core authz_core authz_user authnz_fcgi mime dir alias env headers $cgi; do
+			echo "LoadModule ${m}_module /usr/lib/apache2/modules/mod_$m.so"
+		done
+		[ "$cgi" = cgid ] && echo "ScriptSock $d/cgid.sock"
+		echo "TypesConfig /etc/mime.types"
+		echo 'LogFormat "%h %l %u %t \"%r\" %>s %b" common'
+		echo "CustomLog $d/access.log common"
+		echo "<Directory />"
+		echo "    AllowOverride None"
+		echo "    Require all denied"
+		echo "</Directory>"
+		echo "DocumentRoot $DOCROOT"
+		echo "DirectoryIndex index.html"
+		echo "<Directory $DOCROOT>"
+		echo "    Require all granted"
+		echo "</Directory>"
+		if [ -n "${CGI_DIR:-}" ]; then
+			echo "ScriptAlias /cgi-bin/ $CGI_DIR/"
+			echo "<Directory $CGI_DIR>"
+			echo "    Require all granted"
+			echo "</Directory>"
+		fi
+		for f in "$@"; do echo "Include $f"; done
+	} > "$d/apache2.conf"
+	apache2 -t -f "$d/apache2.conf" 2>"$d/configtest.log" ||
+		{ cat "$d/configtest.log"; return 1; }
+	apache2 -DFOREGROUND -f "$d/apache2.conf" 2>>"$d/stderr.log" &
+	HTTPD_PID=$!
+	PIDS+=("$HTTPD_PID")
+	wait_for 10 port_open "$HTTP_PORT" ||
+		{ echo "# apache2 did not start"; cat "$d/stderr.log" "$d/error.log"; return 1; }
+}
+
+# start_nginx SITE: nginx (master as root, workers as www-data) in the
+# foreground on what SITE (already templated) listens on, with a private
+# main configuration $T/nginx/nginx.conf standing in for Debian's: pid,
+# logs and temporary files in $T/nginx. Waits for $HTTP_PORT.
+start_nginx() {
+	local d=$T/nginx
+	mkdir -p "$d/tmp"
+	cat > "$d/nginx.conf" <<-EOF
+	user www-data;
+	worker_processes 2;
+	error_log $d/error.log warn;
+	events { worker_connections 512; }
+	http {
+	    include /etc/nginx/mime.types;
+	    default_type application/octet-stream;
+	    access_log $d/access.log;
+	    client_body_temp_path $d/tmp/body;
+	    fastcgi_temp_path $d/tmp/fastcgi;
+	    proxy_temp_path $d/tmp/proxy;
+	    uwsgi_temp_path $d/tmp/uwsgi;
+	    scgi_temp_path $d/tmp/scgi;
+	    include $1;
+	}
+	EOF
+	nginx -t -q -p "$d" -e "$d/error.log" -c "$d/nginx.conf" -g "daemon off; pid $d/nginx.pid;" ||
+		return 1
+	nginx -p "$d" -e "$d/error.log" -c "$d/nginx.conf" -g "daemon off; pid $d/nginx.pid;" \
+		2>>"$d/stderr.log" &
+	HTTPD_PID=$!
+	PIDS+=("$HTTPD_PID")
+	wait_for 10 port_open "$HTTP_PORT" ||
+		{ echo "# nginx did not start"; cat "$d/stderr.log" "$d/error.log"; return 1; }
+}
+
+# spawn_rlgate ADDR CONF N NAME: spawn-fcgi starts N rlgate processes as
+# www-data on ADDR (unix:/path, socket for www-data only, or
+# 127.0.0.1:port), logging to $T/NAME.log (spawn-fcgi sends the children's
+# stderr to /dev/null: the sh -c keeps it). Sets SPAWNED_PIDS.
+spawn_rlgate() {
+	local addr=$1 conf=$2 n=$3 name=$4 p
+	local where=(-a "${addr%:*}" -p "${addr##*:}")
+	case $addr in unix:*) where=(-s "${addr#unix:}" -M 0660 -U www-data -G www-data);; esac
+	touch "$T/$name.log" && chown www-data "$T/$name.log"
+	spawn-fcgi "${where[@]}" -u www-data -F "$n" -P "$T/$name.pid" -- \
+		/bin/sh -c "exec $RLGATE -c $conf 2>>$T/$name.log" >>"$T/$name.spawn" 2>&1 ||
+		{ echo "# spawn-fcgi failed:"; cat "$T/$name.spawn" "$T/$name.log"; return 1; }
+	mapfile -t SPAWNED_PIDS < "$T/$name.pid"
+	for p in "${SPAWNED_PIDS[@]}"; do PIDS+=("$p"); done
+	[ "${#SPAWNED_PIDS[@]}" = "$n" ]
+}
+
+# resp_header FILE NAME: the value of header NAME in a curl -D dump.
+resp_header() { tr -d '\r' < "$1" | sed -n "s/^$2: //Ip" | head -1; }
+
+# rows_in DB: decisions stored in the audit database DB (0 before it exists).
+rows_in() { sqlite3 -batch -noheader "$1" 'SELECT count(*) FROM decisions' 2>/dev/null || echo 0; }
+# rows_reach N DB...: the databases hold at least N decisions between them.
+rows_reach() {
+	local n=$1 sum=0 db
+	shift
+	for db in "$@"; do sum=$((sum + $(rows_in "$db"))); done
+	[ "$sum" -ge "$n" ]
+}
+
+# deploy_ini OUT DB [DENY_STATUS]: the rlgate.ini of the deployment tests,
+# with its audit database DB: the seeds' demonstration (user_list, 100 per
+# second per org and endpoint) and the protected application (app, 3 per
+# client per minute under /cgi-bin/ and /app/).
+deploy_ini() {
+	cat > "$1" <<-EOF
+	[gateway]
+	workers = 8
+	deny_status = ${3:-429}
+
+	[redis]
+	address = 127.0.0.1:$REDIS_PORT
+
+	[audit]
+	database = $2
+	flush_interval = 20ms
+
+	[rule:user_list]
+	path = /user/list
+	key = {query.org}{path}
+	algorithm = fixed_window
+	limit = 100
+	window = 1s
+
+	[rule:app]
+	path = ~^/(cgi-bin|app)/
+	limit = 3
+	window = 1m
+	EOF
+	"$RLGATE" -t -c "$1" >/dev/null
+}
+
+# key_rows KEY DB...: decisions for KEY in the databases, as ALLOWED+DENIED.
+key_rows() {
+	local key=$1 db a d allowed=0 denied=0
+	shift
+	for db in "$@"; do
+		IFS='|' read -r a d <<<"$(sqlite3 -batch -noheader "$db" \
+			"SELECT count(*) - total(1-allowed), total(1-allowed) FROM decisions WHERE key='$key'" 2>/dev/null)"
+		a=${a%.*} d=${d%.*}
+		allowed=$((allowed + ${a:-0})) denied=$((denied + ${d:-0}))
+	done
+	echo "$allowed+$denied"
+}
+key_rows_reach() {	# N KEY DB...
+	local n=$1 r
+	shift
+	r=$(key_rows "$@")
+	[ $(( ${r%+*} + ${r#*+} )) -ge "$n" ]
+}
+
+# seed_demo WHAT BASE-URL ORG DB...: the seeds' ab -n 110 -c 10 against
+# /user/list?org=ORG, limited to 100 per second: exactly 100 pass and 10
+# are denied at the client. At once, still inside the window, one more
+# request is kept in $T/denied.h and $T/denied.b for check_denied. The audit
+# databases DB... hold one row per decision: 100 allowed, 11 denied.
+seed_demo() {
+	local what=$1 url="$2/user/list?org=$3" key="$3/user/list"
+	shift 3
+	ab_run -n 110 -c 10 "$url"
+	curl -s -D "$T/denied.h" -o "$T/denied.b" "$url"
+	is "$what: ab's 110 requests complete" 110 "$AB_COMPLETE"
+	is "$what: exactly 10 denied at the client" 10 "$AB_NON2XX"
+	wait_for 5 key_rows_reach 111 "$key" "$@"
+	is "$what: one audit row per decision, 100 allowed + 10 + 1 denied" "100+11" "$(key_rows "$key" "$@")"
+}
+
+# check_denied WHAT BODY-PATTERN: the request seed_demo kept, over the
+# user_list limit, got at the client 429 with Retry-After, the IETF
+# RateLimit headers and a problem+json body matching the pattern.
+check_denied() {
+	local what=$1 pat=$2
+	is "$what: 429 at the client" "HTTP/1.1 429 Too Many Requests" "$(head -1 "$T/denied.h" | tr -d '\r')"
+	check "$what: Retry-After is 1 (s, rounded up)" [ "$(resp_header "$T/denied.h" Retry-After)" = 1 ]
+	is "$what: RateLimit-Policy" '"user_list";q=100;w=1' "$(resp_header "$T/denied.h" RateLimit-Policy)"
+	is "$what: RateLimit" '"user_list";r=0;t=1' "$(resp_header "$T/denied.h" RateLimit)"
+	is "$what: Content-Type" "application/problem+json" "$(resp_header "$T/denied.h" Content-Type)"
+	check "$what: the quota-exceeded problem body" grep -q "$pat" "$T/denied.b"
 }

@@ -1,9 +1,11 @@
 /*
  * test_audit: the audit writer against real SQLite files in a mkdtemp
  * directory: exact rows and NULLs from several threads, WAL, back-pressure,
- * a database locked by another connection, a full disk (RLIMIT_FSIZE), a
+ * a database locked by another connection, a full disk (RLIMIT_FSIZE and
+ * a full tmpfs), a
  * read-only file (the immutable attribute, which stops root too), a removed
- * file, two processes sharing one file, and shutdown. Also log's line format.
+ * file, two processes sharing one file, and shutdown. Also log's line
+ * format (log.c has no test file of its own).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -566,6 +570,48 @@ test_full_queue_blocks_push(void **state)
 	check_rows(f->path, 1, 11);
 }
 
+/* audit_stop(): a push waiting for room gives up; queued rows are kept. */
+static void
+test_stop_releases_waiting_push(void **state)
+{
+	struct fixture *f = *state;
+	struct one_push p;
+	struct audit_row r;
+	struct row_bufs b;
+	char err[512];
+	struct audit *a;
+	sqlite3 *locker;
+	long long t0;
+
+	assert_non_null(a = audit_open(f->path, 10, 1, 0, err, sizeof(err)));
+	locker = db_open(f->path);
+	db_exec(locker, "BEGIN EXCLUSIVE");
+	capture_start();
+	push_range(a, 0, 0, 10);
+	memset(&p, 0, sizeof(p));
+	p.a = a;
+	p.i = 10;
+	assert_int_equal(pthread_create(&p.thread, NULL, one_push_main, &p), 0);
+	sleep_ms(300);
+	assert_int_equal(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE), 0);
+	t0 = now_ms();
+	audit_stop(a);
+	pthread_join(p.thread, NULL);
+	assert_true(now_ms() - t0 < 200);
+	assert_int_equal(p.rc, -1);
+	make_row(0, 11, &r, &b);
+	errno = 0;
+	assert_int_equal(audit_push(a, &r), -1);
+	assert_int_equal(errno, EPIPE);
+	assert_int_equal(stats(a).queued, 10);
+
+	db_exec(locker, "COMMIT");
+	sqlite3_close(locker);
+	assert_int_equal(audit_close(a, 5000), 0);
+	free(capture_end());
+	check_rows(f->path, 1, 10);
+}
+
 static void
 test_locked_database_recovers(void **state)
 {
@@ -650,6 +696,88 @@ test_disk_full_recovers(void **state)
 	check_rows(f->path, 1, 300);
 }
 
+/* A plain child-process check: exit code n when cond fails. */
+#define CHILD_CHECK(cond, n)	do { if (!(cond)) _exit(n); } while (0)
+
+static void
+disk_full_child(struct fixture *f)
+{
+	char err[512], filler[160], chunk[65536];
+	struct audit_row r;
+	struct row_bufs b;
+	struct audit *a;
+	int fd, i;
+
+	/* A private mount namespace: the small tmpfs vanishes with us. */
+	CHILD_CHECK(unshare(CLONE_NEWNS) == 0, 77);
+	CHILD_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, 77);
+	CHILD_CHECK(mount("tmpfs", f->dir, "tmpfs", 0, "size=1m") == 0, 77);
+
+	a = audit_open(f->path, 10000, 10, 5, err, sizeof(err));
+	CHILD_CHECK(a != NULL, 2);
+	for (i = 0; i < 100; i++) {
+		make_row(0, i, &r, &b);
+		CHILD_CHECK(audit_push(a, &r) == 0, 3);
+	}
+	CHILD_CHECK(wait_written(a, 100, 5000) == 100, 4);
+
+	snprintf(filler, sizeof(filler), "%s/filler", f->dir);
+	CHILD_CHECK((fd = open(filler, O_WRONLY | O_CREAT, 0600)) >= 0, 5);
+	memset(chunk, 'f', sizeof(chunk));
+	while (write(fd, chunk, sizeof(chunk)) > 0)
+		;
+	while (write(fd, chunk, 1) > 0)
+		;
+	CHILD_CHECK(errno == ENOSPC, 6);
+	close(fd);
+
+	for (i = 100; i < 1100; i++) {
+		make_row(0, i, &r, &b);
+		CHILD_CHECK(audit_push(a, &r) == 0, 7);
+	}
+	CHILD_CHECK(wait_failures(a, 2, 5000) >= 2, 8);
+	CHILD_CHECK(stats(a).written == 100, 9);
+	unlink(filler);
+	CHILD_CHECK(wait_written(a, 1100, 5000) == 1100, 10);
+	CHILD_CHECK(audit_close(a, 1000) == 0, 11);
+	CHILD_CHECK(db_int(f->path, "SELECT count(DISTINCT request_id) "
+	    "FROM decisions") == 1100, 12);
+	_exit(0);
+}
+
+/*
+ * A real full disk: a 1 MB tmpfs filled up, in a child with its own mount
+ * namespace (needs CAP_SYS_ADMIN; skipped without it).
+ */
+static void
+test_no_space_recovers(void **state)
+{
+	struct fixture *f = *state;
+	char *log;
+	pid_t pid;
+	int status;
+
+	capture_start();
+	fflush(NULL);
+	if ((pid = fork()) == 0)
+		disk_full_child(f);
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	log = capture_end();
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77) {
+		free(log);
+		print_message("no private tmpfs mount here: skipped\n");
+		skip();
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(count_lines(log, "error: audit:", NULL), 1);
+	assert_int_equal(count_lines(log, "error: audit:",
+	    "database or disk is full"), 1);
+	assert_int_equal(count_lines(log, "info: audit:", "recovered"), 1);
+	free(log);
+}
+
 /*
  * A read-only database. File modes do not stop root; the immutable
  * attribute does (ext4, xfs, btrfs). Skipped where it cannot be set.
@@ -727,11 +855,12 @@ static void
 test_two_processes_share_file(void **state)
 {
 	struct fixture *f = *state;
-	char err[512];
+	char err[512], *log;
 	struct audit *a;
 	pid_t pid;
 	int status, i;
 
+	capture_start();
 	for (i = 0; i < 3; i++) {	/* both create the file: a start-up race */
 		char p[160];
 
@@ -780,6 +909,10 @@ test_two_processes_share_file(void **state)
 		assert_int_equal(WEXITSTATUS(status), 0);
 		check_rows(f->path, 4, 4000);
 	}
+	log = capture_end();
+	/* Neither writer starves the other past its busy timeout. */
+	assert_int_equal(count_lines(log, "error:", NULL), 0);
+	free(log);
 }
 
 /* A database that never becomes writable: close gives up and says how many. */
@@ -962,9 +1095,13 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_queue_blocks_push,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop_releases_waiting_push,
+		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_locked_database_recovers,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disk_full_recovers,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_space_recovers,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readonly_file_recovers,
 		    setup, teardown),

@@ -1,0 +1,270 @@
+/*
+ * rlgate-report: reads one or more audit databases and prints per-window
+ * throughput (text, CSV, JSON, HTML), verifies that every algorithm kept its
+ * promise (--verify), or lists the keys with the most denials (--top).
+ * This file is the command line: options, errors (exit 2), exit status.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg.h"
+#include "conf.h"
+#include "db.h"
+#include "output.h"
+#include "top.h"
+#include "verify.h"
+#include "window.h"
+
+#define RLG_REPORT_VERSION	"0.1.0"
+#define EXIT_VIOLATION		1
+#define EXIT_USAGE		2
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
+	    "                     [-f text|csv|json|html] [-o FILE] [--verify [-p DUR]]\n"
+	    "                     [--top N] AUDIT.db [MORE.db ...]\n"
+	    "  -w DUR       window width: 1ms, 250ms, 1s, 1m, 1h, 1d (default 1s)\n"
+	    "  -r RULE      only this rule; one series per key\n"
+	    "  -k KEY       only this key; one series per rule and key\n"
+	    "  --since T    from T (inclusive); --until T: to T (exclusive); T is\n"
+	    "               \"YYYY-MM-DD HH:MM:SS.mmm\" UTC, YYYY-MM-DD, or epoch ms\n"
+	    "  -f FORMAT    text (default), csv, json or html\n"
+	    "  -o FILE      write to FILE instead of standard output\n"
+	    "  --verify     replay admitted decisions against each algorithm's promise;\n"
+	    "               exit 1 when any violation is found\n"
+	    "  -p DUR       sliding_window block width for --verify (default: inferred)\n"
+	    "  --top N      the N keys with the most denials and their deny ratio\n"
+	    "  -V, -h       version, this help\n"
+	    "Several databases (one per gateway host) are merged into one timeline.\n"
+	    "Exit status: 0 fine, 1 a violation (--verify), 2 an error.\n", f);
+}
+
+static void __attribute__((format(printf, 1, 2), noreturn))
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("rlgate-report: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_USAGE);
+}
+
+static int64_t
+parse_duration_opt(const char *opt, const char *s)
+{
+	long long ms;
+	const char *errstr;
+
+	if (conf_parse_duration(s, &ms, &errstr) == -1)
+		die("%s \"%s\" %s", opt, s, errstr);
+	if (ms < 1)
+		die("%s \"%s\" is too short (at least 1ms)", opt, s);
+	return ms;
+}
+
+static int64_t
+parse_time_opt(const char *opt, const char *s)
+{
+	int64_t ms;
+	const char *errstr;
+
+	if (window_parse_time(s, &ms, &errstr) == -1)
+		die("%s \"%s\" is not a time (%s)", opt, s, errstr);
+	return ms;
+}
+
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP };
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "since", required_argument, NULL, OPT_SINCE },
+		{ "until", required_argument, NULL, OPT_UNTIL },
+		{ "verify", no_argument, NULL, OPT_VERIFY },
+		{ "top", required_argument, NULL, OPT_TOP },
+		{ "precision", required_argument, NULL, 'p' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "rule", required_argument, NULL, 'r' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct filter f = { NULL, NULL, INT64_MIN, INT64_MAX };
+	struct rdbs dbs = { 0 };
+	struct out_meta meta;
+	enum out_format fmt = OUT_TEXT;
+	int64_t width_ms = 1000, precision_ms = 0;
+	long long top_n = 0;
+	int verify = 0, ch, status = 0, rc;
+	const char *outpath = NULL, *errstr;
+	char err[512], tmppath[4096] = "";
+	FILE *out = stdout;
+
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":w:r:k:f:o:p:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'w':
+			width_ms = parse_duration_opt("-w", optarg);
+			break;
+		case 'r':
+			f.rule = optarg;
+			break;
+		case 'k':
+			f.key = optarg;
+			break;
+		case OPT_SINCE:
+			f.since_ms = parse_time_opt("--since", optarg);
+			break;
+		case OPT_UNTIL:
+			f.until_ms = parse_time_opt("--until", optarg);
+			break;
+		case 'f':
+			if (strcmp(optarg, "text") == 0)
+				fmt = OUT_TEXT;
+			else if (strcmp(optarg, "csv") == 0)
+				fmt = OUT_CSV;
+			else if (strcmp(optarg, "json") == 0)
+				fmt = OUT_JSON;
+			else if (strcmp(optarg, "html") == 0)
+				fmt = OUT_HTML;
+			else
+				die("-f \"%s\" is not a format (use text, csv, json or html)", optarg);
+			break;
+		case 'o':
+			outpath = optarg;
+			break;
+		case 'p':
+			precision_ms = parse_duration_opt("-p", optarg);
+			break;
+		case OPT_VERIFY:
+			verify = 1;
+			break;
+		case OPT_TOP:
+			if (conf_parse_int(optarg, 1, 1000000, &top_n, &errstr) == -1)
+				die("--top \"%s\" %s (use a count from 1 to 1000000)", optarg, errstr);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("rlgate-report %s\n", RLG_REPORT_VERSION);
+			return 0;
+		case ':':
+			if (optopt >= 256 || optopt == 0)
+				die("%s needs a value (see rlgate-report -h)", argv[optind - 1]);
+			die("-%c needs a value (see rlgate-report -h)", optopt);
+		default:
+			if (optopt >= 256 || optopt == 0)
+				die("unknown option %s (see rlgate-report -h)", argv[optind - 1]);
+			die("unknown option -%c (see rlgate-report -h)", optopt);
+		}
+	}
+	if (optind >= argc)
+		die("no audit database given (usage: rlgate-report [options] AUDIT.db ...)");
+	if (verify && top_n > 0)
+		die("--verify and --top are separate reports: give one of them");
+	if (verify && fmt == OUT_HTML)
+		die("--verify writes text, csv or json, not html");
+	if (f.since_ms != INT64_MIN && f.until_ms != INT64_MAX && f.since_ms >= f.until_ms)
+		die("--since must be before --until");
+	if (precision_ms > 0 && !verify)
+		die("-p only applies to --verify");
+
+	if (db_open_all(&dbs, argv + optind, (size_t)(argc - optind), err, sizeof(err)) == -1)
+		die("%s", err);
+	if (f.rule != NULL || f.key != NULL) {
+		if ((rc = db_has(&dbs, f.rule, f.key, err, sizeof(err))) == -1)
+			die("%s", err);
+		if (rc == 0 && f.rule != NULL && db_has(&dbs, f.rule, NULL, err, sizeof(err)) == 0) {
+			char names[400];
+
+			db_rule_names(&dbs, names, sizeof(names));
+			die("unknown rule \"%s\" (the database%s know%s: %s)", f.rule,
+			    dbs.n == 1 ? "" : "s", dbs.n == 1 ? "s" : "", names[0] ? names : "no rule");
+		}
+		if (rc == 0 && f.rule != NULL)
+			die("rule \"%s\" has no key \"%s\"", f.rule, f.key);
+		if (rc == 0)
+			die("unknown key \"%s\"", f.key);
+	}
+
+	if (outpath != NULL) {
+		/* Written next to the target and renamed: never half a report. */
+		if ((size_t)snprintf(tmppath, sizeof(tmppath), "%s.tmp.%ld", outpath,
+		    (long)getpid()) >= sizeof(tmppath))
+			die("-o \"%s\": the path is too long", outpath);
+		if ((out = fopen(tmppath, "w")) == NULL)
+			die("-o \"%s\": cannot write: %s", outpath, strerror(errno));
+	}
+	meta = (struct out_meta){ width_ms, &f, &dbs };
+
+	if (verify) {
+		struct verify v = { 0 };
+
+		if (verify_run(&v, &dbs, &f, precision_ms, err, sizeof(err)) == -1)
+			goto fail_err;
+		rc = out_verify(out, fmt, &v, &meta);
+		status = v.nv > 0 ? EXIT_VIOLATION : 0;
+		verify_free(&v);
+	} else if (top_n > 0) {
+		struct top t = { 0 };
+
+		if (top_run(&t, &dbs, &f, (size_t)top_n, err, sizeof(err)) == -1) {
+			top_free(&t);
+			goto fail_err;
+		}
+		rc = out_top(out, fmt, &t, (size_t)top_n, &meta);
+		top_free(&t);
+	} else {
+		struct agg a = { 0 };
+
+		if (agg_run(&a, &dbs, &f, width_ms, f.rule != NULL || f.key != NULL, err,
+		    sizeof(err)) == -1) {
+			agg_free(&a);
+			goto fail_err;
+		}
+		rc = out_report(out, fmt, &a, &meta);
+		agg_free(&a);
+	}
+	if (rc == -1 || fflush(out) == EOF || ferror(out)) {
+		snprintf(err, sizeof(err), "cannot write the report%s%s: %s",
+		    outpath ? " to " : "", outpath ? outpath : "", strerror(errno));
+		goto fail_err;
+	}
+	if (outpath != NULL) {
+		if (fclose(out) == EOF) {
+			out = NULL;
+			snprintf(err, sizeof(err), "cannot write %s: %s", outpath, strerror(errno));
+			goto fail_err;
+		}
+		out = NULL;
+		if (rename(tmppath, outpath) == -1) {
+			snprintf(err, sizeof(err), "cannot write %s: %s", outpath, strerror(errno));
+			goto fail_err;
+		}
+	}
+	db_close_all(&dbs);
+	return status;
+fail_err:
+	if (outpath != NULL) {
+		if (out != NULL)
+			fclose(out);
+		unlink(tmppath);
+	}
+	db_close_all(&dbs);
+	die("%s", err);
+}

@@ -1,0 +1,141 @@
+#!/bin/bash
+# Benchmark of the lua/*.lua scripts on a private redis-server (a benchmark,
+# never a pass/fail test): decisions per second with redis-benchmark (keys
+# spread over 100000 clients, and one hot key that is mostly denied), the
+# server's CPU time per decision (INFO commandstats), memory per idle key
+# (MEMORY USAGE and used_memory over 100000 keys), and how fast idle keys
+# expire. BENCH_N=requests per run (default 200000), BENCH_C=clients (50).
+. "$(dirname "$0")/lib.sh"
+
+N=${BENCH_N:-200000}
+C=${BENCH_C:-50}
+KEYS_N=100000
+ALGS="fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket"
+
+if [ -x "$TOP/tests/tools/freeport" ]; then FREEPORT=$TOP/tests/tools/freeport; else
+	cc -o "$T/freeport" "$TOP/tests/tools/freeport.c" || exit 1
+	FREEPORT=$T/freeport
+fi
+start_redis || exit 1
+
+info_field() { rcli info "$1" | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
+usec_per_call() { rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'; }
+
+# bench LABEL SHA KEY ARGS...: prints "rps p50_ms usec_per_call"
+bench() {
+	local sha=$1 key=$2 csv rps p50
+	shift 2
+	rcli config resetstat > /dev/null
+	csv=$(redis-benchmark -p "$REDIS_PORT" -n "$N" -c "$C" -r "$KEYS_N" --csv \
+		EVALSHA "$sha" 1 "$key" "$@" 2>/dev/null | tail -1)
+	rps=$(echo "$csv" | awk -F'","' '{print $2}')
+	p50=$(echo "$csv" | awk -F'","' '{print $5}')
+	printf '%10.0f %8s %8s\n' "$rps" "$p50" "$(usec_per_call)"
+}
+
+# The parameters of each row: limit 100 per second, cost 1, burst = limit.
+args_for() {
+	case $1 in
+	sliding_window) echo "'' 1 100 1000 '' 100";;
+	*) echo "'' 1 100 1000 '' ''";;
+	esac
+}
+
+echo "# rlgate Lua scripts on redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# redis-benchmark -n $N -c $C, EVALSHA with ARGV[1] empty (Redis TIME), limit 100 per 1 s"
+echo
+printf '%-16s %10s %8s %8s   %10s %8s %8s\n' "" "spread" "" "" "hot key" "" ""
+printf '%-16s %10s %8s %8s   %10s %8s %8s\n' "script" "decisions/s" "p50 ms" "us/call" "decisions/s" "p50 ms" "us/call"
+floor=$(rcli script load "return {1, 0, 100, 0, 0, 0, 0}")
+printf '%-16s %s   %s\n' "(return only)" "$(bench "$floor" 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
+	"$(bench "$floor" 'rl:{b:hot}' '' 1 100 1000 '' '')"
+for alg in $ALGS; do
+	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	eval "set -- $(args_for "$alg")"
+	spread=$(bench "$sha" "rl:{$alg:__rand_int__}" "$@")
+	hot=$(bench "$sha" "rl:{$alg:hot}" "$@")
+	printf '%-16s %s   %s\n' "$alg" "$spread" "$hot"
+	rcli flushall > /dev/null
+done
+
+# Memory per idle key: 100000 keys "rl:{user_list:N}" written with one
+# decision each, through redis-cli --pipe. Parameters: limit 100 per 60 s;
+# the buckets take cost 100 (emptied) so their keys also live 60 s.
+resp() {	# resp ARG...: one command in RESP
+	local a
+	printf '*%d\r\n' "$#"
+	for a in "$@"; do printf '$%d\r\n%s\r\n' "${#a}" "$a"; done
+}
+gen() {	# gen SHA COST WINDOW PRECISION: KEYS_N decisions in RESP
+	awk -v sha="$1" -v cost="$2" -v win="$3" -v prec="$4" -v n="$KEYS_N" 'BEGIN {
+		for (i = 0; i < n; i++) {
+			k = "rl:{user_list:" i "}"
+			printf "*10\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n$3\r\n100\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n",
+			    sha, length(k), k, length(cost), cost, length(win), win, length(prec), prec
+		}
+	}'
+}
+echo
+echo "# memory: $KEYS_N keys rl:{user_list:N}, one decision each, limit 100 per 60 s"
+printf '%-16s %-34s %14s %14s %12s\n' "script" "value after one decision" "MEMORY USAGE" "used_memory/key" "full key"
+for alg in $ALGS; do
+	rcli flushall > /dev/null
+	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
+	prec=; [ "$alg" = sliding_window ] && prec=6000
+	rcli memory purge > /dev/null
+	before=$(info_field memory used_memory)
+	gen "$sha" "$cost" 60000 "$prec" | rcli --pipe > /dev/null
+	after=$(info_field memory used_memory)
+	n=$(rcli dbsize)
+	usage=$(rcli memory usage 'rl:{user_list:0}' samples 0)
+	case $(rcli type 'rl:{user_list:0}') in
+	string) value=$(rcli get 'rl:{user_list:0}');;
+	hash) value=$(rcli hgetall 'rl:{user_list:0}' | paste -sd' ');;
+	zset) value=$(rcli zrange 'rl:{user_list:0}' 0 -1 withscores | paste -sd' ');;
+	esac
+	# A key at its limit: 100 admissions (sliding_log: 100 members;
+	# sliding_window: 10 blocks of 10).
+	full=-
+	case $alg in
+	sliding_log)
+		for i in $(seq 0 99); do resp EVALSHA "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
+			| rcli --pipe > /dev/null
+		full=$(rcli memory usage 'rl:{full}' samples 0);;
+	sliding_window)
+		for i in $(seq 0 99); do resp EVALSHA "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
+			| rcli --pipe > /dev/null
+		full=$(rcli memory usage 'rl:{full}' samples 0);;
+	esac
+	printf '%-16s %-34.34s %14s %14s %12s\n' "$alg" "$value" "$usage" \
+		"$(( (after - before) / n ))" "$full"
+done
+# The value with a rate that is not a whole number of microseconds per token.
+rcli flushall > /dev/null
+for alg in token_bucket gcra; do
+	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	rcli evalsha "$sha" 1 'rl:{frac}' '' 1 7 1000 '' '' > /dev/null
+	if [ "$alg" = gcra ]; then value=$(rcli get 'rl:{frac}'); else
+		value=$(rcli hgetall 'rl:{frac}' | paste -sd' '); fi
+	echo "# $alg, 7 per second (not a whole number of us per token): value $value," \
+		"MEMORY USAGE $(rcli memory usage 'rl:{frac}' samples 0)"
+	rcli del 'rl:{frac}' > /dev/null
+done
+
+# Expiry: 100000 keys whose TTL is about 1 s; time until Redis has removed
+# them all (active expiry; nobody reads them).
+echo
+echo "# expiry: $KEYS_N idle keys, limit 100 per 1 s (buckets: cost 100), TTL about 1 s"
+printf '%-16s %10s %22s\n' "script" "TTL ms" "all gone after (s)"
+for alg in $ALGS; do
+	rcli flushall > /dev/null
+	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
+	prec=; [ "$alg" = sliding_window ] && prec=100
+	gen "$sha" "$cost" 1000 "$prec" | rcli --pipe > /dev/null
+	t0=$(date +%s.%N)
+	ttl=$(rcli pttl "rl:{user_list:$((KEYS_N - 1))}")
+	while [ "$(rcli dbsize)" != 0 ]; do sleep 0.05; done
+	t1=$(date +%s.%N)
+	printf '%-16s %10s %22.2f\n' "$alg" "$ttl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+done

@@ -1,0 +1,12 @@
+#!/bin/sh
+# The protected CGI program of the deployment tests (tests/it_deploy_*.sh):
+# prints what the web server and rlgate gave it, then its stdin unchanged.
+printf 'Content-Type: text/plain\r\n\r\n'
+for v in RATELIMIT_POLICY RATELIMIT_LIMIT RATELIMIT_REMAINING RATELIMIT_RESET \
+    RL_CLIENT REQUEST_METHOD REQUEST_URI PATH_INFO QUERY_STRING CONTENT_LENGTH; do
+	eval "printf '%s=%s\n' $v \"\${$v-}\""
+done
+echo '--- body'
+# CGI: the body is CONTENT_LENGTH bytes of stdin.
+[ -n "${CONTENT_LENGTH:-}" ] && head -c "$CONTENT_LENGTH"
+exit 0
