@@ -27,7 +27,7 @@ endif
 # The gateway, one file per concern, in the order a request goes through them.
 GATEWAY	 = fcgi/main.c
 LIB_SRCS = fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
-	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c
+	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c fcgi/linger.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 SCRIPTS	 = $(sort $(wildcard lua/*.lua))
 

@@ -27,8 +27,8 @@
 #define AUDIT_TXN_MS		100	/* and held no longer: other processes wait AUDIT_BUSY_MS */
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) that trigger a checkpoint */
 #define AUDIT_CACHE_KB		16384	/* page cache: the indexes' hot pages stay in memory */
-#define AUDIT_CONTENDED_MS	1000	/* after waiting for another writer, for this long */
-#define AUDIT_GAP_US		2000	/* leave it this gap after each commit */
+#define AUDIT_GAP_US		2000	/* between back-to-back transactions, for other writers */
+#define AUDIT_BUSY_REPORT_MS	1000	/* a lock held this long by another writer is logged */
 #define AUDIT_TEXT_MAX		65536	/* longer strings are cut: a row SQLite refuses would block the queue */
 
 #define INSERT_SQL \
@@ -63,7 +63,7 @@ struct audit {
 	sqlite3_stmt		*insert, *begin, *commit, *rollback;
 	int			 busy_ms;	/* how long a lock is waited for */
 	long long		 busy_since;	/* monotonic ms of the first busy_wait() call */
-	long long		 contended_until;	/* another writer was seen lately */
+	int			 err_busy;	/* the last write failed on another writer's lock */
 	int			 wal_frames;	/* WAL size after the last commit */
 	int			 ckpt_failing;
 	struct qrow		**txn;		/* the rows of the transaction being written */
@@ -148,10 +148,8 @@ busy_wait(void *arg, int calls)
 	struct timespec ts = { 0, 1000000 };
 	long long now = now_ms();
 
-	if (calls == 0) {
+	if (calls == 0)
 		a->busy_since = now;
-		a->contended_until = now + AUDIT_CONTENDED_MS;
-	}
 	if (now - a->busy_since >= a->busy_ms)
 		return 0;
 	nanosleep(&ts, NULL);
@@ -325,8 +323,10 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 		    "replaced; writing to a new one", a->path);
 		db_close(a);
 	}
-	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1)
+	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1) {
+		a->err_busy = 0;
 		return -1;
+	}
 
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
@@ -346,15 +346,6 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 
-	/*
-	 * Another process wants the lock too: our next BEGIN would follow
-	 * this COMMIT within microseconds and starve it. Leave it a gap.
-	 */
-	if (now_ms() < a->contended_until) {
-		struct timespec gap = { 0, AUDIT_GAP_US * 1000 };
-
-		nanosleep(&gap, NULL);
-	}
 	if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		/* PASSIVE: never waits for readers; a later one finishes the job. */
 		rc = sqlite3_wal_checkpoint_v2(a->db, NULL,
@@ -383,7 +374,8 @@ fail:
 	 * Another writer's lock passes; after an I/O error, a full disk or a
 	 * read-only file, start again from a fresh connection.
 	 */
-	if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+	a->err_busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+	if (!a->err_busy)
 		db_close(a);
 	return -1;
 }
@@ -392,9 +384,11 @@ static void *
 writer_main(void *arg)
 {
 	struct audit *a = arg;
+	struct timespec gap = { 0, AUDIT_GAP_US * 1000 };
 	long long now, due, at, retry_at = 0, backoff = 0, done;
+	long long attempt_at, failing_since = 0;
 	size_t n, i;
-	int failing = 0;
+	int failing = 0, reported = 0;
 
 	pthread_mutex_lock(&a->mu);
 	due = now_ms() + a->flush_interval_ms;
@@ -434,6 +428,7 @@ writer_main(void *arg)
 			a->txn[i] = a->ring[(a->head + i) % a->cap];
 		pthread_mutex_unlock(&a->mu);
 
+		attempt_at = now_ms();
 		if ((done = write_rows(a, a->txn, n)) > 0) {
 			n = (size_t)done;
 			for (i = 0; i < n; i++)
@@ -444,13 +439,21 @@ writer_main(void *arg)
 			a->written += done;
 			if (a->room_waiters > 0)
 				pthread_cond_broadcast(&a->room);
-			if (failing) {
-				failing = 0;
-				backoff = 0;
+			if (reported)
 				log_info("audit: %s: recovered, %zu rows written, "
 				    "%zu waiting", a->path, n, a->count);
-			}
+			failing = reported = 0;
 			due = now_ms() + a->flush_interval_ms;
+			if (a->count >= a->batch || (a->closing && a->count > 0)) {
+				/*
+				 * Back to back, our BEGIN would follow our COMMIT
+				 * within microseconds, and a writer in another
+				 * process, polling for the lock, would starve.
+				 */
+				pthread_mutex_unlock(&a->mu);
+				nanosleep(&gap, NULL);
+				pthread_mutex_lock(&a->mu);
+			}
 			continue;
 		}
 
@@ -459,11 +462,17 @@ writer_main(void *arg)
 		now = now_ms();
 		if (!failing) {
 			failing = 1;
+			failing_since = attempt_at;
 			backoff = AUDIT_BACKOFF_MIN_MS;
-			log_error("audit: %s: cannot write: %s; %zu rows waiting, "
-			    "kept and retried", a->path, a->err, a->count);
 		} else if ((backoff *= 2) > AUDIT_BACKOFF_MAX_MS)
 			backoff = AUDIT_BACKOFF_MAX_MS;
+		/* Other writers' short turns are normal; a lock held for long is not. */
+		if (!reported && (!a->err_busy ||
+		    now - failing_since >= AUDIT_BUSY_REPORT_MS)) {
+			reported = 1;
+			log_error("audit: %s: cannot write: %s; %zu rows waiting, "
+			    "kept and retried", a->path, a->err, a->count);
+		}
 		retry_at = now + backoff;
 		if (a->closing && now >= a->give_up_at) {
 			log_error("audit: %s: giving up at shutdown: %s; %zu rows "

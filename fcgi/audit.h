@@ -76,18 +76,20 @@ struct audit_row {
  *   ... COMMIT) takes every row waiting, up to 16384 rows or about 100 ms
  *   of work, so that other processes sharing the file (each with its own
  *   writer; WAL) get the lock in time. A writer waits up to 250 ms for
- *   the lock, polling every millisecond, and while it has recently had to
- *   wait it leaves 2 ms after each of its commits, so that two busy
- *   writers take turns instead of one starving the other.
+ *   the lock, polling every millisecond, and leaves 2 ms between
+ *   back-to-back transactions, so that busy writers take turns instead of
+ *   one starving the others.
  * - A row leaves the queue only when its transaction has committed. When a
  *   write fails (locked by another writer for longer than the busy
  *   timeout, read-only, disk full, I/O error, directory gone), the
  *   transaction is rolled back, the rows stay queued, and the write is
  *   retried with a backoff from 25 ms up to 1 s; after any failure but a
- *   lock the connection is reopened. The first failure of an episode is
- *   logged once (log_error: the path, SQLite's message and code, the rows
- *   waiting); the first success after it is logged with log_info
- *   ("recovered, N rows written").
+ *   lock the connection is reopened. An episode is logged once
+ *   (log_error: the path, SQLite's message and code, the rows waiting):
+ *   at its first failure, or, for another writer's lock, once that has
+ *   lasted a second (shorter waits are other writers' turns); the first
+ *   success after it is logged with log_info ("recovered, N rows
+ *   written").
  * - A database file removed or renamed (rotated) while open is noticed
  *   before the next write (log_warn), and the rows go to a new file
  *   created at the path.

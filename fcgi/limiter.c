@@ -1,17 +1,10 @@
 /*
- * limiter: the only code that talks to Redis. One connection per process,
- * shared by all workers: the calls of requests that arrive while a round
- * trip is under way are sent together in the next one (one write, one
- * read, and one wake-up of Redis for all of them) by whichever worker
- * comes first, the "leader"; the others wait for their verdicts. Each call
- * is still one EVALSHA, atomic on its own in Redis, exactly as when every
- * worker had its own connection: batching changes the cost of a decision,
- * not the decision. Also shared is the knowledge that Redis is down, so a
- * dead server costs one probe per back-off period instead of one timeout
- * per request.
+ * limiter: the only code that talks to Redis. Each worker owns a struct
+ * limiter (a hiredis connection and the scripts' SHA1s); what is shared is
+ * only the knowledge that Redis is down, so that a dead server costs one
+ * probe per back-off period instead of one timeout per request.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,48 +22,18 @@
 #define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
 #define KEY_MAX			(RLG_MAX_KEY + 256)
 
-/* A Redis connection and the scripts' SHA1s on it. */
-struct conn {
+struct limiter {
 	redisContext	*ctx;
+	long		 epoch;		/* outage count when ctx was made */
 	char		 target[512];	/* what ctx is connected to */
 	char		 sha[RLG_ALGORITHM_COUNT][41];
+	char		 refused[256];	/* why Redis refused a call (-2 below) */
 };
-
-enum { JOB_QUEUED, JOB_SENT, JOB_DONE };
-
-/*
- * One per worker thread: the request it is deciding, while
- * limiter_decide() runs. Guarded by lane.mu, except m and v, which
- * belong to the leader while the job is JOB_SENT.
- */
-struct limiter {
-	pthread_cond_t		 cv;	/* done, or its turn to lead (CLOCK_MONOTONIC) */
-	const struct conf	*c;
-	const struct match	*m;
-	size_t			 n;
-	struct verdict		*v;
-	int			 state;
-	int			 rc;
-	struct limiter		*next;	/* queue */
-};
-
-/* The process's way to Redis. */
-static struct {
-	pthread_mutex_t		 mu;
-	struct limiter		*head, *tail;	/* queued jobs, oldest first */
-	int			 busy;		/* a leader is talking to Redis */
-	size_t			 users;		/* limiters alive */
-	/* The leader's alone: */
-	struct conn		 conn;
-	struct limiter		**batch;	/* users entries */
-	size_t			 batch_cap;
-	struct { struct limiter *j; size_t i; } *retry;	/* NOSCRIPT calls */
-	size_t			 retry_cap;
-} lane = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* Shared by all workers of the process: is Redis down, until when. */
 static atomic_llong	down_until_ms;
 static atomic_llong	backoff_ms;
+static atomic_long	outage_epoch;
 static atomic_int	outage_logged;
 
 static long long
@@ -90,12 +53,27 @@ tv_ms(long long ms)
 	return tv;
 }
 
-static void
-disconnect(struct conn *k)
+struct limiter *
+limiter_new(void)
 {
-	if (k->ctx != NULL)
-		redisFree(k->ctx);
-	k->ctx = NULL;
+	return calloc(1, sizeof(struct limiter));
+}
+
+static void
+disconnect(struct limiter *l)
+{
+	if (l->ctx != NULL)
+		redisFree(l->ctx);
+	l->ctx = NULL;
+}
+
+void
+limiter_free(struct limiter *l)
+{
+	if (l == NULL)
+		return;
+	disconnect(l);
+	free(l);
 }
 
 /* Everything that, when changed by a reload, needs a new connection. */
@@ -107,17 +85,17 @@ target_of(const struct conf *c, char *buf, size_t len)
 	    c->redis_password ? c->redis_password : "", c->redis_database);
 }
 
-/* Runs one command on k->ctx and checks its reply is not an error. */
+/* Runs one command on l->ctx and checks its reply is not an error. */
 static int
-command_ok(struct conn *k, char *err, size_t errlen, int argc,
+command_ok(struct limiter *l, char *err, size_t errlen, int argc,
     const char **argv)
 {
 	redisReply *rep;
 	int rc = -1;
 
-	rep = redisCommandArgv(k->ctx, argc, argv, NULL);
+	rep = redisCommandArgv(l->ctx, argc, argv, NULL);
 	if (rep == NULL)
-		snprintf(err, errlen, "%s: %s", argv[0], k->ctx->errstr);
+		snprintf(err, errlen, "%s: %s", argv[0], l->ctx->errstr);
 	else if (rep->type == REDIS_REPLY_ERROR)
 		snprintf(err, errlen, "%s: %s", argv[0], rep->str);
 	else
@@ -127,7 +105,7 @@ command_ok(struct conn *k, char *err, size_t errlen, int argc,
 }
 
 static int
-load_scripts(struct conn *k, char *err, size_t errlen)
+load_scripts(struct limiter *l, char *err, size_t errlen)
 {
 	redisReply *rep;
 	int a;
@@ -136,20 +114,20 @@ load_scripts(struct conn *k, char *err, size_t errlen)
 		const struct rlg_script *s =
 		    scripts_find(conf_algorithm_name((enum rlg_algorithm)a));
 
-		k->sha[a][0] = '\0';
+		l->sha[a][0] = '\0';
 		if (s == NULL)
 			continue;
-		rep = redisCommand(k->ctx, "SCRIPT LOAD %s", s->source);
+		rep = redisCommand(l->ctx, "SCRIPT LOAD %s", s->source);
 		if (rep == NULL || rep->type != REDIS_REPLY_STRING ||
 		    rep->len != 40) {
 			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", s->name,
-			    rep == NULL ? k->ctx->errstr :
+			    rep == NULL ? l->ctx->errstr :
 			    rep->type == REDIS_REPLY_ERROR ? rep->str :
 			    "unexpected reply");
 			freeReplyObject(rep);
 			return -1;
 		}
-		memcpy(k->sha[a], rep->str, 41);
+		memcpy(l->sha[a], rep->str, 41);
 		freeReplyObject(rep);
 	}
 	return 0;
@@ -157,7 +135,7 @@ load_scripts(struct conn *k, char *err, size_t errlen)
 
 /* Opens, authenticates and prepares a connection. */
 static int
-connect_redis(struct conn *k, const struct conf *c, char *err,
+connect_redis(struct limiter *l, const struct conf *c, char *err,
     size_t errlen)
 {
 	const char *addr = c->redis_address;
@@ -166,9 +144,9 @@ connect_redis(struct conn *k, const struct conf *c, char *err,
 	const char *colon;
 	int port;
 
-	disconnect(k);
+	disconnect(l);
 	if (strncmp(addr, "unix:", 5) == 0) {
-		k->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
+		l->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
 	} else {
 		colon = strrchr(addr, ':');
 		if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
@@ -183,44 +161,45 @@ connect_redis(struct conn *k, const struct conf *c, char *err,
 			snprintf(host, sizeof(host), "%.*s",
 			    (int)(colon - addr), addr);
 		port = atoi(colon + 1);	/* checked by conf */
-		k->ctx = redisConnectWithTimeout(host, port, ct);
+		l->ctx = redisConnectWithTimeout(host, port, ct);
 	}
-	if (k->ctx == NULL || k->ctx->err) {
-		snprintf(err, errlen, "%s", k->ctx ? k->ctx->errstr :
+	if (l->ctx == NULL || l->ctx->err) {
+		snprintf(err, errlen, "%s", l->ctx ? l->ctx->errstr :
 		    "out of memory");
 		goto fail;
 	}
-	if (redisSetTimeout(k->ctx, tv_ms(c->redis_timeout_ms)) != REDIS_OK) {
-		snprintf(err, errlen, "cannot set timeout: %s", k->ctx->errstr);
+	if (redisSetTimeout(l->ctx, tv_ms(c->redis_timeout_ms)) != REDIS_OK) {
+		snprintf(err, errlen, "cannot set timeout: %s", l->ctx->errstr);
 		goto fail;
 	}
 	/* TCP only: on a unix socket it fails and leaves ctx in error. */
 	if (strncmp(addr, "unix:", 5) != 0)
-		redisEnableKeepAlive(k->ctx);
+		redisEnableKeepAlive(l->ctx);
 	if (c->redis_password != NULL) {
 		const char *argv[3] = { "AUTH", c->redis_username,
 		    c->redis_password };
 
 		if (c->redis_username == NULL) {
 			argv[1] = c->redis_password;
-			if (command_ok(k, err, errlen, 2, argv) == -1)
+			if (command_ok(l, err, errlen, 2, argv) == -1)
 				goto fail;
-		} else if (command_ok(k, err, errlen, 3, argv) == -1)
+		} else if (command_ok(l, err, errlen, 3, argv) == -1)
 			goto fail;
 	}
 	if (c->redis_database != 0) {
 		const char *argv[2] = { "SELECT", db };
 
 		snprintf(db, sizeof(db), "%d", c->redis_database);
-		if (command_ok(k, err, errlen, 2, argv) == -1)
+		if (command_ok(l, err, errlen, 2, argv) == -1)
 			goto fail;
 	}
-	if (load_scripts(k, err, errlen) == -1)
+	if (load_scripts(l, err, errlen) == -1)
 		goto fail;
-	target_of(c, k->target, sizeof(k->target));
+	target_of(c, l->target, sizeof(l->target));
+	l->epoch = atomic_load(&outage_epoch);
 	return 0;
 fail:
-	disconnect(k);
+	disconnect(l);
 	return -1;
 }
 
@@ -235,6 +214,7 @@ mark_down(const struct conf *c, const char *why)
 		b = BACKOFF_MAX_MS;
 	atomic_store(&backoff_ms, b);
 	atomic_store(&down_until_ms, mono_ms() + b);
+	atomic_fetch_add(&outage_epoch, 1);
 	if (atomic_exchange(&outage_logged, 1) == 0)
 		log_error("redis %s: %s; answering with on_error until it is "
 		    "back", c->redis_address, why);
@@ -250,19 +230,20 @@ mark_up(const struct conf *c)
 }
 
 /*
- * Makes sure k has a usable connection. While Redis is known to be down,
- * only one attempt per back-off period is made.
+ * Makes sure l has a usable connection. While Redis is known to be down,
+ * only one worker per back-off period gets to try.
  */
 static int
-ensure_connected(struct conn *k, const struct conf *c)
+ensure_connected(struct limiter *l, const struct conf *c)
 {
 	char target[512], err[256];
 	long long until, now;
 
 	target_of(c, target, sizeof(target));
-	if (k->ctx != NULL && strcmp(target, k->target) != 0)
-		disconnect(k);	/* reloaded with another server or login */
-	if (k->ctx != NULL)
+	if (l->ctx != NULL && (strcmp(target, l->target) != 0 ||
+	    l->epoch != atomic_load(&outage_epoch)))
+		disconnect(l);	/* reloaded, or made before an outage */
+	if (l->ctx != NULL)
 		return 0;
 	until = atomic_load(&down_until_ms);
 	now = mono_ms();
@@ -270,8 +251,8 @@ ensure_connected(struct conn *k, const struct conf *c)
 		return -1;
 	if (until != 0 && !atomic_compare_exchange_strong(&down_until_ms,
 	    &until, now + atomic_load(&backoff_ms)))
-		return -1;	/* another thread is probing */
-	if (connect_redis(k, c, err, sizeof(err)) == -1) {
+		return -1;	/* another worker is probing */
+	if (connect_redis(l, c, err, sizeof(err)) == -1) {
 		mark_down(c, err);
 		return -1;
 	}
@@ -285,65 +266,92 @@ fmt_ll(char *buf, size_t len, long long v)
 	snprintf(buf, len, "%lld", v);
 }
 
-/* The argv strings of one EVALSHA; hiredis copies them when appending. */
+/* Queues EVALSHA for match m; the argv strings live in args. */
 struct call {
 	char	 key[KEY_MAX];
 	char	 num[5][24];
 	size_t	 keylen;
 };
 
-/* Appends EVALSHA for match m to k's output buffer (nothing is sent yet). */
 static void
-append_call(struct conn *k, const struct conf *c, const struct match *m)
+append_call(struct limiter *l, const struct conf *c, const struct match *m,
+    struct call *k)
 {
 	const struct rule *ru = m->rule;
-	struct call cl;
 	const char *argv[10];
 	size_t argl[10];
 	int i, n;
 
-	n = snprintf(cl.key, sizeof(cl.key), "%s{%s:", c->key_prefix,
+	n = snprintf(k->key, sizeof(k->key), "%s{%s:", c->key_prefix,
 	    ru->name);
-	memcpy(cl.key + n, m->key, m->key_len);
-	cl.key[n + m->key_len] = '}';
-	cl.keylen = (size_t)n + m->key_len + 1;
-	fmt_ll(cl.num[0], sizeof(cl.num[0]), m->cost);
-	fmt_ll(cl.num[1], sizeof(cl.num[1]), ru->limit);
-	fmt_ll(cl.num[2], sizeof(cl.num[2]), ru->window_ms);
-	cl.num[3][0] = cl.num[4][0] = '\0';
+	memcpy(k->key + n, m->key, m->key_len);
+	k->key[n + m->key_len] = '}';
+	k->keylen = (size_t)n + m->key_len + 1;
+	fmt_ll(k->num[0], sizeof(k->num[0]), m->cost);
+	fmt_ll(k->num[1], sizeof(k->num[1]), ru->limit);
+	fmt_ll(k->num[2], sizeof(k->num[2]), ru->window_ms);
+	k->num[3][0] = k->num[4][0] = '\0';
 	if (ru->burst > 0)
-		fmt_ll(cl.num[3], sizeof(cl.num[3]), ru->burst);
+		fmt_ll(k->num[3], sizeof(k->num[3]), ru->burst);
 	if (ru->precision_ms > 0)
-		fmt_ll(cl.num[4], sizeof(cl.num[4]), ru->precision_ms);
+		fmt_ll(k->num[4], sizeof(k->num[4]), ru->precision_ms);
 
 	argv[0] = "EVALSHA";
-	argv[1] = k->sha[ru->algorithm];
+	argv[1] = l->sha[ru->algorithm];
 	argv[2] = "1";
-	argv[3] = cl.key;
+	argv[3] = k->key;
 	argv[4] = "";		/* now: Redis TIME, one clock for all gateways */
 	for (i = 0; i < 5; i++)
-		argv[5 + i] = cl.num[i];
+		argv[5 + i] = k->num[i];
 	for (i = 0; i < 10; i++)
 		argl[i] = strlen(argv[i]);
-	argl[3] = cl.keylen;
-	redisAppendCommandArgv(k->ctx, 10, argv, argl);
+	argl[3] = k->keylen;
+	redisAppendCommandArgv(l->ctx, 10, argv, argl);
 }
 
-/* Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O. */
+/*
+ * Error replies that say Redis cannot run scripts at all for now (a long
+ * script holds it, it is loading its data, out of memory, a read-only
+ * replica, a changed password...): an outage to back off from and log
+ * once, not one request's problem to log every time.
+ */
 static int
-read_verdict(struct conn *k, const struct match *m, struct verdict *v)
+server_refuses(const char *s)
+{
+	static const char *const codes[] = { "BUSY", "LOADING", "MASTERDOWN",
+	    "READONLY", "NOAUTH", "NOPERM", "WRONGPASS", "OOM", "MISCONF",
+	    "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS" };
+	size_t i, n;
+
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		n = strlen(codes[i]);
+		if (strncmp(s, codes[i], n) == 0 && (s[n] == ' ' || s[n] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
+ * -2 when Redis refuses scripts for now (l->refused says why).
+ */
+static int
+read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 {
 	redisReply *rep;
 	long long *f[7];
 	int i, rc = 0;
 
-	if (redisGetReply(k->ctx, (void **)&rep) != REDIS_OK)
+	if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK)
 		return -1;
 	memset(v, 0, sizeof(*v));
 	if (rep->type == REDIS_REPLY_ERROR) {
 		if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
 			rc = 1;
-		else
+		else if (server_refuses(rep->str)) {
+			snprintf(l->refused, sizeof(l->refused), "%s", rep->str);
+			rc = -2;
+		} else
 			log_error("rule %s: redis: %s", m->rule->name, rep->str);
 		freeReplyObject(rep);
 		return rc;
@@ -374,252 +382,67 @@ read_verdict(struct conn *k, const struct match *m, struct verdict *v)
 	return 0;
 }
 
-struct limiter *
-limiter_new(void)
-{
-	struct limiter *l, **batch;
-	pthread_condattr_t ca;
-	void *retry;
-	int rc;
-
-	if ((l = calloc(1, sizeof(*l))) == NULL)
-		return NULL;
-	if (pthread_condattr_init(&ca) != 0) {
-		free(l);
-		return NULL;
-	}
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	rc = pthread_cond_init(&l->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (rc != 0) {
-		free(l);
-		return NULL;
-	}
-	/* Room for every worker's job in one batch: none is allocated per
-	 * request. */
-	pthread_mutex_lock(&lane.mu);
-	if (lane.users + 1 > lane.batch_cap) {
-		size_t cap = lane.batch_cap ? lane.batch_cap * 2 : 16;
-
-		if ((batch = realloc(lane.batch, cap * sizeof(*batch))) != NULL)
-			lane.batch = batch;
-		if ((retry = realloc(lane.retry, cap * RLG_MAX_MATCHES *
-		    sizeof(*lane.retry))) != NULL)
-			lane.retry = retry;
-		if (batch == NULL || retry == NULL) {
-			pthread_mutex_unlock(&lane.mu);
-			pthread_cond_destroy(&l->cv);
-			free(l);
-			return NULL;
-		}
-		lane.batch_cap = cap;
-		lane.retry_cap = cap * RLG_MAX_MATCHES;
-	}
-	lane.users++;
-	pthread_mutex_unlock(&lane.mu);
-	return l;
-}
-
-void
-limiter_free(struct limiter *l)
-{
-	if (l == NULL)
-		return;
-	pthread_mutex_lock(&lane.mu);
-	/* The last one out closes the connection: nobody can be leading. */
-	if (--lane.users == 0) {
-		disconnect(&lane.conn);
-		free(lane.batch);
-		free(lane.retry);
-		lane.batch = NULL;
-		lane.retry = NULL;
-		lane.batch_cap = lane.retry_cap = 0;
-	}
-	pthread_mutex_unlock(&lane.mu);
-	pthread_cond_destroy(&l->cv);
-	free(l);
-}
-
-/*
- * The leader's round trip for the jobs batch[0..nb), all of conf c: every
- * call in one write, every reply in one read (as far as the socket
- * allows), then once more for the calls that met NOSCRIPT (Redis
- * restarted or SCRIPT FLUSH). Sets each job's rc. Called without lane.mu.
- */
-static void
-run_batch(const struct conf *c, struct limiter **batch, size_t nb)
-{
-	struct conn *k = &lane.conn;
-	size_t b, i, nretry = 0, r;
-	int rc, pass;
-	char err[256];
-
-	for (b = 0; b < nb; b++)
-		batch[b]->rc = -1;
-	if (ensure_connected(k, c) == -1)
-		return;
-	for (b = 0; b < nb; b++)
-		for (i = 0; i < batch[b]->n; i++)
-			append_call(k, batch[b]->c, &batch[b]->m[i]);
-	for (b = 0; b < nb; b++) {
-		struct limiter *j = batch[b];
-
-		for (i = 0; i < j->n; i++) {
-			rc = read_verdict(k, &j->m[i], &j->v[i]);
-			if (rc == -1)
-				goto io_error;
-			if (rc == 1) {
-				lane.retry[nretry].j = j;
-				lane.retry[nretry++].i = i;
-			}
-		}
-	}
-	for (pass = 1; pass < 2 && nretry > 0; pass++) {
-		if (load_scripts(k, err, sizeof(err)) == -1) {
-			mark_down(c, err);
-			disconnect(k);
-			return;
-		}
-		for (r = 0; r < nretry; r++)
-			append_call(k, lane.retry[r].j->c,
-			    &lane.retry[r].j->m[lane.retry[r].i]);
-		for (r = 0; r < nretry; r++)
-			if (read_verdict(k, &lane.retry[r].j->m[lane.retry[r].i],
-			    &lane.retry[r].j->v[lane.retry[r].i]) == -1)
-				goto io_error;
-	}
-	for (b = 0; b < nb; b++) {
-		batch[b]->rc = 0;
-		for (i = 0; i < batch[b]->n; i++)
-			if (!batch[b]->v[i].answered)
-				batch[b]->rc = -1;
-	}
-	return;
-io_error:
-	/* A timeout or a broken connection: replies still on their way would
-	 * be read as someone else's, so the connection goes, and every job of
-	 * the batch answers with on_error (verdicts not read stay unanswered). */
-	mark_down(c, k->ctx->errstr[0] ? k->ctx->errstr : strerror(errno));
-	disconnect(k);
-}
-
-/*
- * Called with lane.mu held and lane.busy clear, by a worker whose job is
- * queued or done: takes the queued jobs that share the oldest one's
- * configuration (all of them, except around a reload) and runs them.
- * Returns with lane.mu held.
- */
-static void
-lead(struct limiter *self)
-{
-	const struct conf *c = lane.head->c;
-	size_t nb = 0, b;
-
-	lane.busy = 1;
-	while (lane.head != NULL && lane.head->c == c) {
-		struct limiter *j = lane.head;
-
-		lane.head = j->next;
-		j->next = NULL;
-		j->state = JOB_SENT;
-		lane.batch[nb++] = j;
-	}
-	if (lane.head == NULL)
-		lane.tail = NULL;
-	pthread_mutex_unlock(&lane.mu);
-
-	run_batch(c, lane.batch, nb);
-	{ static long long nbt, nbj; nbt++; nbj += nb; if (nbt % 2000 == 0) fprintf(stderr, "DBG batches %lld jobs %lld avg %.2f\n", nbt, nbj, (double)nbj/nbt); }
-
-	pthread_mutex_lock(&lane.mu);
-	for (b = 0; b < nb; b++) {
-		lane.batch[b]->state = JOB_DONE;
-		if (lane.batch[b] != self)
-			pthread_cond_signal(&lane.batch[b]->cv);
-	}
-	lane.busy = 0;
-	/* The oldest waiting job's worker leads the next round trip. */
-	if (lane.head != NULL && lane.head != self)
-		pthread_cond_signal(&lane.head->cv);
-}
-
-/* Takes l's job out of the queue (it is queued). lane.mu held. */
-static void
-unqueue(struct limiter *l)
-{
-	struct limiter **pp, *prev = NULL;
-
-	for (pp = &lane.head; *pp != NULL; prev = *pp, pp = &(*pp)->next)
-		if (*pp == l) {
-			*pp = l->next;
-			if (lane.tail == l)
-				lane.tail = prev;
-			l->next = NULL;
-			return;
-		}
-}
-
 int
 limiter_decide(struct limiter *l, const struct conf *c,
     const struct match *m, size_t n, struct verdict *v)
 {
-	struct timespec ts;
-	long long deadline;
-	int rc;
+	struct call calls[RLG_MAX_MATCHES];
+	size_t i, retry[RLG_MAX_MATCHES], nretry = 0;
+	int rc, pass;
+	char err[256];
 
 	memset(v, 0, n * sizeof(*v));
 	if (n == 0)
 		return 0;
-	if (n > RLG_MAX_MATCHES)
+	if (n > RLG_MAX_MATCHES || ensure_connected(l, c) == -1)
 		return -1;
-	l->c = c;
-	l->m = m;
-	l->n = n;
-	l->v = v;
-	l->rc = -1;
-	l->state = JOB_QUEUED;
-	l->next = NULL;
-	/* Waiting for a turn counts against [redis] timeout too. */
-	deadline = mono_ms() + c->redis_timeout_ms;
-	ts.tv_sec = deadline / 1000;
-	ts.tv_nsec = (deadline % 1000) * 1000000;
 
-	pthread_mutex_lock(&lane.mu);
-	if (lane.tail != NULL)
-		lane.tail->next = l;
-	else
-		lane.head = l;
-	lane.tail = l;
-	while (l->state != JOB_DONE) {
-		if (!lane.busy) {
-			lead(l);
-			continue;
+	for (i = 0; i < n; i++)
+		retry[i] = i;
+	nretry = n;
+	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
+	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
+	for (pass = 0; pass < 2 && nretry > 0; pass++) {
+		size_t todo[RLG_MAX_MATCHES], ntodo = nretry;
+
+		memcpy(todo, retry, nretry * sizeof(*todo));
+		nretry = 0;
+		for (i = 0; i < ntodo; i++)
+			append_call(l, c, &m[todo[i]], &calls[todo[i]]);
+		for (i = 0; i < ntodo; i++) {
+			rc = read_verdict(l, &m[todo[i]], &v[todo[i]]);
+			if (rc < 0) {
+				/* Broken, timed out, or refusing scripts for now
+				 * (BUSY, LOADING...): an outage either way. */
+				mark_down(c, rc == -2 ? l->refused :
+				    l->ctx->errstr[0] ? l->ctx->errstr :
+				    strerror(errno));
+				disconnect(l);
+				return -1;
+			}
+			if (rc == 1)
+				retry[nretry++] = todo[i];
 		}
-		if (l->state == JOB_SENT) {
-			/* In the leader's hands: Redis's timeout bounds it. */
-			pthread_cond_wait(&l->cv, &lane.mu);
-			continue;
-		}
-		if (pthread_cond_timedwait(&l->cv, &lane.mu, &ts) == ETIMEDOUT &&
-		    l->state == JOB_QUEUED && lane.busy) {
-			unqueue(l);
-			l->state = JOB_DONE;
-			l->rc = -1;
+		if (nretry > 0 && load_scripts(l, err, sizeof(err)) == -1) {
+			mark_down(c, err);
+			disconnect(l);
+			return -1;
 		}
 	}
-	rc = l->rc;
-	pthread_mutex_unlock(&lane.mu);
-	return rc;
+	for (i = 0; i < n; i++)
+		if (!v[i].answered)
+			return -1;
+	return 0;
 }
 
 int
 limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
 {
-	struct conn k;
+	struct limiter l;
 	int rc;
 
-	memset(&k, 0, sizeof(k));
-	rc = connect_redis(&k, c, errbuf, errlen);
-	disconnect(&k);
+	memset(&l, 0, sizeof(l));
+	rc = connect_redis(&l, c, errbuf, errlen);
+	disconnect(&l);
 	return rc;
 }

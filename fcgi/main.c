@@ -24,6 +24,7 @@
 #include "audit.h"
 #include "conf.h"
 #include "limiter.h"
+#include "linger.h"
 #include "log.h"
 #include "request.h"
 #include "respond.h"
@@ -259,6 +260,26 @@ serve(const struct conf *c, struct limiter *lim, char **envp,
 	return len;
 }
 
+/*
+ * FCGX_Finish_r, except that the careful close of the connection (wait
+ * for the server to close its end) is left to linger instead of holding
+ * this worker for a round trip. A connection the server keeps alive stays
+ * open, and one libfcgi closed on an error is already closed.
+ */
+static void
+finish(FCGX_Request *r)
+{
+	int keep = r->keepConnection;
+
+	r->keepConnection = 1;	/* libfcgi: send the end, keep the socket */
+	FCGX_Finish_r(r);
+	r->keepConnection = keep;
+	if (!keep && r->ipcFd >= 0) {
+		linger_close(r->ipcFd);
+		r->ipcFd = -1;
+	}
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -285,8 +306,7 @@ worker_main(void *arg)
 		    w->v, w->out);
 		FCGX_PutStr(w->out, (int)len, w->fcgi.out);
 		gen_release(g);
-		if (getenv("RLG_DETACH")) FCGX_Detach(&w->fcgi);
-		FCGX_Finish_r(&w->fcgi);
+		finish(&w->fcgi);
 	}
 	FCGX_Free(&w->fcgi, 1);
 	return NULL;
@@ -507,11 +527,18 @@ main(int argc, char *argv[])
 		fatal("FCGX_Init failed");
 	/* Signals are taken by sigwait() below, never by a worker. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A file-size limit (ulimit -f, systemd LimitFSIZE) reached by the
+	 * audit database must fail the write, which is retried, not kill
+	 * the gateway and the rows it holds. */
+	signal(SIGXFSZ, SIG_IGN);
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	if (linger_start() == -1)
+		log_warn("linger: %s; workers close connections themselves",
+		    strerror(errno));
 
 	if (c->audit_database != NULL) {
 		char errbuf[512];
@@ -579,6 +606,7 @@ main(int argc, char *argv[])
 		free(workers);
 		gen_release(current);
 	}
+	linger_stop();
 	lost = audit_close(audit, 30000);
 	if (lost > 0)
 		log_error("audit: %lld rows could not be written", lost);

@@ -50,8 +50,8 @@ rule_fits(const struct rule *ru, const struct request *r)
  * Which bytes of a request value are written as %XX: '%' itself, the
  * braces, blanks and control bytes (keys show up in logs), every literal
  * character of the template and of the rule's name when the template has
- * {rule} (constant text too, written as it is), and '/' in values placed
- * before a {path}. Then the constant text and the {path} can only be
+ * {rule} (constant text too, written as it is), and '/' in values other
+ * than the {path} when the template has one (the path's own '/' never). Then the constant text and the {path} can only be
  * split one way, so two different requests never share a key by choosing
  * their values.
  */
@@ -77,7 +77,11 @@ escape_set(const struct tmpl *t, const char *rule_name, int for_path,
 			for (j = 0; rule_name[j] != '\0'; j++)
 				esc[(unsigned char)rule_name[j]] = 1;
 	}
-	if (has_path && !for_path)
+	/* A {path} is where a raw '/' says "the path starts here": its own
+	 * '/' stay as they are even when the literal text has one. */
+	if (for_path)
+		esc['/'] = 0;
+	else if (has_path)
 		esc['/'] = 1;
 }
 

@@ -32,10 +32,13 @@
 --   delay_ms        ms the gateway holds an admitted request: ceil(w / 1 ms),
 --                   0 at an idle bucket; 0 when denied
 --
--- Promise: admitted requests leave (now + exact wait) in arrival order, each
--- at least cost * T after the one before it, and none waits more than
--- burst * T. Arithmetic is exact in ticks of 1/D us; it needs
--- (burst + cost) * window_us / gcd(limit, window_us) < 2^52, checked.
+-- Promise: admitted requests leave (at now + their exact wait) in arrival
+-- order, each at least (the previous one's cost) * T after the previous one,
+-- and none waits more than burst * T. Hence any interval of length d admits
+-- at most burst + d * limit / window + the cost of its last request (with
+-- cost 1: burst + 1 + d * limit / window). Arithmetic is exact in ticks of
+-- 1/D us; it needs (burst + cost) * window_us / gcd(limit, window_us) < 2^52,
+-- checked.
 -- Denied requests change nothing. Decisions come from the stored Q and now,
 -- never from the TTL.
 --

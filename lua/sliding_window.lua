@@ -30,7 +30,8 @@
 -- length d at most limit * ceil((ceil(d / precision) + 1) / n): 2 x limit for
 -- a whole window in the worst case, but never within less than
 -- window - precision (fixed_window: 2 x limit within microseconds).
--- Blocks that have dropped out are deleted on admission, never counted.
+-- Blocks that have dropped out are deleted on admission, never counted (so
+-- are blocks more than a window ahead of now, written with another precision).
 -- Denied requests change nothing. Decisions come from the block indexes and
 -- now, never from the TTL.
 --
@@ -127,7 +128,8 @@ if all.err then redis.call('DEL', key); all = {} end
 local used, newest, old, live = 0, nil, {}, {}
 for i = 1, #all, 2 do
 	local j, n = tonumber(all[i]), tonumber(all[i + 1])
-	if j == nil or n == nil or j < first then
+	-- Blocks more than a window ahead were written with another precision.
+	if j == nil or n == nil or j < first or j > current + nblocks then
 		old[#old + 1] = all[i]
 	else	-- blocks after current exist only when the clock ran backwards
 		used = used + n

@@ -183,6 +183,46 @@ out:
 	return ret;
 }
 
+/*
+ * Does the rule have a single key in every database? min(key) and
+ * max(key) are two index lookups each.
+ */
+static int
+one_key(struct rdbs *dbs, const char *rule, char *err, size_t errlen)
+{
+	char *lo = NULL, *hi = NULL;
+	int same = 1;
+
+	for (size_t i = 0; i < dbs->n && same; i++) {
+		for (int m = 0; m < 2 && same; m++) {
+			sqlite3_stmt *st = db_prepare(&dbs->v[i], m == 0 ?
+			    "SELECT min(key) FROM decisions WHERE rule = ?1" :
+			    "SELECT max(key) FROM decisions WHERE rule = ?1", err, errlen);
+			const char *k;
+			char **slot = m == 0 ? &lo : &hi;
+
+			if (st == NULL) {
+				same = -1;
+				break;
+			}
+			sqlite3_bind_text(st, 1, rule, -1, SQLITE_STATIC);
+			if (sqlite3_step(st) == SQLITE_ROW &&
+			    (k = (const char *)sqlite3_column_text(st, 0)) != NULL) {
+				if (*slot == NULL)
+					*slot = strdup(k);
+				else if (strcmp(*slot, k) != 0)
+					same = 0;
+			}
+			sqlite3_finalize(st);
+		}
+	}
+	if (same == 1 && (lo == NULL || hi == NULL || strcmp(lo, hi) != 0))
+		same = 0;
+	free(lo);
+	free(hi);
+	return same;
+}
+
 /* The parameters stored in the latest row of the series, over every database. */
 static int
 read_params(struct rdbs *dbs, struct series *s, char *err, size_t errlen)
@@ -264,9 +304,17 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 		}
 	}
 	qsort(a->series, a->nseries, sizeof(*a->series), cmp_series);
-	for (size_t i = 0; i < a->nseries; i++)
-		if (read_params(dbs, &a->series[i], err, errlen) == -1)
+	for (size_t i = 0; i < a->nseries; i++) {
+		struct series *s = &a->series[i];
+
+		if (read_params(dbs, s, err, errlen) == -1)
 			goto out;
+		if (s->key != NULL)
+			s->one_key = 1;
+		else if (s->rule != NULL && (s->one_key = one_key(dbs, s->rule, err,
+		    errlen)) == -1)
+			goto out;
+	}
 	ret = 0;
 	goto out;
 oom:

@@ -30,6 +30,7 @@ struct series {
 	char		*rule;		/* NULL: requests no rule matched */
 	char		*key;		/* NULL: every key of the rule */
 	struct params	 params;
+	int		 one_key;	/* a key, or a rule with one key: the limit applies as is */
 	struct win	*wins;		/* sorted by start_ms, only windows with rows */
 	size_t		 nwins;
 	int64_t		 allowed;

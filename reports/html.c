@@ -69,6 +69,7 @@ page_start(FILE *fp, const char *title)
 	    "svg .denied { fill: " COLOR_DENIED "; }\n"
 	    "svg .limit { stroke: " COLOR_LIMIT "; stroke-width: 2; stroke-dasharray: 6 4; fill: none; }\n"
 	    "svg .bar:hover rect { opacity: 0.75; }\n"
+	    "svg text.halo { paint-order: stroke; stroke: #fff; stroke-width: 4px; stroke-linejoin: round; }\n"
 	    "</style>\n</head>\n<body>\n", fp);
 }
 
@@ -170,7 +171,8 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx)
 	for (size_t k = 0; k < nbars; k++)
 		if (bars[k].allowed + bars[k].denied > ymax)
 			ymax = (double)(bars[k].allowed + bars[k].denied);
-	if (s->rule != NULL && s->params.limit > 0 && s->params.window_ms > 0) {
+	/* Drawn where it applies: one key (the rule's limit holds per key). */
+	if (s->one_key && s->params.limit > 0 && s->params.window_ms > 0) {
 		limit_y = (double)s->params.limit * (double)bin / (double)s->params.window_ms;
 		if (limit_y > ymax)
 			ymax = limit_y;
@@ -185,8 +187,7 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx)
 	fputs("</h2>\n<p class=\"sub\">", fp);
 	if (params[0]) {
 		out_html_str(fp, params);
-		fputs(s->key == NULL ? " (the limit holds per key; the chart sums every key)"
-		    : "", fp);
+		fputs(s->one_key ? "" : " for each key; the chart sums every key", fp);
 		fputs(" &middot; ", fp);
 	}
 	fprintf(fp, "%" PRId64 " allowed, %" PRId64 " denied in %zu window%s of %s",
@@ -261,7 +262,13 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx)
 		fprintf(fp, "<rect class=\"allowed\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
 		    "height=\"%.2f\"/>", x, ya, wpx, PAD_T + PLOT_H - ya);
 		fprintf(fp, "<rect class=\"denied\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-		    "height=\"%.2f\"/></g>\n", x, yd, wpx, ya - yd);
+		    "height=\"%.2f\"/>", x, yd, wpx, ya - yd);
+		/* Few bars: each says its numbers. */
+		if (nbars <= 40 && wpx >= 14)
+			fprintf(fp, "<text class=\"halo\" x=\"%.2f\" y=\"%.2f\" "
+			    "text-anchor=\"middle\">%" PRId64 " / %" PRId64 "</text>",
+			    x + wpx / 2, yd - 5, b->allowed, b->denied);
+		fputs("</g>\n", fp);
 	}
 	fputs("</g>\n", fp);
 	fprintf(fp, "<line class=\"axis\" x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\"/>\n",
@@ -272,7 +279,7 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx)
 		double y = px_y(limit_y, ymax);
 
 		fprintf(fp, "<line class=\"limit\" x1=\"%d\" x2=\"%d\" y1=\"%.2f\" y2=\"%.2f\"/>"
-		    "<text x=\"%d\" y=\"%.2f\" text-anchor=\"end\" style=\"fill:" COLOR_LIMIT
+		    "<text class=\"halo\" x=\"%d\" y=\"%.2f\" text-anchor=\"end\" style=\"fill:" COLOR_LIMIT
 		    "\">limit %g per %s</text>\n", PAD_L, PAD_L + PLOT_W, y, y,
 		    PAD_L + PLOT_W - 4, y - 5, limit_y, window_format_duration(bin, bw, sizeof(bw)));
 	}

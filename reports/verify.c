@@ -4,6 +4,7 @@
  * with exactly the slack that millisecond timestamps imply (see verify.h and
  * the man page). Not for throughput: see agg.c.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ struct pinfo {
 	const char	*precision_from;
 	int64_t		 keys, admitted, violations;
 	uint32_t	 last_kid;
+	int64_t		 retry_gcd;	/* sliding_window: gcd of denials' retry times */
 };
 
 /* The parameters last seen for a key, and their id. */
@@ -108,6 +110,22 @@ static const char *
 fmt_dur(int64_t ms, char *buf, size_t len)
 {
 	return window_format_duration(ms, buf, len);
+}
+
+/* A bound to the us: "1.999999", "2", "40.5" (never rounded up to look kept). */
+static const char *
+fmt_dec(double v, char *buf, size_t len)
+{
+	long long u = (long long)floorl((long double)v * 1000000.0L + 1e-6L);
+	char *e;
+
+	snprintf(buf, len, "%lld.%06lld", u / 1000000, u % 1000000);
+	e = buf + strlen(buf);
+	while (e[-1] == '0')
+		*--e = '\0';
+	if (e[-1] == '.')
+		*--e = '\0';
+	return buf;
 }
 
 /* Adds a violation of p's promise for key kid; detail is printf-formatted. */
@@ -618,12 +636,12 @@ bucket_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	if (!e->open)
 		return;
 	e->open = 0;
-	snprintf(lim, sizeof(lim), "%.3f", bound);
+	fmt_dec(bound, lim, sizeof(lim));
 	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
-	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %.3f (burst %lld "
+	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %s (burst %lld "
 	    "+ %lld.999 ms x %lld per %s) (%lld decision%s over it from %s to %s)",
 	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)span,
-	    (long long)e->worst_admitted, bound, (long long)p->burst, (long long)span,
+	    (long long)e->worst_admitted, lim, (long long)p->burst, (long long)span,
 	    (long long)p->limit, fmt_dur(p->window_ms, d, sizeof(d)),
 	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
 	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
@@ -680,7 +698,7 @@ check_bucket(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p
 static void
 spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 {
-	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], d[32];
+	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN], t3[RLG_TIME_LEN], d[32];
 	double need = (double)e->worst_admitted * (double)p->window_ms / (double)p->limit;
 	char lim[32];
 
@@ -694,12 +712,12 @@ spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode
 	add(c, p, kid, "spacing", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "departures stamped %s and %s are %lld ms apart (under %lld.999 ms "
 	    "however the ms were truncated), but the %lld cost unit%s leaving first "
-	    "need %.3f ms at %lld per %s (%lld decision%s left too early)",
+	    "need %.3f ms at %lld per %s (%lld decision%s left too early, until %s)",
 	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)(e->b_ms - e->a_ms),
 	    (long long)(e->b_ms - e->a_ms + 1), (long long)e->worst_admitted,
 	    e->worst_admitted == 1 ? "" : "s", need, (long long)p->limit,
 	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions,
-	    e->decisions == 1 ? "" : "s");
+	    e->decisions == 1 ? "" : "s", fmt_time(e->last_ms, t3));
 }
 
 static void
@@ -712,12 +730,12 @@ wait_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e
 	if (!e->open)
 		return;
 	e->open = 0;
-	snprintf(lim, sizeof(lim), "%.3f", maxw);
+	fmt_dec(maxw, lim, sizeof(lim));
 	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
-	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %.3f ms "
+	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %s ms "
 	    "(%lld decision%s waited too long, until %s)", fmt_time(e->a_ms, t1),
 	    (long long)e->extra, (long long)p->burst, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)p->limit, maxw, (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    (long long)p->limit, lim, (long long)e->decisions, e->decisions == 1 ? "" : "s",
 	    fmt_time(e->last_ms, t2));
 }
 
@@ -759,7 +777,8 @@ check_leaky(struct ctx *c, struct rec *r, size_t n, const struct pinfo *p,
 				    .worst = -1 };
 			sp.decisions++;
 			sp.last_ms = r[b].ts;
-			if (z - zmin > sp.worst) {
+			/* The first pair: where the outlet first ran too fast. */
+			if (sp.worst < 0) {
 				sp.worst = z - zmin;
 				sp.a_ms = r[amin].ts + r[amin].delay;
 				sp.b_ms = leave;
@@ -857,9 +876,13 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 {
 	struct priv *pv = c->p;
 	struct filter f = *c->f;
+	/*
+	 * Denials come along only for sliding_window's precision (see
+	 * infer_precision); everything else replays admissions.
+	 */
 	char sql[512] = "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
-	    "window_ms, burst, delay_ms FROM decisions WHERE allowed = 1 AND "
-	    "reason = 'limit' AND rule IS NOT NULL";
+	    "window_ms, burst, delay_ms, allowed, retry_after_ms FROM decisions "
+	    "WHERE reason = 'limit' AND rule IS NOT NULL";
 	const char *last_rule = NULL, *last_key = NULL;
 	struct kcache *kc;
 	uint32_t kid = 0, pid = 0;
@@ -878,11 +901,14 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 		const char *key = (const char *)sqlite3_column_text(st, 1);
 		const char *alg = (const char *)sqlite3_column_text(st, 2);
 		int64_t cost, limit, window, burst, delay;
+		int allowed = sqlite3_column_int(st, 9) != 0;
 		struct rec *x;
 
+		if (!allowed && (alg == NULL || strcmp(alg, "sliding_window") != 0))
+			continue;
 		if (alg == NULL || sqlite3_column_type(st, 5) == SQLITE_NULL ||
 		    sqlite3_column_type(st, 6) == SQLITE_NULL) {
-			c->v->skipped++;
+			c->v->skipped += allowed;
 			continue;
 		}
 		cost = sqlite3_column_type(st, 4) == SQLITE_NULL ? 1 : sqlite3_column_int64(st, 4);
@@ -895,7 +921,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 		if (cost < 0 || cost > UINT32_MAX || limit < 1 || window < 1 ||
 		    burst < 0 || delay < 0 || limit > (1LL << 40) || burst > (1LL << 40) ||
 		    window > (1LL << 40)) {
-			c->v->skipped++;
+			c->v->skipped += allowed;
 			continue;
 		}
 		/* Rows of one key and one rule come in runs: skip the hashes then. */
@@ -918,6 +944,14 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			*kc = (struct kcache){ pv->pi[pid].algname, limit, window, burst, pid };
 		}
 		pid = kc->pid;
+		if (!allowed) {
+			int64_t retry = sqlite3_column_int64(st, 10);
+
+			if (retry > 0)
+				pv->pi[pid].retry_gcd = gcd64(pv->pi[pid].retry_gcd,
+				    sqlite3_column_int64(st, 3) + retry);
+			continue;
+		}
 		if (pv->n == pv->cap) {
 			size_t ncap = pv->cap ? pv->cap * 2 : 65536;
 
@@ -960,42 +994,16 @@ out:
  * such coarser blocks are runs of true blocks: checking them never reports
  * a false violation. Without denials: the gateway's default.
  */
-static int
-infer_precision(struct rdbs *dbs, struct pinfo *pi, char *err, size_t errlen)
+static void
+infer_precision(struct pinfo *pi)
 {
-	int64_t g = 0;
-
-	for (size_t i = 0; i < dbs->n; i++) {
-		sqlite3_stmt *st = db_prepare(&dbs->v[i], "SELECT ts_ms + retry_after_ms "
-		    "FROM decisions WHERE rule = ?1 AND allowed = 0 AND reason = 'limit' "
-		    "AND algorithm = 'sliding_window' AND window_ms = ?2 AND "
-		    "retry_after_ms > 0", err, errlen);
-		int rc;
-
-		if (st == NULL)
-			return -1;
-		sqlite3_bind_text(st, 1, pi->rule, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, pi->window_ms);
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			g = gcd64(g, sqlite3_column_int64(st, 0));
-			if (gcd64(g, pi->window_ms) == 1)
-				break;
-		}
-		sqlite3_finalize(st);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			snprintf(err, errlen, "%s: cannot read: %s", dbs->v[i].path,
-			    sqlite3_errmsg(dbs->v[i].db));
-			return -1;
-		}
-	}
-	if (g != 0) {
-		pi->precision_ms = gcd64(g, pi->window_ms);
+	if (pi->retry_gcd != 0) {
+		pi->precision_ms = gcd64(pi->retry_gcd, pi->window_ms);
 		pi->precision_from = "denials";
 	} else {
 		pi->precision_ms = verify_default_precision(pi->window_ms);
 		pi->precision_from = "default";
 	}
-	return 0;
 }
 
 static int
@@ -1101,8 +1109,8 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 		if (precision_ms > 0) {
 			pv->pi[i].precision_ms = precision_ms;
 			pv->pi[i].precision_from = "--precision";
-		} else if (infer_precision(dbs, &pv->pi[i], err, errlen) == -1)
-			return -1;
+		} else
+			infer_precision(&pv->pi[i]);
 	}
 	if (sort_records(pv) == -1)
 		goto oom;

@@ -49,6 +49,16 @@ printf '%-16s %10s %8s %8s   %10s %8s %8s\n' "script" "decisions/s" "p50 ms" "us
 floor=$(rcli script load "return {1, 0, 100, 0, 0, 0, 0}")
 printf '%-16s %s   %s\n' "(return only)" "$(bench "$floor" 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
 	"$(bench "$floor" 'rl:{b:hot}' '' 1 100 1000 '' '')"
+# The same Redis commands as fixed_window, without its logic: the floor of
+# a script that reads TIME and a hash and writes it with a TTL.
+floor=$(rcli script load "local t = redis.call('TIME')
+local h = redis.call('HMGET', KEYS[1], 'start', 'count')
+redis.call('HSET', KEYS[1], 'start', t[1], 'count', 1)
+redis.call('PEXPIRE', KEYS[1], 1000)
+return {1, 0, 100, 0, 0, 0, 0}")
+printf '%-16s %s   %s\n' "(4 commands)" "$(bench "$floor" 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
+	"$(bench "$floor" 'rl:{b:hot}' '' 1 100 1000 '' '')"
+rcli flushall > /dev/null
 for alg in $ALGS; do
 	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
 	eval "set -- $(args_for "$alg")"
@@ -110,17 +120,22 @@ for alg in $ALGS; do
 	printf '%-16s %-34.34s %14s %14s %12s\n' "$alg" "$value" "$usage" \
 		"$(( (after - before) / n ))" "$full"
 done
-# The value with a rate that is not a whole number of microseconds per token.
+# The value with a rate that is not a whole number of microseconds per token
+# (7 per second), written and read in one redis-cli session.
 rcli flushall > /dev/null
-for alg in token_bucket gcra; do
-	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
-	rcli evalsha "$sha" 1 'rl:{frac}' '' 1 7 1000 '' '' > /dev/null
-	if [ "$alg" = gcra ]; then value=$(rcli get 'rl:{frac}'); else
-		value=$(rcli hgetall 'rl:{frac}' | paste -sd' '); fi
-	echo "# $alg, 7 per second (not a whole number of us per token): value $value," \
-		"MEMORY USAGE $(rcli memory usage 'rl:{frac}' samples 0)"
-	rcli del 'rl:{frac}' > /dev/null
-done
+now=$(rcli time | paste -sd' ' | awk '{ printf "%d%06d", $1, $2 }')
+tb=$(rcli script load "$(cat "$TOP/lua/token_bucket.lua")")
+gc=$(rcli script load "$(cat "$TOP/lua/gcra.lua")")
+printf '%s\n' \
+	"EVALSHA $tb 1 rl:{frac:tb} $now 7 7 1000 \"\" \"\"" \
+	"EVALSHA $tb 1 rl:{frac:tb} $((now + 200000)) 1 7 1000 \"\" \"\"" \
+	"HGETALL rl:{frac:tb}" "MEMORY USAGE rl:{frac:tb} SAMPLES 0" \
+	"EVALSHA $gc 1 rl:{frac:gcra} $now 3 7 1000 \"\" \"\"" \
+	"GET rl:{frac:gcra}" "MEMORY USAGE rl:{frac:gcra} SAMPLES 0" |
+	rcli > "$T/frac.out"
+echo "# 7 per second (not a whole number of us per token):" \
+	"token_bucket after 1.4 - 1 tokens: $(sed -n '15,18p' "$T/frac.out" | paste -sd' '), MEMORY USAGE $(sed -n 19p "$T/frac.out");" \
+	"gcra after cost 3: $(sed -n 27p "$T/frac.out"), MEMORY USAGE $(sed -n 28p "$T/frac.out")"
 
 # Expiry: 100000 keys whose TTL is about 1 s; time until Redis has removed
 # them all (active expiry; nobody reads them).

@@ -3,7 +3,7 @@
 # when they are missing. Needs root for apt-get; says what to do otherwise.
 PKGS="build-essential pkg-config libfcgi-dev libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
-spawn-fcgi apache2-utils wrk curl procps iproute2"
+spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
@@ -20,7 +20,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
 	{ echo "rlgate: apt-get install$missing failed" >&2; exit 1; }
 # Debian starts the services it installs where it can; the tests run their own.
-for s in redis-server lighttpd; do
+for s in redis-server lighttpd apache2 nginx; do
 	command -v systemctl >/dev/null && systemctl disable --now "$s" >/dev/null 2>&1
 	command -v service >/dev/null && service "$s" stop >/dev/null 2>&1
 done

@@ -193,11 +193,13 @@ struct reading {
 /*
  * The bytes rule.c promises to write as %XX in a request value: '%', the
  * braces, blanks, control bytes and DEL, every character of the
- * template's literal text, and '/' in values other than {path} when the
- * template has a {path}.
+ * template's literal text and of the rule's name when the template has
+ * {rule}, and '/' in values other than {path} when the template has a
+ * {path} (the path's own '/' never).
  */
 static void
-escape_set(const struct tmpl *t, int for_path, unsigned char esc[256])
+escape_set(const struct tmpl *t, const char *rule_name, int for_path,
+    unsigned char esc[256])
 {
 	size_t i, j;
 	int has_path = 0;
@@ -210,8 +212,13 @@ escape_set(const struct tmpl *t, int for_path, unsigned char esc[256])
 		if (t->parts[i].kind == RLG_PART_LITERAL)
 			for (j = 0; j < t->parts[i].len; j++)
 				esc[(unsigned char)t->parts[i].text[j]] = 1;
+		if (t->parts[i].kind == RLG_PART_RULE)
+			for (j = 0; rule_name[j] != '\0'; j++)
+				esc[(unsigned char)rule_name[j]] = 1;
 	}
-	if (has_path && !for_path)
+	if (for_path)
+		esc['/'] = 0;
+	else if (has_path)
 		esc['/'] = 1;
 }
 
@@ -277,8 +284,8 @@ check_reversible(const struct match *m, const struct request *r)
 	size_t i, pos = 0;
 	long wlen, used;
 
-	escape_set(t, 0, rd.esc);
-	escape_set(t, 1, rd.esc_path);
+	escape_set(t, ru->name, 0, rd.esc);
+	escape_set(t, ru->name, 1, rd.esc_path);
 
 	for (i = 0; i < t->nparts; i++) {
 		const struct tmpl_part *p = &t->parts[i];

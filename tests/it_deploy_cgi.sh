@@ -42,8 +42,9 @@ EOF
 # under /app/) and the program to protect.
 deploy_ini "$T/app.ini" "$AUDIT_DB" || exit 1
 printf '\n[cgi]\nupstream = %s\n' "$T/cgi-bin/app.cgi" >> "$T/app.ini"
+conf_ok() { "$RLGATE" -t -c "$1" >/dev/null; }
 for f in check app; do
-	check "rlgate -t accepts $f.ini" "$RLGATE" -t -c "$T/$f.ini"
+	check "rlgate -t accepts $f.ini" conf_ok "$T/$f.ini"
 done
 
 code() { sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' "$1"; }
@@ -66,7 +67,7 @@ cgi_checks() {
 
 	# Alone: a check API answering for itself.
 	for i in 1 2 3; do
-		curl -s -D "$T/c$i.h" -o "$T/c$i.b" "$base/ratelimit/login?org=acme"
+		curl -s -m 20 -D "$T/c$i.h" -o "$T/c$i.b" "$base/ratelimit/login?org=acme"
 	done
 	is "$s alone: 1st allowed, 200" 200 "$(code "$T/c1.h")"
 	is "$s alone: a JSON decision" application/json "$(resp_header "$T/c1.h" Content-Type)"
@@ -75,7 +76,7 @@ cgi_checks() {
 	is "$s alone: RateLimit on the 1st" '"check";r=1;t=60' "$(resp_header "$T/c1.h" RateLimit)"
 	is "$s alone: 2nd allowed" 200 "$(code "$T/c2.h")"
 	is "$s alone: 3rd denied, 429" 429 "$(code "$T/c3.h")"
-	check "$s alone: Retry-After (s)" [ "$(resp_header "$T/c3.h" Retry-After)" -ge 59 ]
+	check "$s alone: Retry-After (s)" at_least 30 "$(resp_header "$T/c3.h" Retry-After)"
 	is "$s alone: RateLimit-Policy" '"check";q=2;w=60' "$(resp_header "$T/c3.h" RateLimit-Policy)"
 	check "$s alone: RateLimit r=0" grep -qi '^RateLimit: "check";r=0;t=' "$T/c3.h"
 	is "$s alone: problem+json" application/problem+json "$(resp_header "$T/c3.h" Content-Type)"
@@ -84,7 +85,7 @@ cgi_checks() {
 
 	# Wrapper: the protected program behind rlgate.cgi.
 	for i in 1 2 3 4; do
-		curl -s -D "$T/w$i.h" -o "$T/w$i.b" -H 'Content-Type: application/octet-stream' \
+		curl -s -m 20 -D "$T/w$i.h" -o "$T/w$i.b" -H 'Content-Type: application/octet-stream' \
 			--data-binary "@$T/body.bin" "$base/app/orders/$i?ref=x$i"
 	done
 	is "$s wrapper: 1st allowed, the program answers" 200 "$(code "$T/w1.h")"
@@ -102,7 +103,7 @@ cgi_checks() {
 	check "$s wrapper: 3rd allowed, RATELIMIT_REMAINING=0" grep -qx 'RATELIMIT_REMAINING=0' "$T/w3.b"
 	check "$s wrapper: and its body intact" cmp -s "$T/w3.body" "$T/body.bin"
 	is "$s wrapper: 4th denied, 429" 429 "$(code "$T/w4.h")"
-	check "$s wrapper: Retry-After (s)" [ "$(resp_header "$T/w4.h" Retry-After)" -ge 59 ]
+	check "$s wrapper: Retry-After (s)" at_least 30 "$(resp_header "$T/w4.h" Retry-After)"
 	is "$s wrapper: RateLimit-Policy" '"app";q=3;w=60' "$(resp_header "$T/w4.h" RateLimit-Policy)"
 	check "$s wrapper: RateLimit r=0" grep -qi '^RateLimit: "app";r=0;t=' "$T/w4.h"
 	check "$s wrapper: rlgate's problem, the program did not run" \

@@ -33,11 +33,11 @@ curl -s -o "$T/ok.body" "$BASE/user/list?org=org2"
 check "two hosts: an allowed request gets the file unchanged" cmp -s "$T/ok.body" "$DOCROOT/user/list"
 
 # Both hosts decided; neither alone saw the limit reached.
-wait_for 5 key_rows_reach 111 org1/user/list "$DB1" "$DB2"
-r1=$(key_rows org1/user/list "$DB1") r2=$(key_rows org1/user/list "$DB2")
+wait_for 5 key_rows_reach 111 "$SEED_KEY" "$DB1" "$DB2"
+r1=$(key_rows "$SEED_KEY" "$DB1") r2=$(key_rows "$SEED_KEY" "$DB2")
 check "two hosts: host1 decided part of it ($r1)" [ "$(( ${r1%+*} + ${r1#*+} ))" -gt 0 ]
 check "two hosts: host2 decided the rest ($r2)" [ "$(( ${r2%+*} + ${r2#*+} ))" -gt 0 ]
-is "two hosts: 100 admitted between them, 11 denied (with the curl)" "100+11" "$(key_rows org1/user/list "$DB1" "$DB2")"
+is "two hosts: 100 admitted between them, 11 denied (with the curl)" "100+11" "$(key_rows "$SEED_KEY" "$DB1" "$DB2")"
 check "two hosts: neither database alone holds the 100 ($r1, $r2)" \
 	[ "${r1%+*}" -lt 100 -a "${r2%+*}" -lt 100 ]
 
@@ -51,20 +51,20 @@ if [ -x "$REPORT" ]; then
 	is "rlgate-report --verify of both databases: exit 0" 0 $?
 	check "rlgate-report --verify: every limit held" grep -q 'every limit held' "$T/verify.out"
 	# Per-window throughput of the merged record, as CSV; columns by name.
-	"$REPORT" -f csv -w 1h -k org1/user/list "$DB1" "$DB2" > "$T/report.csv" 2>"$T/report.err"
-	is "rlgate-report merges both databases: 100 allowed, 11 denied for org1" "100+11" \
+	"$REPORT" -f csv -w 1h -k "$SEED_KEY" "$DB1" "$DB2" > "$T/report.csv" 2>"$T/report.err"
+	is "rlgate-report merges both databases: 100 allowed, 11 denied for the seeds' key" "100+11" \
 		"$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 			{ a += $col["allowed"]; d += $col["denied"] } END { print a "+" d }' "$T/report.csv")"
-	"$REPORT" -f csv -w 1h -k org1/user/list "$DB1" > "$T/report1.csv" 2>/dev/null
+	"$REPORT" -f csv -w 1h -k "$SEED_KEY" "$DB1" > "$T/report1.csv" 2>/dev/null
 	check "rlgate-report of host1 alone shows only its part" \
 		[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 			{ a += $col["allowed"] } END { print a + 0 }' "$T/report1.csv")" = "${r1%+*}" ]
 else
 	echo "# reports/rlgate-report not built: checking the merge with sqlite3"
-	is "merged with sqlite3: 100 allowed, 11 denied for org1" "100|11" "$(sqlite3 -batch -noheader ":memory:" \
+	is "merged with sqlite3: 100 allowed, 11 denied for the seeds' key" "100|11" "$(sqlite3 -batch -noheader ":memory:" \
 		"ATTACH '$DB1' AS a; ATTACH '$DB2' AS b;
-		 SELECT sum(allowed), sum(1 - allowed) FROM (SELECT allowed FROM a.decisions WHERE key = 'org1/user/list'
-		 UNION ALL SELECT allowed FROM b.decisions WHERE key = 'org1/user/list')")"
+		 SELECT sum(allowed), sum(1 - allowed) FROM (SELECT allowed FROM a.decisions WHERE key = '$SEED_KEY'
+		 UNION ALL SELECT allowed FROM b.decisions WHERE key = '$SEED_KEY')")"
 fi
 
 finish

@@ -16,12 +16,23 @@ cp "$TOP/tests/www/index.html" "$DOCROOT/index.html"
 echo "not for www-data" > "$DOCROOT/secret/file"
 chmod 600 "$DOCROOT/secret/file"
 
-AUDIT_DB=$T/audit.db
+AUDIT_DB=$T/var/audit.db
 SOCK=$T/var/rlgate.sock
 deploy_ini "$T/rlgate.ini" "$AUDIT_DB" 403 || exit 1
-# rlgate as the README runs it: -s unix:PATH (it makes the socket 0666; the
-# directory decides who reaches it). Its own user here: root.
-"$RLGATE" -c "$T/rlgate.ini" -s "unix:$SOCK" 2>>"$T/rlgate.log" &
+# rlgate as conf/rlgate.service runs it (its paths set to this test's; its
+# User, rlgate, played by www-data): the unit must be valid and its
+# ExecStartPre and ExecStart lines must work.
+mkdir -p "$T/bin"
+cp "$RLGATE" "$T/bin/rlgate"
+sed -e "s|/usr/local/sbin/rlgate|$T/bin/rlgate|g" -e "s|/etc/rlgate/rlgate.ini|$T/rlgate.ini|g" \
+    -e "s|/run/rlgate/|$T/var/|g" -e "s|^User=rlgate|User=www-data|" -e "s|^Group=rlgate|Group=www-data|" \
+    "$TOP/conf/rlgate.service" > "$T/rlgate.service"
+check "conf/rlgate.service: systemd-analyze verify" \
+	bash -c "systemd-analyze verify '$T/rlgate.service' >'$T/verify.log' 2>&1 && ! grep -q . '$T/verify.log'"
+unit_cmd() { sed -n "s/^$1=//p" "$T/rlgate.service"; }
+check "conf/rlgate.service: ExecStartPre accepts the configuration" \
+	bash -c "runuser -u www-data -- $(unit_cmd ExecStartPre) >/dev/null"
+runuser -u www-data -- $(unit_cmd ExecStart) 2>>"$T/rlgate.log" &
 RLGATE_PID=$!
 PIDS+=("$RLGATE_PID")
 wait_for 10 test -S "$SOCK" || { echo "# rlgate did not start"; cat "$T/rlgate.log"; exit 1; }
@@ -37,7 +48,7 @@ seed_demo "nginx" "$BASE" org1 "$AUDIT_DB"
 check_denied "nginx" '^{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,'
 check "nginx: the 429 has Cache-Control: no-store" [ "$(resp_header "$T/denied.h" Cache-Control)" = no-store ]
 is "nginx: rlgate answered the 11 denials with 403 (what the audit records)" "11|403|403" \
-	"$(sql "SELECT count(*), min(status), max(status) FROM decisions WHERE key = 'org1/user/list' AND allowed = 0")"
+	"$(sql "SELECT count(*), min(status), max(status) FROM decisions WHERE key = '$SEED_KEY' AND allowed = 0")"
 
 curl -s -D "$T/ok.h" -o "$T/ok.body" "$BASE/user/list?org=org2"
 check "nginx: an allowed request gets the file unchanged" cmp -s "$T/ok.body" "$DOCROOT/user/list"
@@ -55,6 +66,6 @@ is "nginx: the client's method reaches rlgate (POST)" POST "$(sql "SELECT method
 is "nginx: a 403 that is not rlgate's stays 403" 403 "$(status "$BASE/secret/file")"
 is "nginx: a missing file is 404, after the check" 404 "$(status "$BASE/nothing/here")"
 sleep 0.1
-is "nginx: every request decided once: $(rows_in "$AUDIT_DB") rows" 115 "$(rows_in "$AUDIT_DB")"
+is "nginx: every request decided once: $(rows_in "$AUDIT_DB") rows" $((115 + SEED_EXTRA)) "$(rows_in "$AUDIT_DB")"
 
 finish

@@ -236,11 +236,16 @@ start_apache() {
 	} > "$d/apache2.conf"
 	apache2 -t -f "$d/apache2.conf" 2>"$d/configtest.log" ||
 		{ cat "$d/configtest.log"; return 1; }
-	apache2 -DFOREGROUND -f "$d/apache2.conf" 2>>"$d/stderr.log" &
+	# Its own session: on shutdown the prefork MPM sends SIGTERM to its
+	# whole process group, which -DFOREGROUND leaves shared with this test.
+	setsid apache2 -DFOREGROUND -f "$d/apache2.conf" 2>>"$d/stderr.log" &
 	HTTPD_PID=$!
 	PIDS+=("$HTTPD_PID")
 	wait_for 10 port_open "$HTTP_PORT" ||
 		{ echo "# apache2 did not start"; cat "$d/stderr.log" "$d/error.log"; return 1; }
+	wait_for 5 test -s "$d/apache2.pid"
+	[ "$(cat "$d/apache2.pid")" = "$HTTPD_PID" ] ||
+		{ echo "# apache2's pid is $(cat "$d/apache2.pid"), not $HTTPD_PID"; return 1; }
 }
 
 # start_nginx SITE: nginx (master as root, workers as www-data) in the
@@ -358,20 +363,47 @@ key_rows_reach() {	# N KEY DB...
 	[ $(( ${r%+*} + ${r#*+} )) -ge "$n" ]
 }
 
+# key_span_ms KEY DB...: ms between the first and the last decision for KEY.
+key_span_ms() {
+	local key=$1 db lo hi min= max=
+	shift
+	for db in "$@"; do
+		IFS='|' read -r lo hi <<<"$(sqlite3 -batch -noheader "$db" \
+			"SELECT min(ts_ms), max(ts_ms) FROM decisions WHERE key='$key'" 2>/dev/null)"
+		[ -n "$lo" ] || continue
+		{ [ -z "$min" ] || [ "$lo" -lt "$min" ]; } && min=$lo
+		{ [ -z "$max" ] || [ "$hi" -gt "$max" ]; } && max=$hi
+	done
+	echo $(( ${max:-0} - ${min:-0} ))
+}
+
 # seed_demo WHAT BASE-URL ORG DB...: the seeds' ab -n 110 -c 10 against
 # /user/list?org=ORG, limited to 100 per second: exactly 100 pass and 10
 # are denied at the client. At once, still inside the window, one more
 # request is kept in $T/denied.h and $T/denied.b for check_denied. The audit
 # databases DB... hold one row per decision: 100 allowed, 11 denied.
+# The promise holds for requests inside one 1 s window: on a machine so
+# loaded that the run outlasts the window (Redis TIME of the first and last
+# decision 1 s or more apart), it is run again under a new org, up to 3
+# times. Sets SEED_KEY, the key of the run that was checked, and SEED_EXTRA,
+# the rows the runs before it left.
 seed_demo() {
-	local what=$1 url="$2/user/list?org=$3" key="$3/user/list"
+	local what=$1 base=$2 org=$3 try span url
 	shift 3
-	ab_run -n 110 -c 10 "$url"
-	curl -s -D "$T/denied.h" -o "$T/denied.b" "$url"
+	for try in 1 2 3; do
+		[ "$try" = 1 ] || org="$org-$try"
+		url="$base/user/list?org=$org" SEED_KEY="$org/user/list"
+		ab_run -n 110 -c 10 "$url"
+		curl -s -D "$T/denied.h" -o "$T/denied.b" "$url"
+		wait_for 5 key_rows_reach 111 "$SEED_KEY" "$@"
+		span=$(key_span_ms "$SEED_KEY" "$@")
+		SEED_EXTRA=$(( (try - 1) * 111 ))	# rows of runs that did not count
+		[ "$span" -lt 1000 ] && break
+		echo "# $what: the run took $span ms, longer than the 1 s window (a loaded machine)"
+	done
 	is "$what: ab's 110 requests complete" 110 "$AB_COMPLETE"
 	is "$what: exactly 10 denied at the client" 10 "$AB_NON2XX"
-	wait_for 5 key_rows_reach 111 "$key" "$@"
-	is "$what: one audit row per decision, 100 allowed + 10 + 1 denied" "100+11" "$(key_rows "$key" "$@")"
+	is "$what: one audit row per decision, 100 allowed + 10 + 1 denied" "100+11" "$(key_rows "$SEED_KEY" "$@")"
 }
 
 # check_denied WHAT BODY-PATTERN: the request seed_demo kept, over the
@@ -386,3 +418,6 @@ check_denied() {
 	is "$what: Content-Type" "application/problem+json" "$(resp_header "$T/denied.h" Content-Type)"
 	check "$what: the quota-exceeded problem body" grep -q "$pat" "$T/denied.b"
 }
+
+# at_least MIN VALUE: VALUE is a whole number >= MIN (false when empty).
+at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }

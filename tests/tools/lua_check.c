@@ -916,6 +916,19 @@ check_promise(enum alg a, const struct params *p, const struct run *x, const cha
 		}
 		ok(!bad, "%s %s: releases spaced by cost * window / limit, waits <= burst * T = %lld ms (%zu admissions)",
 		    alg_names[a], what, bound, x->n);
+		/* [t_i, t_j] admits <= burst + (t_j - t_i) * limit / window + cost_j */
+		bad = 0;
+		for (i = 0; i < x->n; i++) {
+			long long sum = 0;
+
+			for (j = i; j < x->n; j++) {
+				if ((i128)(sum - m.B) * m.Wu > (i128)(x->t[j] - x->t[i]) * m.L)
+					bad++;
+				sum += x->cost[j];
+			}
+		}
+		ok(!bad, "%s %s: any interval d admits <= burst + d * limit / window + its last cost (all pairs)",
+		    alg_names[a], what);
 		break;
 	}
 	default:
@@ -1377,6 +1390,21 @@ test_foreign_state(void)
 	}
 	ok(bad == 0, "a key of another type or another algorithm's hash is replaced: %d of %d fresh decisions",
 	    n - bad, n);
+
+	/* sliding_window after its precision grew: the old block indexes lie
+	 * far ahead and must not be counted (nor keep the key alive). */
+	{
+		static const struct params p100 = { 5, 1000, EMPTY, 100 }, p1000 = { 5, 1000, EMPTY, 1000 };
+		struct reply r;
+		char key[128];
+
+		make_key(key, sizeof(key), "precision", SWINDOW, 0);
+		call(SWINDOW, key, T0, 5, &p100, &r);
+		call(SWINDOW, key, T0, 1, &p1000, &r);
+		ok(r.v[ALLOWED] == 1 && r.v[REMAINING] == 4 && r.v[RESET] == 1000,
+		    "sliding_window: blocks written with another precision are dropped (remaining %lld, reset_ms %lld)",
+		    r.v[REMAINING], r.v[RESET]);
+	}
 }
 
 /* sliding_log: members stay unique with many requests in one microsecond. */
