@@ -63,12 +63,14 @@ static const char *const section_names[] = {
 /* Every key of the file; the order of keys[] below. */
 enum key_id {
 	K_LISTEN, K_WORKERS, K_DENY_STATUS, K_HEADERS, K_TRUSTED, K_LOG_LEVEL,
+	K_GATEWAY_DRY_RUN, K_STATUS_PATH, K_STATUS_ALLOW,
 	K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
 	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR,
 	K_AUDIT_DATABASE, K_FLUSH_INTERVAL, K_BATCH, K_QUEUE, K_UNMATCHED,
 	K_UPSTREAM,
 	K_PATH, K_METHOD, K_HOST, K_KEY, K_ALGORITHM, K_LIMIT, K_WINDOW,
 	K_BURST, K_PRECISION, K_COST, K_ON_MISSING, K_RULE_ON_ERROR, K_DRY_RUN,
+	K_DENY_CACHE,
 	NKEYS
 };
 
@@ -194,6 +196,10 @@ static int	set_key_prefix(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_trusted(struct loader *, const struct key *, void *,
 		    const char *);
+static int	set_status_path(struct loader *, const struct key *, void *,
+		    const char *);
+static int	set_status_allow(struct loader *, const struct key *, void *,
+		    const char *);
 static int	set_path(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_methods(struct loader *, const struct key *, void *,
@@ -222,6 +228,12 @@ static const struct key keys[NKEYS] = {
 	    0, 0, NULL, NULL, 0 },
 	[K_LOG_LEVEL] = { S_GATEWAY, "log_level", set_enum, C(log_level),
 	    0, 0, log_levels, "a log level", 0 },
+	[K_GATEWAY_DRY_RUN] = { S_GATEWAY, "dry_run", set_enum, C(dry_run),
+	    0, 0, yes_no, "a boolean", 0 },
+	[K_STATUS_PATH] = { S_GATEWAY, "status_path", set_status_path,
+	    C(status_path), 0, 0, NULL, NULL, 0 },
+	[K_STATUS_ALLOW] = { S_GATEWAY, "status_allow", set_status_allow, 0,
+	    0, 0, NULL, NULL, 0 },
 
 	[K_ADDRESS] = { S_REDIS, "address", set_address, C(redis_address),
 	    0, 0, NULL, NULL, 0 },
@@ -276,6 +288,8 @@ static const struct key keys[NKEYS] = {
 	[K_RULE_ON_ERROR] = { S_RULE, "on_error", set_enum, R(on_error),
 	    0, 0, on_errors, "an error policy", 0 },
 	[K_DRY_RUN] = { S_RULE, "dry_run", set_enum, R(dry_run),
+	    0, 0, yes_no, "a boolean", 0 },
+	[K_DENY_CACHE] = { S_RULE, "deny_cache", set_enum, R(deny_cache),
 	    0, 0, yes_no, "a boolean", 0 },
 };
 
@@ -795,11 +809,11 @@ parse_cidr(const char *tok, size_t len, struct cidr *out, const char **why)
 	return 0;
 }
 
+/* A list of CIDRs separated by blanks or commas into *out, *nout. */
 static int
-set_trusted(struct loader *l, const struct key *k, void *base,
-    const char *v)
+parse_cidrs(struct loader *l, const struct key *k, const char *v,
+    struct cidr **out, size_t *nout)
 {
-	struct conf *c = base;
 	struct cidr *list;
 	const char *p, *why;
 	size_t n = 0, len;
@@ -829,8 +843,58 @@ set_trusted(struct loader *l, const struct key *k, void *base,
 		}
 		n++;
 	}
-	c->trusted = list;
-	c->ntrusted = n;
+	*out = list;
+	*nout = n;
+	return 0;
+}
+
+static int
+set_trusted(struct loader *l, const struct key *k, void *base,
+    const char *v)
+{
+	struct conf *c = base;
+
+	return parse_cidrs(l, k, v, &c->trusted, &c->ntrusted);
+}
+
+static int
+set_status_allow(struct loader *l, const struct key *k, void *base,
+    const char *v)
+{
+	struct conf *c = base;
+	struct cidr *list;
+	size_t n;
+
+	if (parse_cidrs(l, k, v, &list, &n) == -1)
+		return -1;
+	free(c->status_allow);	/* the default */
+	c->status_allow = list;
+	c->nstatus_allow = n;
+	return 0;
+}
+
+/* "/rlgate-status": a path prefix of its own, without the trailing '/'. */
+static int
+set_status_path(struct loader *l, const struct key *k, void *base,
+    const char *v)
+{
+	char *p;
+
+	if (v[0] != '/' || strpbrk(v, " \t?#*%{}") != NULL) {
+		kerr(l, k, "\"%s\" is not a plain path (use e.g. "
+		    "/rlgate-status)", v);
+		return -1;
+	}
+	if (set_string(l, k, base, v) == -1)
+		return -1;
+	p = *FIELD(base, k, char *);
+	for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--)
+		p[n - 1] = '\0';
+	if (strcmp(p, "/") == 0) {
+		kerr(l, k, "\"%s\" would take every request (use a path of "
+		    "its own, e.g. /rlgate-status)", v);
+		return -1;
+	}
 	return 0;
 }
 
@@ -1352,6 +1416,7 @@ open_rule(struct loader *l, const char *name)
 	r->algorithm = RLG_FIXED_WINDOW;
 	r->cost = 1;
 	r->on_error = RLG_ON_ERROR_INHERIT;
+	r->metrics_slot = -1;
 	if ((r->name = lstrdup(l, name)) == NULL)
 		return;
 	tmpl_set_ip(l, &r->key);
@@ -1595,6 +1660,18 @@ conf_new(struct loader *l, const char *path)
 	c->redis_address = lstrdup(l, "127.0.0.1:6379");
 	c->key_prefix = lstrdup(l, "rl:");
 	c->audit_database = lstrdup(l, "/var/lib/rlgate/audit.db");
+	/* status_allow: loopback only, until the file says otherwise. */
+	if ((c->status_allow = calloc(2, sizeof(*c->status_allow))) == NULL) {
+		l->oom = 1;
+		return c;
+	}
+	c->status_allow[0].family = AF_INET;
+	c->status_allow[0].bits = 32;
+	inet_pton(AF_INET, "127.0.0.1", c->status_allow[0].addr);
+	c->status_allow[1].family = AF_INET6;
+	c->status_allow[1].bits = 128;
+	inet_pton(AF_INET6, "::1", c->status_allow[1].addr);
+	c->nstatus_allow = 2;
 	return c;
 }
 
@@ -1691,6 +1768,8 @@ conf_free(struct conf *c)
 	free(c->path);
 	free(c->listen);
 	free(c->trusted);
+	free(c->status_path);
+	free(c->status_allow);
 	free(c->redis_address);
 	free(c->redis_username);
 	if (c->redis_password != NULL)
@@ -1717,7 +1796,8 @@ prefix_match(const unsigned char *net, const unsigned char *addr, int bits)
 }
 
 int
-conf_trusted(const struct conf *c, int family, const unsigned char *addr)
+conf_in_cidrs(const struct cidr *list, size_t n, int family,
+    const unsigned char *addr)
 {
 	static const unsigned char v4mapped[12] = {
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
@@ -1725,7 +1805,7 @@ conf_trusted(const struct conf *c, int family, const unsigned char *addr)
 	const unsigned char *v4 = NULL;
 	size_t i;
 
-	if (c == NULL || addr == NULL)
+	if (list == NULL || addr == NULL)
 		return 0;
 	/* A dual-stack socket shows IPv4 peers as ::ffff:a.b.c.d; the
 	 * operator wrote a.b.c.d/n. */
@@ -1733,15 +1813,23 @@ conf_trusted(const struct conf *c, int family, const unsigned char *addr)
 		v4 = addr;
 	else if (family == AF_INET6 && memcmp(addr, v4mapped, 12) == 0)
 		v4 = addr + 12;
-	for (i = 0; i < c->ntrusted; i++) {
-		const struct cidr *n = &c->trusted[i];
+	for (i = 0; i < n; i++) {
+		const struct cidr *c = &list[i];
 
-		if (n->family == AF_INET && v4 != NULL &&
-		    prefix_match(n->addr, v4, n->bits))
+		if (c->family == AF_INET && v4 != NULL &&
+		    prefix_match(c->addr, v4, c->bits))
 			return 1;
-		if (n->family == AF_INET6 && family == AF_INET6 &&
-		    prefix_match(n->addr, addr, n->bits))
+		if (c->family == AF_INET6 && family == AF_INET6 &&
+		    prefix_match(c->addr, addr, c->bits))
 			return 1;
 	}
 	return 0;
+}
+
+int
+conf_trusted(const struct conf *c, int family, const unsigned char *addr)
+{
+	if (c == NULL)
+		return 0;
+	return conf_in_cidrs(c->trusted, c->ntrusted, family, addr);
 }

@@ -112,6 +112,9 @@ struct rule {
 	int			 on_missing_deny;
 	enum rlg_on_error	 on_error;
 	int			 dry_run;
+	int			 deny_cache;	/* remember denials for retry_after */
+	int			 metrics_slot;	/* set by metrics_register_rules();
+						 * -1 until then */
 };
 
 struct conf {
@@ -125,6 +128,10 @@ struct conf {
 	struct cidr		*trusted;
 	size_t			 ntrusted;
 	enum rlg_log_level	 log_level;
+	int			 dry_run;	/* every rule decides, none denies */
+	char			*status_path;	/* NULL = no status endpoint */
+	struct cidr		*status_allow;	/* who may read it */
+	size_t			 nstatus_allow;
 
 	/* [redis] */
 	char			*redis_address;	/* "host:port" or "unix:/path" */
@@ -188,6 +195,14 @@ int		 conf_parse_duration(const char *s, long long *out_ms,
  * IPv4 CIDRs. Returns 1 or 0; c may be NULL (0).
  */
 int		 conf_trusted(const struct conf *c, int family,
+		    const unsigned char *addr);
+
+/*
+ * Is the address inside one of list[0..n)? The same matching as
+ * conf_trusted() (IPv4-mapped IPv6 addresses match IPv4 CIDRs). Returns 1
+ * or 0.
+ */
+int		 conf_in_cidrs(const struct cidr *list, size_t n, int family,
 		    const unsigned char *addr);
 
 #endif

@@ -303,9 +303,10 @@ append_call(struct limiter *l, const struct conf *c, const struct match *m,
 	argv[4] = "";		/* now: Redis TIME, one clock for all gateways */
 	for (i = 0; i < 5; i++)
 		argv[5 + i] = k->num[i];
+	/* The key is counted, not terminated (it may hold any byte): no
+	 * strlen() on it, which would read past its end. */
 	for (i = 0; i < 10; i++)
-		argl[i] = strlen(argv[i]);
-	argl[3] = k->keylen;
+		argl[i] = i == 3 ? k->keylen : strlen(argv[i]);
 	redisAppendCommandArgv(l->ctx, 10, argv, argl);
 }
 

@@ -22,6 +22,7 @@ struct verdict {
 	long long	 retry_after_ms;
 	long long	 now_us;	/* Redis TIME */
 	long long	 delay_ms;
+	int		 local;		/* a denial from the deny cache, not Redis */
 };
 
 struct limiter;

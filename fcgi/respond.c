@@ -94,7 +94,7 @@ const char *
 respond_reason_name(enum rlg_reason r)
 {
 	static const char *names[] = { "limit", "unmatched", "redis_error",
-	    "dry_run", "bad_request" };
+	    "dry_run", "bad_request", "local_cache" };
 
 	return names[r];
 }
@@ -103,6 +103,14 @@ static long long
 ceil_div(long long a, long long b)
 {
 	return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* Did rule i deny the request for being over its limit (here or cached)? */
+static int
+over_limit(const struct decision *d, size_t i)
+{
+	return !d->rule_allowed[i] && (d->rule_reason[i] == RLG_REASON_LIMIT ||
+	    d->rule_reason[i] == RLG_REASON_LOCAL_CACHE);
 }
 
 void
@@ -123,17 +131,19 @@ respond_decide(struct decision *d, int bad_status)
 		const struct verdict *v = &d->v[i];
 		enum rlg_on_error oe = ru->on_error != RLG_ON_ERROR_INHERIT ?
 		    ru->on_error : d->conf->on_error;
+		int dry = ru->dry_run || d->conf->dry_run;
 
 		if (!v->answered) {
 			d->rule_reason[i] = RLG_REASON_REDIS_ERROR;
 			d->rule_allowed[i] = oe != RLG_ON_ERROR_DENY;
-			if (!d->rule_allowed[i] && !ru->dry_run)
+			if (!d->rule_allowed[i] && !dry)
 				unavailable = 1;
-		} else if (!v->allowed && ru->dry_run) {
+		} else if (!v->allowed && dry) {
 			d->rule_reason[i] = RLG_REASON_DRY_RUN;
 			d->rule_allowed[i] = 0;
 		} else {
-			d->rule_reason[i] = RLG_REASON_LIMIT;
+			d->rule_reason[i] = v->local && !v->allowed ?
+			    RLG_REASON_LOCAL_CACHE : RLG_REASON_LIMIT;
 			d->rule_allowed[i] = v->allowed;
 			if (!v->allowed) {
 				denied = 1;
@@ -164,8 +174,7 @@ closest(const struct decision *d)
 	for (i = 0; i < d->n; i++) {
 		if (!d->v[i].answered)
 			continue;
-		if (d->rule_reason[i] == RLG_REASON_LIMIT &&
-		    !d->rule_allowed[i])
+		if (over_limit(d, i))
 			return (int)i;	/* a denial explains itself first */
 		if (best == -1 || d->v[i].remaining < d->v[best].remaining)
 			best = (int)i;
@@ -264,7 +273,7 @@ problem_body(struct out *o, const struct decision *d)
 	for (i = 0; i < d->n; i++) {
 		const struct rule *ru = d->m[i].rule;
 
-		if (d->rule_reason[i] != RLG_REASON_LIMIT || d->rule_allowed[i])
+		if (!over_limit(d, i))
 			continue;
 		put(o, "%s%s allows %lld per %lld ms", sep, ru->name,
 		    ru->limit, ru->window_ms);
@@ -273,7 +282,7 @@ problem_body(struct out *o, const struct decision *d)
 	put(o, "; retry in %lld ms\",\"violated-policies\":[", d->retry_after_ms);
 	sep = "";
 	for (i = 0; i < d->n; i++) {
-		if (d->rule_reason[i] != RLG_REASON_LIMIT || d->rule_allowed[i])
+		if (!over_limit(d, i))
 			continue;
 		put(o, "%s\"%s\"", sep, d->m[i].rule->name);
 		sep = ",";

@@ -23,7 +23,8 @@ enum rlg_reason {
 	RLG_REASON_UNMATCHED,
 	RLG_REASON_REDIS_ERROR,
 	RLG_REASON_DRY_RUN,
-	RLG_REASON_BAD_REQUEST
+	RLG_REASON_BAD_REQUEST,
+	RLG_REASON_LOCAL_CACHE	/* denied by the deny cache, without Redis */
 };
 
 /* One request's decision. The pointers are borrowed, not owned. */
@@ -48,9 +49,11 @@ struct decision {
 /*
  * Sets d's status, allowed, retry_after_ms, delay_ms and the per-rule
  * outcome from its verdicts: a bad request is 400 (or the status given in
- * bad_status); a rule over its limit denies (deny_status) unless dry_run;
- * a rule Redis could not decide follows its on_error (deny is 503);
- * everything else is allowed.
+ * bad_status); a rule over its limit denies (deny_status) unless it is in
+ * dry run (its own dry_run, or [gateway] dry_run), and so does a denial
+ * the deny cache remembered (reason local_cache); a rule Redis could not
+ * decide follows its on_error (deny is 503, not in dry run); everything
+ * else is allowed.
  */
 void		 respond_decide(struct decision *d, int bad_status);
 

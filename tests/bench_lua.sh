@@ -141,7 +141,7 @@ echo "# 7 per second (not a whole number of us per token):" \
 # them all (active expiry; nobody reads them).
 echo
 echo "# expiry: $KEYS_N idle keys, limit 100 per 1 s (buckets: cost 100), TTL about 1 s"
-printf '%-16s %10s %22s\n' "script" "TTL ms" "all gone after (s)"
+printf '%-16s %14s %22s\n' "script" "PTTL left (ms)" "all gone after (s)"
 for alg in $ALGS; do
 	rcli flushall > /dev/null
 	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
@@ -152,5 +152,5 @@ for alg in $ALGS; do
 	ttl=$(rcli pttl "rl:{user_list:$((KEYS_N - 1))}")
 	while [ "$(rcli dbsize)" != 0 ]; do sleep 0.05; done
 	t1=$(date +%s.%N)
-	printf '%-16s %10s %22.2f\n' "$alg" "$ttl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+	printf '%-16s %14s %22.2f\n' "$alg" "$ttl" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 done

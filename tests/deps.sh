@@ -3,7 +3,8 @@
 # when they are missing. Needs root for apt-get; says what to do otherwise.
 PKGS="build-essential pkg-config libfcgi-dev libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
-spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx"
+spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
+chromium"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

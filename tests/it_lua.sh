@@ -55,7 +55,7 @@ admitted_now() {
 	[ "$#" = 7 ] && [ "$1" = 1 ] && [ "$6" -gt 1600000000000000 ]
 }
 for alg in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
-	out=$(evalr "$alg" "rl:{readme:time:$alg}" '' 1 10 1000 '' '')
+	out=$(evalr "$alg" "rl:{readme:time:$alg}" '' 1 10 60000 '' '')
 	check "redis-cli --eval $alg with Redis TIME: admitted, now_us is Redis's clock ($out)" \
 		admitted_now "$out"
 	ttl=$(rcli pttl "rl:{readme:time:$alg}")
