@@ -1256,6 +1256,72 @@ default_precision(long long window_ms)
 	return best;
 }
 
+static long long
+gcd(long long a, long long b)
+{
+	while (b != 0) {
+		long long t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/*
+ * The scripts keep exact integer arithmetic in Lua numbers (doubles), and
+ * bound what they store; they refuse other arguments per request. Refuse
+ * them here instead, once, with the line.
+ */
+static void
+check_script_limits(struct loader *l, struct rule *r)
+{
+	long long window_us = r->window_ms * 1000, cap, span;
+	unsigned __int128 need;
+	char a[32];
+
+	cap = r->burst > 0 ? r->burst : r->limit;
+	switch (r->algorithm) {
+	case RLG_SLIDING_LOG:
+		if (r->limit > 100000)
+			lerr(l, l->seen[K_LIMIT], l->secname, "limit", "%lld is "
+			    "more than sliding_log keeps (one entry per admitted "
+			    "unit, at most 100000); use sliding_window or gcra "
+			    "for large limits", r->limit);
+		break;
+	case RLG_SLIDING_WINDOW:
+		if (r->precision_ms > 0 && r->window_ms % r->precision_ms == 0 &&
+		    r->window_ms / r->precision_ms > 10000)
+			lerr(l, given(l, K_PRECISION) ? l->seen[K_PRECISION] :
+			    r->line, l->secname, "precision", "%s makes %lld "
+			    "blocks per window; at most 10000 are kept (set a "
+			    "coarser precision that divides the window)",
+			    fmt_duration(r->precision_ms, a, sizeof(a)),
+			    r->window_ms / r->precision_ms);
+		break;
+	case RLG_TOKEN_BUCKET:
+	case RLG_GCRA:
+	case RLG_LEAKY_BUCKET:
+		/* Time per unit is window/limit, kept as an exact fraction
+		 * with denominator limit/gcd: capacity times it must stay
+		 * below 2^52 microseconds. */
+		span = window_us / gcd(r->limit, window_us);
+		need = (unsigned __int128)(r->algorithm == RLG_LEAKY_BUCKET ?
+		    2 * cap : cap) * (unsigned __int128)span;
+		if (need >= ((unsigned __int128)1 << 52))
+			lerr(l, l->seen[K_LIMIT] ? l->seen[K_LIMIT] : r->line,
+			    l->secname, "limit", "%lld per %s cannot be kept "
+			    "exactly by %s with a capacity of %lld (the time "
+			    "per unit is too fine a fraction); use a limit that "
+			    "divides the window in microseconds, e.g. a round "
+			    "number", r->limit, fmt_duration(r->window_ms, a,
+			    sizeof(a)), conf_algorithm_name(r->algorithm), cap);
+		break;
+	default:
+		break;
+	}
+}
+
 /* Checks what needs the whole [rule:NAME] section: required keys and
  * contradictions between keys. */
 static void
@@ -1319,6 +1385,9 @@ finish_rule(struct loader *l)
 			    "raise %s", r->cost, by_burst ? "burst" : "limit",
 			    cap, by_burst ? "burst" : "limit");
 	}
+	if (l->state[K_LIMIT] == KS_OK && l->state[K_WINDOW] == KS_OK &&
+	    l->state[K_BURST] != KS_BAD && l->state[K_PRECISION] != KS_BAD)
+		check_script_limits(l, r);
 }
 
 /* Checks that need a whole section of the file, once it is over. */

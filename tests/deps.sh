@@ -1,10 +1,13 @@
 #!/bin/sh
 # Installs the Debian 12 packages rlgate builds, tests and benchmarks with,
 # when they are missing. Needs root for apt-get; says what to do otherwise.
+# clang with libclang-rt-14-dev (libFuzzer and the sanitizers' runtime, only
+# a Recommends of clang): the fuzz targets; valgrind: the leak check;
+# e2fsprogs: chattr for tests/it_faults_audit.sh.
 PKGS="build-essential pkg-config libfcgi-dev libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
-chromium"
+chromium clang libclang-rt-14-dev valgrind e2fsprogs"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

@@ -1,14 +1,14 @@
 #!/bin/bash
 # A short libFuzzer run of every tests/fuzz_NAME target (built by `make
 # test` with clang, -fsanitize=fuzzer,address,undefined), FUZZ_TEST_SECONDS
-# (default 5) each: first every input of its seed corpus tests/fuzz/NAME/
+# (default 4) each: first every input of its seed corpus tests/fuzz/NAME/
 # must pass, then new inputs are generated for the rest of the time. A
 # crash, a sanitizer report, a leak or a broken invariant fails the check
 # and leaves the reproducing input in the kept directory. The long run is
 # `make fuzz` (FUZZ_SECONDS, default 60).
 . "$(dirname "$0")/lib.sh"
 
-secs=${FUZZ_TEST_SECONDS:-5}
+secs=${FUZZ_TEST_SECONDS:-4}
 targets=$(cd "$TOP/tests" && ls fuzz_*.c 2>/dev/null | sed 's/\.c$//')
 check "there are fuzz targets" test -n "$targets"
 for f in $targets; do

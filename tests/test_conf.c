@@ -911,6 +911,29 @@ test_methods_and_host(void **state)
 	    "4: [rule:r] host: \"a.com b.com\" is not one host name", NULL);
 }
 
+/* What the scripts would refuse per request is refused at load time. */
+static void
+test_script_limits(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	expect_one("[rule:r]\nalgorithm = sliding_log\nlimit = 100001\n"
+	    "window = 1s\n", "3: [rule:r] limit: 100001 is more than "
+	    "sliding_log keeps", NULL);
+	expect_one("[rule:r]\nalgorithm = sliding_window\nlimit = 5\n"
+	    "window = 1h\nprecision = 100ms\n", "5: [rule:r] precision: "
+	    "100ms makes 36000 blocks", NULL);
+	/* 999983 per day: day/999983 is too fine a fraction to keep. */
+	expect_one("[rule:r]\nalgorithm = gcra\nlimit = 999983\n"
+	    "window = 1d\n", "3: [rule:r] limit: 999983 per 1d cannot be "
+	    "kept exactly by gcra", NULL);
+	c = load_ok("[rule:r]\nalgorithm = token_bucket\nlimit = 1000000\n"
+	    "window = 1d\n[rule:s]\nalgorithm = sliding_log\n"
+	    "limit = 100000\nwindow = 1m\n");
+	conf_free(c);
+}
+
 static void
 test_templates(void **state)
 {
@@ -1313,6 +1336,7 @@ main(void)
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_methods_and_host),
 		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_script_limits),
 		cmocka_unit_test(test_cost),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_algorithm_keys),

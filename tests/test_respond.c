@@ -13,6 +13,11 @@
 
 #include "respond.h"
 
+/* An answered verdict: allowed, remaining, limit, reset_ms, retry_after_ms. */
+#define VERDICT(a, rem, lim, reset, retry) ((struct verdict){ .answered = 1, \
+	.allowed = (a), .remaining = (rem), .limit = (lim), .reset_ms = (reset), \
+	.retry_after_ms = (retry), .now_us = 1 })
+
 static struct conf	conf;
 static struct rule	rules[2];
 static struct request	req;
@@ -72,7 +77,7 @@ test_deny_reply_exact(void **state)
 	size_t len;
 
 	(void)state;
-	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	v[0] = VERDICT(0, 0, 100, 420, 420);
 	d = decide(1);
 	assert_int_equal(d.status, 429);
 	assert_false(d.allowed);
@@ -99,7 +104,7 @@ test_retry_after_rounds_up(void **state)
 	size_t len;
 
 	(void)state;
-	v[0] = (struct verdict){ 1, 0, 0, 100, 2001, 2001, 1, 0 };
+	v[0] = VERDICT(0, 0, 100, 2001, 2001);
 	d = decide(1);
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';
@@ -114,8 +119,8 @@ test_authorizer_allow_is_status_and_variables(void **state)
 	size_t len;
 
 	(void)state;
-	v[0] = (struct verdict){ 1, 1, 99, 100, 1000, 0, 1, 0 };
-	v[1] = (struct verdict){ 1, 1, 4000, 5000, 1000, 0, 1, 0 };
+	v[0] = VERDICT(1, 99, 100, 1000, 0);
+	v[1] = VERDICT(1, 4000, 5000, 1000, 0);
 	d = decide(2);
 	assert_int_equal(d.status, 200);
 	len = respond_write(&d, out, sizeof(out));
@@ -136,8 +141,8 @@ test_two_policies_one_denies(void **state)
 	size_t len;
 
 	(void)state;
-	v[0] = (struct verdict){ 1, 1, 50, 100, 300, 0, 1, 0 };
-	v[1] = (struct verdict){ 1, 0, 0, 5000, 5000, 3600000, 1, 0 };
+	v[0] = VERDICT(1, 50, 100, 300, 0);
+	v[1] = VERDICT(0, 0, 5000, 5000, 3600000);
 	conf.headers = RLG_HEADERS_BOTH;
 	d = decide(2);
 	assert_int_equal(d.status, 429);
@@ -184,7 +189,7 @@ test_dry_run_never_denies(void **state)
 
 	(void)state;
 	rules[0].dry_run = 1;
-	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	v[0] = VERDICT(0, 0, 100, 420, 420);
 	d = decide(1);
 	assert_int_equal(d.status, 200);
 	assert_int_equal(d.rule_reason[0], RLG_REASON_DRY_RUN);
@@ -201,7 +206,7 @@ test_responder_json_escapes_key(void **state)
 	req.role = RLG_ROLE_RESPONDER;
 	memcpy(m[0].key, "a\"b\\\n\xff", 6);
 	m[0].key_len = 6;
-	v[0] = (struct verdict){ 1, 1, 99, 100, 1000, 0, 1, 0 };
+	v[0] = VERDICT(1, 99, 100, 1000, 0);
 	conf.deny_status = 403;
 	d = decide(1);
 	len = respond_write(&d, out, sizeof(out));
@@ -210,7 +215,7 @@ test_responder_json_escapes_key(void **state)
 	assert_non_null(strstr(out, "\"key\":\"a\\\"b\\\\\\u000a\\u00ff\""));
 	assert_non_null(strstr(out, "{\"allowed\":true,\"status\":200,"));
 	/* deny_status = 403 for nginx: the problem still says quota. */
-	v[0] = (struct verdict){ 1, 0, 0, 100, 420, 420, 1, 0 };
+	v[0] = VERDICT(0, 0, 100, 420, 420);
 	d = decide(1);
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';

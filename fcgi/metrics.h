@@ -1,0 +1,107 @@
+/*
+ * metrics: the counters behind the status endpoint (<status_path>/metrics
+ * and /health). Each worker thread counts into its own struct
+ * metrics_worker, with no lock and no shared cache line on the request
+ * path; a scrape sums them. Writes the Prometheus text exposition format
+ * 0.0.4 and the health JSON; the HTTP framing and who may ask are main's.
+ */
+#ifndef RLG_METRICS_H
+#define RLG_METRICS_H
+
+#include <stddef.h>
+
+#include "conf.h"
+#include "respond.h"
+
+#define RLG_METRICS_RULES	1024	/* rule names counted, over all reloads */
+
+/* How a rule's decision counts (the "outcome" label). */
+enum metrics_outcome {
+	RLG_OUT_ALLOWED,
+	RLG_OUT_DENIED,
+	RLG_OUT_REDIS_ERROR,
+	RLG_OUT_DRY_RUN,
+	RLG_OUT_BAD_REQUEST,
+	RLG_OUT_LOCAL_CACHE,
+	RLG_OUT_COUNT
+};
+
+struct metrics_worker;
+
+/*
+ * A worker's counters, registered for scraping until metrics_worker_free().
+ * Only the thread that owns it may count into it. NULL when out of memory
+ * (every counting function accepts NULL and then counts nothing).
+ */
+struct metrics_worker	*metrics_worker_new(void);
+
+/* Unregisters and frees w (its counts leave the totals). Accepts NULL. */
+void	 metrics_worker_free(struct metrics_worker *w);
+
+/*
+ * Gives every rule of c its counter slot (c's rules' metrics_slot), by
+ * name, so that a rule keeps its series across reloads. Call before c is
+ * used by any worker. A name beyond RLG_METRICS_RULES is not counted
+ * (logged once). Thread safe.
+ */
+void	 metrics_register_rules(struct conf *c);
+
+/* One request decided: its rules' outcomes (d as respond_decide() left it). */
+void	 metrics_decided(struct metrics_worker *w, const struct decision *d);
+
+/* The worker is serving a request (1) or waiting for one (0). */
+void	 metrics_busy(struct metrics_worker *w, int busy);
+
+/* One pipelined round trip to Redis that answered, and its duration. */
+void	 metrics_redis_latency(struct metrics_worker *w, long long us);
+
+/* One call to Redis that failed (connect, timeout, error reply). */
+void	 metrics_redis_error(struct metrics_worker *w);
+
+/* What the process knows beyond the counters, for a scrape. */
+struct metrics_process {
+	int		 workers;
+	int		 audit;		/* an audit database is open */
+	long long	 audit_written;
+	long long	 audit_queued;
+	long long	 audit_retries;
+	long long	 audit_lag_ms;	/* age of the oldest queued row */
+	long long	 generation;	/* configurations loaded so far, 1 at start */
+	long long	 loaded_ms;	/* when the current one was, ms since epoch */
+	size_t		 deny_cache_entries;
+};
+
+/*
+ * Writes the Prometheus text (format 0.0.4) of every counter plus p into
+ * out (outlen bytes). Returns the length it needs: when that is outlen or
+ * more, out holds a cut text and the caller retries with a larger buffer
+ * (like snprintf). Thread safe.
+ */
+size_t	 metrics_prometheus(const struct metrics_process *p, char *out,
+	    size_t outlen);
+
+/* What /health reports. */
+struct metrics_health {
+	const char	*version;
+	int		 redis_ok;
+	const char	*redis_address;
+	const char	*redis_error;	/* why not, when not */
+	long long	 redis_latency_us;
+	struct metrics_process p;
+	const char	*config_path;
+	size_t		 rules;
+	long long	 audit_lag_max_ms;	/* beyond it the audit is unhealthy */
+};
+
+/*
+ * Writes the health JSON of h into out (outlen bytes, cut if need be) and
+ * returns its length; *healthy is 1 when Redis answers and the audit keeps
+ * up (lag at most audit_lag_max_ms), else 0 (the endpoint answers 503).
+ */
+size_t	 metrics_health_json(const struct metrics_health *h, char *out,
+	    size_t outlen, int *healthy);
+
+/* Sum of the busy workers, for /health. */
+int	 metrics_workers_busy(void);
+
+#endif
