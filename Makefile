@@ -24,11 +24,16 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
-# The gateway, one file per concern, in the order a request goes through them.
+# The gateway, one file per concern, in the order a request goes through them;
+# beside the line: the deny cache (limiter's) and the status endpoint's
+# counters (metrics).
 GATEWAY	 = fcgi/main.c
 LIB_SRCS = fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
-	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c fcgi/linger.c
+	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
+	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
+# The admin command: the same configuration and Redis connection, its own main.
+CTL	 = fcgi/ctl.c
 SCRIPTS	 = $(sort $(wildcard lua/*.lua))
 
 # The report tool: its own sources plus conf and the audit schema.
@@ -45,7 +50,8 @@ TOOL_BINS = $(TOOL_SRCS:.c=)
 # Man pages live beside what they describe.
 MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
 
-PROGS	= fcgi/rlgate cgi-bin/rlgate.cgi $(if $(REPORT_SRCS),reports/rlgate-report)
+PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
+	  $(if $(REPORT_SRCS),reports/rlgate-report)
 
 .PHONY: all deps test unit integration run bench install clean fuzz
 all: $(PROGS)
@@ -59,8 +65,12 @@ fcgi/scripts.c: $(SCRIPTS) fcgi/embed.sh
 fcgi/rlgate: $(GATEWAY:.c=.o) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+fcgi/rlgate-ctl: $(CTL:.c=.o) $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 # The CGI entry point is the same program; it notices CGI by itself.
 cgi-bin/rlgate.cgi: fcgi/rlgate
+	@mkdir -p $(@D)	# git keeps no empty directory: a fresh clone has none
 	cp fcgi/rlgate $@
 
 reports/rlgate-report: $(REPORT_OBJS)
@@ -139,6 +149,7 @@ install: all
 		$(DESTDIR)$(SYSCONFDIR)/rlgate $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 755 fcgi/rlgate $(DESTDIR)$(SBINDIR)/rlgate
+	install -m 755 fcgi/rlgate-ctl $(DESTDIR)$(SBINDIR)/rlgate-ctl
 	install -m 755 cgi-bin/rlgate.cgi $(DESTDIR)$(LIBEXECDIR)/rlgate.cgi
 	$(if $(REPORT_SRCS),install -m 755 reports/rlgate-report $(DESTDIR)$(BINDIR)/rlgate-report)
 	install -m 640 conf/rlgate.ini $(DESTDIR)$(SYSCONFDIR)/rlgate/rlgate.ini.sample

@@ -701,5 +701,7 @@ audit_stats(struct audit *a, struct audit_stats *st)
 	st->queued = (long long)a->count;
 	st->written = a->written;
 	st->failures = a->failures;
+	if (a->count > 0)
+		st->oldest_ts_ms = a->ring[a->head]->r.ts_ms;
 	pthread_mutex_unlock(&a->mu);
 }

@@ -5,6 +5,7 @@
  * probe per back-off period instead of one timeout per request.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +15,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include "denycache.h"
 #include "limiter.h"
 #include "log.h"
+#include "metrics.h"
 #include "scripts.h"
 
 #define BACKOFF_FIRST_MS	50
@@ -28,6 +31,7 @@ struct limiter {
 	char		 target[512];	/* what ctx is connected to */
 	char		 sha[RLG_ALGORITHM_COUNT][41];
 	char		 refused[256];	/* why Redis refused a call (-2 below) */
+	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
 };
 
 /* Shared by all workers of the process: is Redis down, until when. */
@@ -35,6 +39,8 @@ static atomic_llong	down_until_ms;
 static atomic_llong	backoff_ms;
 static atomic_long	outage_epoch;
 static atomic_int	outage_logged;
+static pthread_mutex_t	why_lock = PTHREAD_MUTEX_INITIALIZER;
+static char		down_why[256];	/* the last outage's reason, under why_lock */
 
 static long long
 mono_ms(void)
@@ -133,10 +139,9 @@ load_scripts(struct limiter *l, char *err, size_t errlen)
 	return 0;
 }
 
-/* Opens, authenticates and prepares a connection. */
+/* Opens and authenticates a connection (no scripts yet). */
 static int
-connect_redis(struct limiter *l, const struct conf *c, char *err,
-    size_t errlen)
+dial(struct limiter *l, const struct conf *c, char *err, size_t errlen)
 {
 	const char *addr = c->redis_address;
 	char host[256], db[16];
@@ -193,6 +198,19 @@ connect_redis(struct limiter *l, const struct conf *c, char *err,
 		if (command_ok(l, err, errlen, 2, argv) == -1)
 			goto fail;
 	}
+	return 0;
+fail:
+	disconnect(l);
+	return -1;
+}
+
+/* Opens, authenticates and prepares a connection. */
+static int
+connect_redis(struct limiter *l, const struct conf *c, char *err,
+    size_t errlen)
+{
+	if (dial(l, c, err, errlen) == -1)
+		return -1;
 	if (load_scripts(l, err, errlen) == -1)
 		goto fail;
 	target_of(c, l->target, sizeof(l->target));
@@ -215,6 +233,9 @@ mark_down(const struct conf *c, const char *why)
 	atomic_store(&backoff_ms, b);
 	atomic_store(&down_until_ms, mono_ms() + b);
 	atomic_fetch_add(&outage_epoch, 1);
+	pthread_mutex_lock(&why_lock);
+	snprintf(down_why, sizeof(down_why), "%s", why);
+	pthread_mutex_unlock(&why_lock);
 	if (atomic_exchange(&outage_logged, 1) == 0)
 		log_error("redis %s: %s; answering with on_error until it is "
 		    "back", c->redis_address, why);
@@ -253,6 +274,7 @@ ensure_connected(struct limiter *l, const struct conf *c)
 	    &until, now + atomic_load(&backoff_ms)))
 		return -1;	/* another worker is probing */
 	if (connect_redis(l, c, err, sizeof(err)) == -1) {
+		metrics_redis_error(l->metrics);
 		mark_down(c, err);
 		return -1;
 	}
@@ -383,24 +405,95 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 	return 0;
 }
 
+static long long
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Rules in dry run never deny, so nothing of theirs is remembered. */
+static int
+cacheable(const struct conf *c, const struct rule *ru)
+{
+	return ru->deny_cache && !ru->dry_run && !c->dry_run;
+}
+
+/* Fills v from the deny cache when it remembers m denied. Returns 1 then. */
+static int
+cached(const struct conf *c, const struct match *m, long long now,
+    struct verdict *v)
+{
+	const struct rule *ru = m->rule;
+	struct denial dn;
+
+	if (!cacheable(c, ru) || !denycache_get(c, ru->name, m->key,
+	    m->key_len, m->cost, now, &dn))
+		return 0;
+	v->answered = 1;
+	v->allowed = 0;
+	v->local = 1;
+	v->remaining = dn.remaining;
+	v->limit = dn.limit;
+	/* Rounded up like the scripts' own: never early. */
+	v->retry_after_ms = (dn.until_us - now + 999) / 1000;
+	v->reset_ms = dn.reset_at_us > now ? (dn.reset_at_us - now + 999) /
+	    1000 : 0;
+	v->now_us = dn.now_us + (now - dn.at_us);	/* on Redis's clock */
+	v->delay_ms = 0;
+	return 1;
+}
+
+/*
+ * Remembers a denial Redis gave. sent is when the call was sent: Redis
+ * decided later, so the entry ends no later than retry_after says.
+ */
+static void
+remember(const struct conf *c, const struct match *m, const struct verdict *v,
+    long long sent)
+{
+	struct denial dn;
+
+	if (!cacheable(c, m->rule) || !v->answered || v->allowed ||
+	    v->retry_after_ms <= 0)
+		return;
+	dn.cost = m->cost;
+	dn.remaining = v->remaining;
+	dn.limit = v->limit;
+	dn.until_us = sent + v->retry_after_ms * 1000;
+	dn.reset_at_us = sent + v->reset_ms * 1000;
+	dn.now_us = v->now_us;
+	dn.at_us = sent;
+	denycache_put(c, m->rule->name, m->key, m->key_len, &dn);
+}
+
 int
 limiter_decide(struct limiter *l, const struct conf *c,
     const struct match *m, size_t n, struct verdict *v)
 {
 	struct call calls[RLG_MAX_MATCHES];
 	size_t i, retry[RLG_MAX_MATCHES], nretry = 0;
+	long long sent;
 	int rc, pass;
 	char err[256];
 
 	memset(v, 0, n * sizeof(*v));
 	if (n == 0)
 		return 0;
-	if (n > RLG_MAX_MATCHES || ensure_connected(l, c) == -1)
+	if (n > RLG_MAX_MATCHES)
 		return -1;
-
+	/* Denials the deny cache remembers need no round trip. */
+	sent = mono_us();
 	for (i = 0; i < n; i++)
-		retry[i] = i;
-	nretry = n;
+		if (!cached(c, &m[i], sent, &v[i]))
+			retry[nretry++] = i;
+	if (nretry == 0)
+		return 0;
+	if (ensure_connected(l, c) == -1)
+		return -1;
+	sent = mono_us();
 	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
 	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
 	for (pass = 0; pass < 2 && nretry > 0; pass++) {
@@ -415,6 +508,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 			if (rc < 0) {
 				/* Broken, timed out, or refusing scripts for now
 				 * (BUSY, LOADING...): an outage either way. */
+				metrics_redis_error(l->metrics);
 				mark_down(c, rc == -2 ? l->refused :
 				    l->ctx->errstr[0] ? l->ctx->errstr :
 				    strerror(errno));
@@ -425,15 +519,69 @@ limiter_decide(struct limiter *l, const struct conf *c,
 				retry[nretry++] = todo[i];
 		}
 		if (nretry > 0 && load_scripts(l, err, sizeof(err)) == -1) {
+			metrics_redis_error(l->metrics);
 			mark_down(c, err);
 			disconnect(l);
 			return -1;
 		}
 	}
-	for (i = 0; i < n; i++)
-		if (!v[i].answered)
-			return -1;
+	metrics_redis_latency(l->metrics, mono_us() - sent);
+	rc = 0;
+	for (i = 0; i < n; i++) {
+		if (!v[i].answered) {
+			metrics_redis_error(l->metrics);	/* an error reply */
+			rc = -1;
+		} else if (!v[i].local)
+			remember(c, &m[i], &v[i], sent);
+	}
+	return rc;
+}
+
+void
+limiter_set_metrics(struct limiter *l, struct metrics_worker *w)
+{
+	l->metrics = w;
+}
+
+int
+limiter_ping(struct limiter *l, const struct conf *c, long long *latency_us,
+    char *errbuf, size_t errlen)
+{
+	redisReply *rep;
+	long long t0;
+
+	if (ensure_connected(l, c) == -1) {
+		pthread_mutex_lock(&why_lock);
+		snprintf(errbuf, errlen, "%s", down_why[0] ? down_why :
+		    "not connected");
+		pthread_mutex_unlock(&why_lock);
+		return -1;
+	}
+	t0 = mono_us();
+	rep = redisCommand(l->ctx, "PING");
+	if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
+		snprintf(errbuf, errlen, "PING: %s", rep != NULL ? rep->str :
+		    l->ctx->errstr[0] ? l->ctx->errstr : strerror(errno));
+		freeReplyObject(rep);
+		metrics_redis_error(l->metrics);
+		mark_down(c, errbuf);
+		disconnect(l);
+		return -1;
+	}
+	freeReplyObject(rep);
+	*latency_us = mono_us() - t0;
 	return 0;
+}
+
+struct redisContext *
+limiter_connect(const struct conf *c, char *errbuf, size_t errlen)
+{
+	struct limiter l;
+
+	memset(&l, 0, sizeof(l));
+	if (dial(&l, c, errbuf, errlen) == -1)
+		return NULL;
+	return l.ctx;
 }
 
 int

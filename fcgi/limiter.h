@@ -26,6 +26,8 @@ struct verdict {
 };
 
 struct limiter;
+struct metrics_worker;
+struct redisContext;
 
 /* A limiter with no connection yet. Returns NULL when out of memory. */
 struct limiter	*limiter_new(void);
@@ -33,14 +35,21 @@ struct limiter	*limiter_new(void);
 /* Closes the connection and frees l. Accepts NULL. */
 void		 limiter_free(struct limiter *l);
 
+/* Counts l's round trips, latency and errors into w (NULL: nowhere). */
+void		 limiter_set_metrics(struct limiter *l, struct metrics_worker *w);
+
 /*
  * Decides m[0..n) against Redis as configured in c, filling v[0..n).
- * Connects (or reconnects after c changed the address) as needed, loads
- * the scripts, and runs them again once after NOSCRIPT. Never waits longer
- * than c's connect timeout plus its timeout per attempt. Returns 0 when
- * Redis answered every match, -1 when some v[i].answered is 0 (the reason
- * is logged once per outage, not per request). Not thread safe: one
- * limiter per thread.
+ * A match whose rule has deny_cache (and is not in dry run) is first
+ * looked up in the process's deny cache: a remembered denial fills its
+ * verdict (local = 1) without Redis; denials Redis gives such rules are
+ * remembered until their retry_after. The rest go to Redis in one round
+ * trip. Connects (or reconnects after c changed the address) as needed,
+ * loads the scripts, and runs them again once after NOSCRIPT. Never waits
+ * longer than c's connect timeout plus its timeout per attempt. Returns 0
+ * when every match was answered, -1 when some v[i].answered is 0 (the
+ * reason is logged once per outage, not per request). Not thread safe:
+ * one limiter per thread.
  */
 int		 limiter_decide(struct limiter *l, const struct conf *c,
 		    const struct match *m, size_t n, struct verdict *v);
@@ -50,5 +59,24 @@ int		 limiter_decide(struct limiter *l, const struct conf *c,
  * Returns 0, or -1 with a sentence in errbuf. For `rlgate -t` and start-up.
  */
 int		 limiter_probe(const struct conf *c, char *errbuf, size_t errlen);
+
+/*
+ * Is Redis answering? A PING on l's connection (made as limiter_decide()
+ * would, honouring the back-off). Returns 0 with the round trip in
+ * *latency_us, or -1 with a sentence in errbuf (a failure counts as an
+ * outage, like a failed decision). For the status endpoint. Not thread
+ * safe: l's thread only.
+ */
+int		 limiter_ping(struct limiter *l, const struct conf *c,
+		    long long *latency_us, char *errbuf, size_t errlen);
+
+/*
+ * A connection to c's Redis as the gateway makes one (timeouts, AUTH,
+ * SELECT), without loading the scripts: for rlgate-ctl. Returns a hiredis
+ * context the caller frees with redisFree(), or NULL with a sentence in
+ * errbuf.
+ */
+struct redisContext *limiter_connect(const struct conf *c, char *errbuf,
+		    size_t errlen);
 
 #endif

@@ -23,15 +23,18 @@
 
 #include "audit.h"
 #include "conf.h"
+#include "denycache.h"
 #include "limiter.h"
-#include "linger.h"
 #include "log.h"
+#include "metrics.h"
 #include "request.h"
 #include "respond.h"
 #include "rule.h"
 #include "scripts.h"
 
 #define RLG_VERSION	"0.1.0"
+/* /health answers 503 when the oldest audit row waits longer than this. */
+#define RLG_HEALTH_AUDIT_LAG_MS	10000
 
 extern char **environ;
 
@@ -39,6 +42,8 @@ extern char **environ;
 struct generation {
 	struct conf	*conf;
 	int		 refs;		/* requests using it, +1 while current */
+	long long	 number;	/* 1 at start, +1 per reload */
+	long long	 loaded_ms;	/* when it was installed, ms since epoch */
 };
 
 struct worker {
@@ -48,6 +53,9 @@ struct worker {
 	char		*out;		/* RLG_MAX_RESPONSE bytes */
 	struct match	 m[RLG_MAX_MATCHES];
 	struct verdict	 v[RLG_MAX_MATCHES];
+	struct metrics_worker *metrics;
+	char		*status;	/* the status endpoint's page, grown as needed */
+	size_t		 status_cap;
 };
 
 static pthread_mutex_t	 gen_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,6 +63,8 @@ static struct generation *current;
 static struct audit	*audit;
 static int		 listen_fd = -1;
 static atomic_int	 stopping;
+static long long	 generations;	/* under gen_lock */
+static int		 nworkers;
 
 static void
 usage(FILE *f)
@@ -113,7 +123,9 @@ gen_install(struct conf *c)
 		fatal("out of memory");
 	g->conf = c;
 	g->refs = 1;
+	g->loaded_ms = now_us(CLOCK_REALTIME) / 1000;
 	pthread_mutex_lock(&gen_lock);
+	g->number = ++generations;
 	old = current;
 	current = g;
 	pthread_mutex_unlock(&gen_lock);
@@ -155,6 +167,7 @@ load(const char *path, FILE *errf)
 		conf_free(c);
 		return NULL;
 	}
+	metrics_register_rules(c);
 	return c;
 }
 
@@ -260,24 +273,120 @@ serve(const struct conf *c, struct limiter *lim, char **envp,
 	return len;
 }
 
-/*
- * FCGX_Finish_r, except that the careful close of the connection (wait
- * for the server to close its end) is left to linger instead of holding
- * this worker for a round trip. A connection the server keeps alive stays
- * open, and one libfcgi closed on an error is already closed.
- */
+/* What the status pages show besides the counters. */
 static void
-finish(FCGX_Request *r)
+process_numbers(struct metrics_process *p)
 {
-	int keep = r->keepConnection;
+	struct audit_stats st;
+	long long now = now_us(CLOCK_REALTIME) / 1000;
 
-	r->keepConnection = 1;	/* libfcgi: send the end, keep the socket */
-	FCGX_Finish_r(r);
-	r->keepConnection = keep;
-	if (!keep && r->ipcFd >= 0) {
-		linger_close(r->ipcFd);
-		r->ipcFd = -1;
+	memset(p, 0, sizeof(*p));
+	p->workers = nworkers;
+	p->audit = audit != NULL;
+	audit_stats(audit, &st);
+	p->audit_written = st.written;
+	p->audit_queued = st.queued;
+	p->audit_retries = st.failures;
+	/* Rows carry Redis TIME: a little clock skew is not lag. */
+	if (st.queued > 0 && st.oldest_ts_ms > 0 && now > st.oldest_ts_ms)
+		p->audit_lag_ms = now - st.oldest_ts_ms;
+	pthread_mutex_lock(&gen_lock);
+	p->generation = current->number;
+	p->loaded_ms = current->loaded_ms;
+	pthread_mutex_unlock(&gen_lock);
+	p->deny_cache_entries = denycache_size();
+}
+
+static void
+status_reply(struct worker *w, int status, const char *type,
+    const char *body, size_t len)
+{
+	FCGX_FPrintF(w->fcgi.out, "Status: %d %s\r\nContent-Type: %s\r\n"
+	    "Cache-Control: no-store\r\n\r\n", status,
+	    respond_reason_phrase(status), type);
+	FCGX_PutStr(body, (int)len, w->fcgi.out);
+}
+
+/*
+ * The status endpoint: <status_path>/health and <status_path>/metrics for
+ * status_allow clients, when the web server maps the path to rlgate as a
+ * responder. Asked as an authorizer about such a path (lighttpd asks its
+ * "/" authorizer before it runs the responder), rlgate says "go on" with
+ * no decision and no audit row: a scrape is never rate-limited. Returns 1
+ * when it answered the request, 0 when the request is not for it (the
+ * caller decides it).
+ */
+static int
+serve_status(struct worker *w, const struct conf *c)
+{
+	const char *uri, *errstr, *sub;
+	struct metrics_health h;
+	struct request req;
+	unsigned char addr[16];
+	char ip[INET6_ADDRSTRLEN], err[256], page[4096];
+	size_t n = strlen(c->status_path), len;
+	int family, healthy;
+
+	/* The cheap test first: most requests are not for it. */
+	uri = FCGX_GetParam("REQUEST_URI", w->fcgi.envp);
+	if (uri == NULL || strncmp(uri, c->status_path, n) != 0)
+		return 0;
+	if (request_init(&req, w->fcgi.envp, c, &errstr) != 0 ||
+	    strncmp(req.path, c->status_path, n) != 0 ||
+	    (req.path[n] != '\0' && req.path[n] != '/'))
+		return 0;
+	if (req.role == RLG_ROLE_AUTHORIZER) {
+		FCGX_FPrintF(w->fcgi.out, "Status: 200 OK\r\n\r\n");
+		return 1;
 	}
+	sub = req.path + n;
+	family = request_parse_ip(req.ip, strlen(req.ip), addr, ip);
+	if (family == -1 || !conf_in_cidrs(c->status_allow, c->nstatus_allow,
+	    family, addr)) {
+		len = (size_t)snprintf(page, sizeof(page), "{\"type\":"
+		    "\"about:blank\",\"title\":\"Forbidden\",\"status\":403,"
+		    "\"detail\":\"the status endpoint answers only the "
+		    "addresses in [gateway] status_allow\"}\n");
+		status_reply(w, 403, "application/problem+json", page, len);
+	} else if (strcmp(sub, "/metrics") == 0) {
+		struct metrics_process p;
+
+		process_numbers(&p);
+		while ((len = metrics_prometheus(&p, w->status,
+		    w->status_cap)) >= w->status_cap) {
+			char *bigger = realloc(w->status, len + 4096);
+
+			if (bigger == NULL) {
+				len = w->status_cap > 0 ? w->status_cap - 1 : 0;
+				break;
+			}
+			w->status = bigger;
+			w->status_cap = len + 4096;
+		}
+		status_reply(w, 200, "text/plain; version=0.0.4; charset=utf-8",
+		    w->status, len);
+	} else if (strcmp(sub, "/health") == 0) {
+		memset(&h, 0, sizeof(h));
+		h.version = RLG_VERSION;
+		h.redis_address = c->redis_address;
+		h.redis_ok = limiter_ping(w->limiter, c, &h.redis_latency_us,
+		    err, sizeof(err)) == 0;
+		h.redis_error = err;
+		process_numbers(&h.p);
+		h.config_path = c->path;
+		h.rules = c->nrules;
+		h.audit_lag_max_ms = RLG_HEALTH_AUDIT_LAG_MS;
+		len = metrics_health_json(&h, page, sizeof(page), &healthy);
+		status_reply(w, healthy ? 200 : 503, "application/json", page,
+		    len);
+	} else {
+		len = (size_t)snprintf(page, sizeof(page), "{\"type\":"
+		    "\"about:blank\",\"title\":\"Not Found\",\"status\":404,"
+		    "\"detail\":\"try %s/health or %s/metrics\"}\n",
+		    c->status_path, c->status_path);
+		status_reply(w, 404, "application/problem+json", page, len);
+	}
+	return 1;
 }
 
 static void *
@@ -301,12 +410,17 @@ worker_main(void *arg)
 			sleep_ms(10);
 			continue;
 		}
+		metrics_busy(w->metrics, 1);
 		g = gen_acquire();
-		len = serve(g->conf, w->limiter, w->fcgi.envp, &req, &d, w->m,
-		    w->v, w->out);
-		FCGX_PutStr(w->out, (int)len, w->fcgi.out);
+		if (g->conf->status_path == NULL || !serve_status(w, g->conf)) {
+			len = serve(g->conf, w->limiter, w->fcgi.envp, &req, &d,
+			    w->m, w->v, w->out);
+			FCGX_PutStr(w->out, (int)len, w->fcgi.out);
+			metrics_decided(w->metrics, &d);
+		}
 		gen_release(g);
-		finish(&w->fcgi);
+		FCGX_Finish_r(&w->fcgi);
+		metrics_busy(w->metrics, 0);
 	}
 	FCGX_Free(&w->fcgi, 1);
 	return NULL;
@@ -415,6 +529,10 @@ reload(const char *path)
 		return;
 	}
 	free(errors);
+	/* Remembered denials were decided by the old limits: a raised
+	 * limit applies to the next request. After the load, so that no
+	 * entry of a freed configuration's address can match the new one. */
+	denycache_clear();
 	if (old->workers != c->workers)
 		log_warn("reload: workers changes only on restart (%d kept)",
 		    old->workers);
@@ -479,7 +597,7 @@ main(int argc, char *argv[])
 	struct worker *workers;
 	struct conf *c;
 	sigset_t sigs;
-	int ch, test = 0, sig, i, nworkers, cgi, joined = 0;
+	int ch, test = 0, sig, i, cgi, joined = 0;
 	long long lost;
 
 	if (path == NULL || *path == '\0')
@@ -536,9 +654,6 @@ main(int argc, char *argv[])
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	if (linger_start() == -1)
-		log_warn("linger: %s; workers close connections themselves",
-		    strerror(errno));
 
 	if (c->audit_database != NULL) {
 		char errbuf[512];
@@ -562,8 +677,11 @@ main(int argc, char *argv[])
 	for (i = 0; i < nworkers; i++) {
 		workers[i].limiter = limiter_new();
 		workers[i].out = malloc(RLG_MAX_RESPONSE);
-		if (workers[i].limiter == NULL || workers[i].out == NULL)
+		workers[i].metrics = metrics_worker_new();
+		if (workers[i].limiter == NULL || workers[i].out == NULL ||
+		    workers[i].metrics == NULL)
 			fatal("out of memory");
+		limiter_set_metrics(workers[i].limiter, workers[i].metrics);
 		if ((errno = pthread_create(&workers[i].thread, NULL,
 		    worker_main, &workers[i])) != 0)
 			fatal("pthread_create: %s", strerror(errno));
@@ -598,6 +716,8 @@ main(int argc, char *argv[])
 		else {
 			limiter_free(workers[i].limiter);
 			free(workers[i].out);
+			free(workers[i].status);
+			metrics_worker_free(workers[i].metrics);
 			joined++;
 		}
 	}
@@ -606,7 +726,6 @@ main(int argc, char *argv[])
 		free(workers);
 		gen_release(current);
 	}
-	linger_stop();
 	lost = audit_close(audit, 30000);
 	if (lost > 0)
 		log_error("audit: %lld rows could not be written", lost);

@@ -13,8 +13,9 @@
  *
  * Beyond "no crash, no leak, no undefined behaviour", the reply must be
  * one a web server can take as it is: "Status: NNN" first and equal to the
- * decision, header lines "Name: value" with no control byte in the value
- * (a request cannot inject a header), a blank line, and a body that is one
+ * decision, header lines "Name: value" with no control byte in the value,
+ * only rlgate's own headers and each once (a request cannot inject a
+ * header, not even with a CR LF), a blank line, and a body that is one
  * valid JSON value of printable ASCII followed by a newline (none for an
  * allowed authorizer).
  *
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -232,8 +234,15 @@ json_value(const char *p, const char *end, int depth)
 static void
 check_reply(const struct decision *d, const char *reply, size_t len)
 {
+	static const char *const known[] = { "Status", "Cache-Control",
+	    "Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
+	    "X-RateLimit-Remaining", "X-RateLimit-Reset", "Content-Type",
+	    "Variable-RATELIMIT_REMAINING", "Variable-RATELIMIT_POLICY",
+	    "Variable-RL_CLIENT", NULL };
+	int seen[sizeof(known) / sizeof(known[0])] = { 0 };
 	const char *p = reply, *end = reply + len, *eol, *colon, *hdr_end;
 	char first[64];
+	size_t i;
 	int n;
 
 	if (len == 0 || len >= RLG_MAX_RESPONSE)
@@ -261,6 +270,17 @@ check_reply(const struct decision *d, const char *reply, size_t len)
 			if ((unsigned char)*q < 0x20 || *q == 0x7f)
 				die("a header value holds a control byte: a "
 				    "request could inject a header", reply, len);
+		/* Only rlgate's own headers, each once: a CR LF smuggled in
+		 * a value would start a header of the client's choosing. */
+		for (i = 0; known[i] != NULL; i++)
+			if (strlen(known[i]) == (size_t)(colon - p) &&
+			    strncasecmp(known[i], p, (size_t)(colon - p)) == 0)
+				break;
+		if (known[i] == NULL)
+			die("a header rlgate does not write: injected?", reply,
+			    len);
+		if (seen[i]++)
+			die("a header written twice", reply, len);
 	}
 	p = hdr_end + 2;
 	if (d->req->role == RLG_ROLE_AUTHORIZER && d->allowed) {

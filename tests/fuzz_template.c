@@ -111,6 +111,35 @@ token(const char *k, size_t n, unsigned char *byte)
 	return 3;
 }
 
+/*
+ * If k[0..n) starts with want[0..wlen) written the one way rule.c
+ * promises (a byte of esc as %XX, upper-case hex; any other as it is),
+ * returns what it took; else -1.
+ */
+static long
+canonical(const char *k, size_t n, const char *want, size_t wlen,
+    const unsigned char esc[256])
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, pos = 0;
+
+	for (i = 0; i < wlen; i++) {
+		unsigned char b = (unsigned char)want[i];
+
+		if (!esc[b]) {
+			if (pos >= n || k[pos] != (char)b)
+				return -1;
+			pos++;
+		} else {
+			if (n - pos < 3 || k[pos] != '%' || k[pos + 1] !=
+			    hex[b >> 4] || k[pos + 2] != hex[b & 15])
+				return -1;
+			pos += 3;
+		}
+	}
+	return (long)pos;
+}
+
 /* If k[0..n) starts with want[0..wlen) encoded, returns what it took. */
 static long
 consume(const char *k, size_t n, const char *want, size_t wlen)
@@ -172,8 +201,8 @@ field_value(const struct tmpl_part *p, const struct rule *ru,
 
 /*
  * How many ways can key k[0..n) be read as template t filled in, from
- * part i on? Literal text stands as it is; {rule} is the rule's name,
- * written plain or escaped; every other field is any non-empty run of
+ * part i on? Literal text and {rule} (the rule's name) stand as they
+ * are; every other field is any non-empty run of
  * bytes ({query.NAME} may be empty, {path} starts with '/') written as
  * rule.c promises: a byte of the escape set as %XX (upper-case hex), any
  * other byte as it is. Counting stops at 2; -1 when the search grows too
@@ -244,9 +273,11 @@ readings(struct reading *rd, size_t i, size_t pos)
 		return readings(rd, i + 1, pos + p->len);
 	}
 	if (p->kind == RLG_PART_RULE) {
-		used = consume(rd->k + pos, rd->n - pos, rd->ru->name,
-		    strlen(rd->ru->name));
-		return used < 0 ? 0 : readings(rd, i + 1, pos + (size_t)used);
+		used = (long)strlen(rd->ru->name);
+		if (rd->n - pos < (size_t)used ||
+		    memcmp(rd->k + pos, rd->ru->name, (size_t)used) != 0)
+			return 0;
+		return readings(rd, i + 1, pos + (size_t)used);
 	}
 	for (j = pos;; j += took) {
 		if ((j > pos || p->kind == RLG_PART_QUERY) &&
@@ -292,11 +323,11 @@ check_reversible(const struct match *m, const struct request *r)
 
 		if ((wlen = field_value(p, ru, r, want, sizeof(want))) < 0)
 			die("a key was built although a field is absent", m);
-		if (p->kind == RLG_PART_LITERAL) {
+		if (p->kind == RLG_PART_LITERAL || p->kind == RLG_PART_RULE) {
 			if (m->key_len - pos < (size_t)wlen ||
 			    memcmp(m->key + pos, want, (size_t)wlen) != 0)
-				die("the template's literal text is not where it "
-				    "belongs in the key", m);
+				die("the template's constant text (literal or "
+				    "{rule}) is not where it belongs in the key", m);
 			pos += (size_t)wlen;
 			continue;
 		}
@@ -305,6 +336,11 @@ check_reversible(const struct match *m, const struct request *r)
 		if (used < 0)
 			die("the key does not hold the request's value where "
 			    "the template puts it", m);
+		if (canonical(m->key + pos, m->key_len - pos, want,
+		    (size_t)wlen, p->kind == RLG_PART_PATH ? rd.esc_path :
+		    rd.esc) != used)
+			die("a value in the key is not escaped as rule.c promises "
+			    "(see escape_set)", m);
 		pos += (size_t)used;
 	}
 	if (pos != m->key_len)

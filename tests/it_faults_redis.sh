@@ -18,8 +18,11 @@
 #    worker connections recover: exact decisions again, no stale replies.
 . "$(dirname "$0")/lib.sh"
 
+# 300 ms, not the default 100 ms: on a loaded 2-core machine (or under the
+# sanitizers) a healthy Redis can miss 100 ms, and this test is about
+# outages, not about how fast a busy machine is.
 CONNECT_MS=200
-TIMEOUT_MS=100
+TIMEOUT_MS=300
 SLACK_MS=500	# curl, lighttpd and a busy 2-core machine
 BOUND_MS=$((CONNECT_MS + TIMEOUT_MS + SLACK_MS))
 WORKERS=4
@@ -189,9 +192,11 @@ served() { grep -c "\"GET $1 HTTP/1.[01]\" $2 " "$T/access.log"; }
 n_open=$(( $(grep -c . "$T/open.1") + AB_COMPLETE ))
 all_rows_in "$n_open" "rule='open'"
 all_rows_in "$(grep -c . "$T/closed.1")" "rule='closed'"
-flushed() { [ "$(grep -c '/closed/item' "$T/access.log")" -ge "$(grep -c . "$T/closed.1")" ]; }
-wait_for 10 flushed
-sleep 1	# lighttpd writes its log in batches
+# lighttpd writes its log in batches: wait until it has caught up (a row
+# without a request, or a request without a row, never converges).
+caught_up() { [ "$(served "$1" '[0-9]*')" = "$(rows "rule='$2'")" ]; }
+wait_for 10 caught_up /open/item open
+wait_for 10 caught_up /closed/item closed
 n_open=$(served /open/item '[0-9]*')
 n_closed=$(served /closed/item '[0-9]*')
 n503=$(served /closed/item 503)
@@ -220,6 +225,7 @@ LOOP1=$!
 timed_loop "$T/closed.2" "$BASE/closed/item" "$END" &
 LOOP2=$!
 sleep 0.3
+B_START=$(now_ms)
 rcli EVAL "$BUSY_LUA" 0 1500000 > "$T/busy.out" 2>&1 &
 BUSY=$!
 sleep 0.2
@@ -238,7 +244,7 @@ is "slow: on_error = allow admits every request" "200" \
 	"$(codes "$T/open.2" "$B0" "$B1" | sed 's/:[0-9]*//g')"
 is "slow: on_error = deny answers 503 while Redis is held" "503" \
 	"$(codes "$T/closed.2" "$B0" $((B1 - 50)) | sed 's/:[0-9]*//g')"
-waited=$(awk -v a="$B0" -v b="$B1" '$1 >= a && $1 <= b && $3 * 1000 >= '$((TIMEOUT_MS - 10))' { n++ } END { print n + 0 }' "$T/open.2" "$T/closed.2")
+waited=$(awk -v a="$B_START" -v b="$B1" '$1 >= a && $1 <= b && $3 * 1000 >= '$((TIMEOUT_MS - 10))' { n++ } END { print n + 0 }' "$T/open.2" "$T/closed.2")
 check "slow: some requests waited for the ${TIMEOUT_MS} ms timeout ($waited), none longer than the bound" [ "$waited" -ge 1 ]
 is "slow: the episode was logged once" $((logs_before + 1)) "$(grep -c 'answering with on_error' "$T/rlgate.log")"
 check "slow: BUSY replies were not logged per request ($(grep -c BUSY "$T/rlgate.log"))" \

@@ -5,6 +5,8 @@
 #   . "$(dirname "$0")/lib.sh"
 #   start_redis                     -> $REDIS_PORT
 #   start_rlgate CONF [NAME]        -> $RLGATE_PORT, $RLGATE_PID, log $T/NAME.log
+#                                      ($RLGATE_WRAPPER, e.g. "valgrind ...",
+#                                      goes before the command)
 #   start_lighttpd CONF             -> $HTTP_PORT (CONF may use @HTTP_PORT@ etc.)
 #   check "what" COMMAND...         -> ok / not ok
 #   is "what" EXPECTED ACTUAL

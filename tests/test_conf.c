@@ -388,7 +388,8 @@ test_every_key(void **state)
 	    "cost = 150\n"
 	    "on_missing = deny\n"
 	    "on_error = allow\n"
-	    "dry_run = yes\n");
+	    "dry_run = yes\n"
+	    "deny_cache = on\n");
 	assert_string_equal(c->listen, "unix:/run/rlgate.sock");
 	assert_int_equal(c->workers, 1024);
 	assert_int_equal(c->deny_status, 403);
@@ -430,7 +431,71 @@ test_every_key(void **state)
 	assert_int_equal(r->on_missing_deny, 1);
 	assert_int_equal(r->on_error, RLG_ON_ERROR_ALLOW);
 	assert_int_equal(r->dry_run, 1);
+	assert_int_equal(r->deny_cache, 1);
+	assert_int_equal(r->metrics_slot, -1);
 	conf_free(c);
+}
+
+/* [gateway] dry_run, status_path and status_allow; deny_cache per rule. */
+static void
+test_operations_keys(void **state)
+{
+	unsigned char a[16];
+	struct conf *c;
+
+	(void)state;
+	/* Defaults: no status endpoint, loopback may read it, no dry run. */
+	c = load_ok(RULE_OK);
+	assert_int_equal(c->dry_run, 0);
+	assert_null(c->status_path);
+	assert_int_equal(c->nstatus_allow, 2);
+	assert_int_equal(c->rules[0].deny_cache, 0);
+	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
+	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET6,
+	    (inet_pton(AF_INET6, "::1", a), a)));
+	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
+	    (inet_pton(AF_INET, "10.0.0.1", a), a)));
+	conf_free(c);
+
+	c = load_ok("[gateway]\ndry_run = yes\nstatus_path = /rlgate-status//\n"
+	    "status_allow = 10.0.0.0/8\n"
+	    "[rule:r]\nlimit = 1\nwindow = 1s\ndeny_cache = on\n");
+	assert_int_equal(c->dry_run, 1);
+	assert_string_equal(c->status_path, "/rlgate-status");
+	assert_int_equal(c->nstatus_allow, 1);
+	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
+	    (inet_pton(AF_INET, "10.9.8.7", a), a)));
+	/* Given, the list replaces the default: loopback is out. */
+	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
+	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_int_equal(c->rules[0].deny_cache, 1);
+	conf_free(c);
+
+	/* Empty: not set (no endpoint; the default list stays). */
+	c = load_ok("[gateway]\nstatus_path =\nstatus_allow =\n" RULE_OK);
+	assert_null(c->status_path);
+	assert_int_equal(c->nstatus_allow, 2);
+	conf_free(c);
+
+	expect_one("[gateway]\nstatus_path = status\n" RULE_OK,
+	    "2: [gateway] status_path: \"status\" is not a plain path (use "
+	    "e.g. /rlgate-status)", NULL);
+	expect_one("[gateway]\nstatus_path = /s?x=1\n" RULE_OK,
+	    "2: [gateway] status_path: \"/s?x=1\" is not a plain path", NULL);
+	expect_one("[gateway]\nstatus_path = //\n" RULE_OK,
+	    "2: [gateway] status_path: \"//\" would take every request", NULL);
+	expect_one("[gateway]\nstatus_allow = 127.0.0.1 localhost\n" RULE_OK,
+	    "2: [gateway] status_allow: \"localhost\" is not an address or "
+	    "CIDR", NULL);
+	expect_one("[gateway]\nstatus_allow = , ,\n" RULE_OK,
+	    "2: [gateway] status_allow: \", ,\" lists no address", NULL);
+	expect_one("[gateway]\ndry_run = maybe\n" RULE_OK,
+	    "2: [gateway] dry_run: \"maybe\" is not a boolean", NULL);
+	expect_one(RULE_OK "deny_cache = sometimes\n",
+	    "4: [rule:r] deny_cache: \"sometimes\" is not a boolean", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\ndeny_cache = on\n"
+	    "deny_cache = off\n", "5: [rule:r] deny_cache: is set twice", NULL);
 }
 
 static void
@@ -587,7 +652,7 @@ test_unknown_key(void **state)
 	expect_one("[gateway]\nworkers = 4\nwokers = 4\n",
 	    "3: [gateway] wokers: unknown key (the keys of [gateway] are "
 	    "listen, workers, deny_status, headers, trusted_proxies, "
-	    "log_level)", NULL);
+	    "log_level, dry_run, status_path, status_allow)", NULL);
 	expect_one("[redis]\nhost = x\n", "2: [redis] host: unknown key",
 	    "address, username, password");
 	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\nrate = 4\n",
@@ -1316,6 +1381,7 @@ main(void)
 		cmocka_unit_test(test_sample_loads),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_operations_keys),
 		cmocka_unit_test(test_empty_values),
 		cmocka_unit_test(test_syntax_tolerated),
 		cmocka_unit_test(test_error_format),

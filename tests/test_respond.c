@@ -196,6 +196,102 @@ test_dry_run_never_denies(void **state)
 	assert_int_equal(d.rule_allowed[0], 0);
 }
 
+/*
+ * Dry run as a responder: 200, and the client (or the check API's caller)
+ * still sees where it stands: RateLimit headers with r=0 and the reason.
+ */
+static void
+test_dry_run_responder_headers(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	req.role = RLG_ROLE_RESPONDER;
+	rules[0].dry_run = 1;
+	v[0] = VERDICT(0, 0, 100, 420, 420);
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Status: 200 OK\r\n"));
+	assert_non_null(strstr(out, "RateLimit-Policy: \"user_list\";q=100;"
+	    "w=1\r\nRateLimit: \"user_list\";r=0;t=1\r\n"));
+	assert_null(strstr(out, "Retry-After"));
+	assert_non_null(strstr(out, "\"allowed\":false,\"reason\":\"dry_run\""));
+	conf.headers = RLG_HEADERS_LEGACY;
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "X-RateLimit-Remaining: 0\r\n"));
+}
+
+/* [gateway] dry_run: every rule in dry run, even a 503 on_error. */
+static void
+test_global_dry_run(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	req.role = RLG_ROLE_RESPONDER;
+	conf.dry_run = 1;
+	v[0] = VERDICT(0, 0, 100, 420, 420);
+	v[1] = VERDICT(1, 4000, 5000, 1000, 0);
+	d = decide(2);
+	assert_int_equal(d.status, 200);
+	assert_true(d.allowed);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_DRY_RUN);
+	assert_int_equal(d.rule_allowed[0], 0);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_LIMIT);
+	assert_int_equal(d.rule_allowed[1], 1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=0;t=1, "
+	    "\"daily\";r=4000;t=1\r\n"));
+	rules[0].on_error = RLG_ON_ERROR_DENY;
+	memset(&v[0], 0, sizeof(v[0]));		/* Redis did not answer */
+	d = decide(1);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_REDIS_ERROR);
+	conf.dry_run = 0;
+	d = decide(1);
+	assert_int_equal(d.status, 503);
+}
+
+/* A denial the deny cache remembered: the same reply, its own reason. */
+static void
+test_local_cache_denies_like_redis(void **state)
+{
+	struct decision d;
+	char redis_reply[2048];
+	size_t len;
+
+	(void)state;
+	v[0] = VERDICT(0, 0, 100, 420, 420);
+	d = decide(1);
+	len = respond_write(&d, redis_reply, sizeof(redis_reply));
+	redis_reply[len] = '\0';
+	v[0].local = 1;
+	d = decide(1);
+	assert_int_equal(d.status, 429);
+	assert_false(d.allowed);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_LOCAL_CACHE);
+	assert_string_equal(respond_reason_name(d.rule_reason[0]),
+	    "local_cache");
+	assert_int_equal(d.retry_after_ms, 420);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_string_equal(out, redis_reply);
+	/* In the responder's JSON the reason shows. */
+	req.role = RLG_ROLE_RESPONDER;
+	rules[1].name = name1;
+	v[1] = VERDICT(1, 10, 5000, 1000, 0);
+	d = decide(2);
+	assert_int_equal(d.status, 429);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "\"violated-policies\":[\"user_list\"]"));
+}
+
 static void
 test_responder_json_escapes_key(void **state)
 {
@@ -265,6 +361,9 @@ main(void)
 		cmocka_unit_test_setup(test_two_policies_one_denies, setup),
 		cmocka_unit_test_setup(test_redis_error_follows_on_error, setup),
 		cmocka_unit_test_setup(test_dry_run_never_denies, setup),
+		cmocka_unit_test_setup(test_dry_run_responder_headers, setup),
+		cmocka_unit_test_setup(test_global_dry_run, setup),
+		cmocka_unit_test_setup(test_local_cache_denies_like_redis, setup),
 		cmocka_unit_test_setup(test_responder_json_escapes_key, setup),
 		cmocka_unit_test_setup(test_bad_request, setup),
 		cmocka_unit_test_setup(test_overflow_is_bounded, setup),

@@ -1,0 +1,765 @@
+/*
+ * rlgate-ctl: the operator's view of the limit state in Redis, through the
+ * gateway's own configuration: peek at a key without consuming anything,
+ * reset it, list a rule's keys. It reads and deletes state only; it never
+ * runs the scripts (they would count a request) and never decides one.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "conf.h"
+#include "limiter.h"
+#include "rule.h"
+
+#define RLG_VERSION	"0.1.0"
+
+/* Exit statuses, as rlgate-ctl(8) documents them. */
+#define EXIT_DONE	0	/* the command did what it says */
+#define EXIT_USAGE	1	/* bad command line, configuration or rule */
+#define EXIT_REDIS	2	/* Redis cannot be reached or failed */
+
+#define TICKS_MAX	4503599627370496LL	/* 2^52, the scripts' cap */
+
+typedef __int128 i128;
+
+static const char *progname = "rlgate-ctl";
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: rlgate-ctl [-c file] peek RULE KEY\n"
+	    "       rlgate-ctl [-c file] reset RULE KEY\n"
+	    "       rlgate-ctl [-c file] list RULE [PATTERN]\n"
+	    "       rlgate-ctl -V | -h\n"
+	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
+	    "  peek     show a key's state, remaining and reset, consuming "
+	    "nothing\n"
+	    "  reset    delete a key's state: its next request starts afresh\n"
+	    "  list     the keys of a rule in Redis (SCAN), matching a glob "
+	    "PATTERN\n"
+	    "exit status: 0 done, 1 bad usage, configuration or rule, "
+	    "2 Redis unreachable or failing\n", RLG_DEFAULT_CONF);
+}
+
+static void __attribute__((format(printf, 1, 2)))
+complain(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static i128
+fdiv(i128 a, i128 b)
+{
+	i128 q = a / b;
+
+	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static i128
+cdiv(i128 a, i128 b)
+{
+	return -fdiv(-a, b);
+}
+
+static long long
+gcd(long long a, long long b)
+{
+	while (b != 0) {
+		long long t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* A decimal integer reply or string, into *out. Returns 0 or -1. */
+static int
+reply_ll(const redisReply *r, long long *out)
+{
+	const char *e;
+
+	if (r == NULL)
+		return -1;
+	if (r->type == REDIS_REPLY_INTEGER) {
+		*out = r->integer;
+		return 0;
+	}
+	if (r->type != REDIS_REPLY_STRING)
+		return -1;
+	return conf_parse_int(r->str, -TICKS_MAX * 4, TICKS_MAX * 4, out, &e);
+}
+
+/* The value of field name in an HGETALL reply, or NULL. */
+static const redisReply *
+hfield(const redisReply *h, const char *name)
+{
+	size_t i;
+
+	if (h == NULL || h->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (i = 0; i + 1 < h->elements; i += 2)
+		if (h->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(h->element[i]->str, name) == 0)
+			return h->element[i + 1];
+	return NULL;
+}
+
+/* "A" or "A+R/D" (the scripts' exact numbers): A, R and D. */
+static int
+parse_frac(const char *s, long long *a, long long *r, long long *d)
+{
+	char buf[64], *plus, *slash;
+	const char *e;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	*r = 0;
+	*d = 1;
+	if ((plus = strchr(buf, '+')) != NULL) {
+		*plus = '\0';
+		if ((slash = strchr(plus + 1, '/')) == NULL)
+			return -1;
+		*slash = '\0';
+		if (conf_parse_int(plus + 1, 0, TICKS_MAX * 4, r, &e) == -1 ||
+		    conf_parse_int(slash + 1, 1, TICKS_MAX * 4, d, &e) == -1)
+			return -1;
+	}
+	return conf_parse_int(buf, 0, TICKS_MAX * 4, a, &e);
+}
+
+/* What peek shows, computed as the rule's script would see it now. */
+struct view {
+	long long	 remaining;
+	long long	 reset_ms;
+	long long	 retry_after_ms;	/* for a request of the rule's cost */
+	long long	 delay_ms;		/* leaky_bucket: its wait */
+	char		 state[512];
+};
+
+static void
+view_fixed_window(const struct rule *ru, long long cost, long long now,
+    const redisReply *h, struct view *v)
+{
+	long long window_us = ru->window_ms * 1000, start, count;
+
+	if (reply_ll(hfield(h, "start"), &start) == -1 ||
+	    reply_ll(hfield(h, "count"), &count) == -1 ||
+	    now >= start + window_us) {
+		v->remaining = ru->limit;
+		snprintf(v->state, sizeof(v->state), "no open window");
+		return;
+	}
+	v->remaining = count < ru->limit ? ru->limit - count : 0;
+	v->reset_ms = (long long)cdiv(start + window_us - now, 1000);
+	v->retry_after_ms = count + cost <= ru->limit ? 0 : v->reset_ms;
+	snprintf(v->state, sizeof(v->state), "window start=%lld (%lld ms "
+	    "ago) count=%lld", start, (now - start) / 1000, count);
+}
+
+static int
+cmp_ll2(const void *a, const void *b)
+{
+	const long long *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void
+view_sliding_window(const struct rule *ru, long long cost, long long now,
+    const redisReply *h, struct view *v)
+{
+	long long block_us = ru->precision_ms * 1000;
+	long long nblocks = ru->window_ms / ru->precision_ms;
+	long long current = (long long)fdiv(now, block_us);
+	long long first = current - nblocks + 1, used = 0, newest = 0, j, n;
+	long long (*live)[2] = NULL, need, freed = 0;
+	size_t i, nlive = 0;
+	int any = 0;
+
+	if (h != NULL && h->type == REDIS_REPLY_ARRAY && h->elements > 0)
+		live = calloc(h->elements / 2 + 1, sizeof(*live));
+	for (i = 0; live != NULL && i + 1 < h->elements; i += 2) {
+		if (reply_ll(h->element[i], &j) == -1 ||
+		    reply_ll(h->element[i + 1], &n) == -1 ||
+		    j < first || j > current + nblocks)
+			continue;	/* dropped out: the script ignores it */
+		used += n;
+		live[nlive][0] = j;
+		live[nlive++][1] = n;
+		if (!any || j > newest)
+			newest = j;
+		any = 1;
+	}
+	v->remaining = used < ru->limit ? ru->limit - used : 0;
+	if (any)
+		v->reset_ms = (long long)cdiv((newest + nblocks) * block_us -
+		    now, 1000);
+	need = used + cost - ru->limit;
+	if (need > 0 && nlive > 0) {
+		qsort(live, nlive, sizeof(*live), cmp_ll2);
+		for (i = 0; i < nlive; i++) {
+			freed += live[i][1];
+			if (freed >= need) {
+				v->retry_after_ms = (long long)cdiv((live[i][0] +
+				    nblocks) * block_us - now, 1000);
+				break;
+			}
+		}
+	}
+	snprintf(v->state, sizeof(v->state), "%zu of %lld blocks of %lld ms "
+	    "counted, %lld admitted in the window", nlive, nblocks,
+	    ru->precision_ms, used);
+	free(live);
+}
+
+static void
+view_sliding_log(const struct rule *ru, long long cost, long long now,
+    const redisReply *z, struct view *v)
+{
+	long long window_us = ru->window_ms * 1000, gone = now - window_us;
+	long long s, used = 0, newest = 0, need, nth = 0;
+	size_t i, total = 0;
+
+	/* ZRANGE WITHSCORES: member, score, ... in ascending score order. */
+	for (i = 0; z != NULL && z->type == REDIS_REPLY_ARRAY &&
+	    i + 1 < z->elements; i += 2) {
+		if (reply_ll(z->element[i + 1], &s) == -1)
+			continue;
+		total++;
+		newest = s;
+		if (s > gone)
+			used++;
+	}
+	v->remaining = used < ru->limit ? ru->limit - used : 0;
+	if (used > 0)
+		v->reset_ms = (long long)cdiv(newest + window_us - now, 1000);
+	need = used + cost - ru->limit;
+	for (i = 0; need > 0 && z != NULL && z->type == REDIS_REPLY_ARRAY &&
+	    i + 1 < z->elements; i += 2) {
+		if (reply_ll(z->element[i + 1], &s) == -1 || s <= gone)
+			continue;
+		if (++nth == need) {
+			v->retry_after_ms = (long long)cdiv(s + window_us - now,
+			    1000);
+			break;
+		}
+	}
+	snprintf(v->state, sizeof(v->state), "%lld admissions in the last "
+	    "%lld ms (%zu logged)", used, ru->window_ms, total);
+}
+
+/* token_bucket, gcra, leaky_bucket: the rate as exact integers. */
+struct rate {
+	long long	 scale;	/* units per token (ticks per interval) */
+	long long	 rate;	/* units per microsecond */
+	long long	 burst;
+};
+
+static struct rate
+rate_of(const struct rule *ru)
+{
+	long long window_us = ru->window_ms * 1000;
+	long long g = gcd(window_us, ru->limit);
+	struct rate r = { window_us / g, ru->limit / g,
+	    ru->burst > 0 ? ru->burst : ru->limit };
+
+	return r;
+}
+
+static void
+view_token_bucket(const struct rule *ru, long long cost, long long now,
+    const redisReply *h, struct view *v)
+{
+	struct rate r = rate_of(ru);
+	i128 capacity = (i128)r.burst * r.scale, units, deficit, need;
+	const redisReply *tok = hfield(h, "tokens");
+	long long q, rem, d, ts, t;
+
+	if (tok == NULL || tok->type != REDIS_REPLY_STRING ||
+	    parse_frac(tok->str, &q, &rem, &d) == -1 ||
+	    reply_ll(hfield(h, "ts"), &ts) == -1) {
+		units = capacity;
+		ts = now;
+		snprintf(v->state, sizeof(v->state), "no bucket (full)");
+	} else {
+		units = (i128)q * r.scale + (d == r.scale ? rem :
+		    (i128)rem * r.scale / d);
+		snprintf(v->state, sizeof(v->state), "tokens=%s ts=%lld "
+		    "(%lld ms ago)", tok->str, ts, (now - ts) / 1000);
+	}
+	if (units > capacity)
+		units = capacity;
+	else if (units < 0)
+		units = 0;
+	t = ts;
+	if (now > ts) {
+		deficit = capacity - units;
+		if (deficit > 0) {
+			if (now - ts >= cdiv(deficit, r.rate))
+				units = capacity;
+			else
+				units += (i128)(now - ts) * r.rate;
+		}
+		t = now;
+	}
+	need = (i128)cost * r.scale;
+	v->remaining = (long long)fdiv(units, r.scale);
+	v->reset_ms = (long long)cdiv((t - now) + cdiv(capacity - units,
+	    r.rate), 1000);
+	if (units < need)
+		v->retry_after_ms = (long long)cdiv((t - now) +
+		    cdiv(need - units, r.rate), 1000);
+}
+
+/* gcra and leaky_bucket: ticks (1/rate us) from now to the stored time. */
+static i128
+wait_ticks(const redisReply *s, const struct rate *r, long long now,
+    i128 cap, int *ok)
+{
+	long long at, rem, d;
+
+	*ok = 0;
+	if (s == NULL || s->type != REDIS_REPLY_STRING ||
+	    parse_frac(s->str, &at, &rem, &d) == -1)
+		return 0;
+	*ok = 1;
+	if (d != r->rate)
+		rem = (long long)cdiv((i128)rem * r->rate, d);
+	if (at < now || (at == now && rem == 0))
+		return 0;
+	if ((i128)(at - now) * r->rate + rem > cap)
+		return cap;
+	return (i128)(at - now) * r->rate + rem;
+}
+
+static void
+view_gcra(const struct rule *ru, long long cost, long long now,
+    const redisReply *s, struct view *v)
+{
+	struct rate r = rate_of(ru);
+	i128 tau = (i128)r.burst * r.scale, need = (i128)cost * r.scale, w;
+	int ok;
+
+	w = wait_ticks(s, &r, now, tau, &ok);
+	v->remaining = (long long)fdiv(tau - w, r.scale);
+	v->reset_ms = (long long)cdiv(w, (i128)r.rate * 1000);
+	if (w + need > tau)
+		v->retry_after_ms = (long long)cdiv(w + need - tau,
+		    (i128)r.rate * 1000);
+	if (ok)
+		snprintf(v->state, sizeof(v->state), "tat=%s (full in %lld ms)",
+		    s->str, v->reset_ms);
+	else
+		snprintf(v->state, sizeof(v->state), "no bucket (full)");
+}
+
+static void
+view_leaky_bucket(const struct rule *ru, long long now, const redisReply *s,
+    struct view *v)
+{
+	struct rate r = rate_of(ru);
+	i128 max_wait = (i128)r.burst * r.scale, w;
+	int ok;
+
+	w = wait_ticks(s, &r, now, TICKS_MAX, &ok);
+	v->reset_ms = (long long)cdiv(w, (i128)r.rate * 1000);
+	if (w <= max_wait) {
+		v->remaining = (long long)fdiv(max_wait - w, r.scale) + 1;
+		v->delay_ms = v->reset_ms;
+	} else
+		v->retry_after_ms = (long long)cdiv(w - max_wait,
+		    (i128)r.rate * 1000);
+	if (ok)
+		snprintf(v->state, sizeof(v->state), "queue drains at %s (in "
+		    "%lld ms)", s->str, v->reset_ms);
+	else
+		snprintf(v->state, sizeof(v->state), "no queue (idle)");
+}
+
+/* What a request could take from a key with no state. */
+static long long
+fresh_remaining(const struct rule *ru)
+{
+	switch (ru->algorithm) {
+	case RLG_TOKEN_BUCKET:
+	case RLG_GCRA:
+		return rate_of(ru).burst;
+	case RLG_LEAKY_BUCKET:
+		return rate_of(ru).burst + 1;
+	default:
+		return ru->limit;
+	}
+}
+
+/* The type of state each algorithm keeps. */
+static const char *
+state_type(enum rlg_algorithm a)
+{
+	switch (a) {
+	case RLG_FIXED_WINDOW:
+	case RLG_SLIDING_WINDOW:
+	case RLG_TOKEN_BUCKET:
+		return "hash";
+	case RLG_SLIDING_LOG:
+		return "zset";
+	default:
+		return "string";
+	}
+}
+
+static size_t
+redis_key(const struct conf *c, const struct rule *ru, const char *key,
+    char *out, size_t outlen)
+{
+	return (size_t)snprintf(out, outlen, "%s{%s:%s}", c->key_prefix,
+	    ru->name, key);
+}
+
+/* Sends argv and reads the reply; NULL (and a message) when Redis fails. */
+static redisReply *
+call(redisContext *rc, const struct conf *c, int argc, const char **argv)
+{
+	redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+
+	if (r == NULL) {
+		complain("redis %s: %s: %s", c->redis_address, argv[0],
+		    rc->errstr);
+		return NULL;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		complain("redis %s: %s: %s", c->redis_address, argv[0], r->str);
+		freeReplyObject(r);
+		return NULL;
+	}
+	return r;
+}
+
+static int
+cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *key)
+{
+	static const char *const cmds[][6] = {
+		{ "MULTI" }, { "TIME" }, { "TYPE", NULL }, { "PTTL", NULL },
+		{ "HGETALL", NULL }, { "GET", NULL },
+		{ "ZRANGE", NULL, "0", "-1", "WITHSCORES" }, { "EXEC" },
+	};
+	static const int argcs[] = { 1, 1, 2, 2, 2, 2, 5, 1 };
+	const size_t ncmds = sizeof(argcs) / sizeof(argcs[0]);
+	redisReply *r = NULL, *ex = NULL, **el;
+	const char *type, *argv[6];
+	char rkey[RLG_MAX_KEY + 160];
+	long long cost, now, sec, usec, ttl;
+	struct view v;
+	size_t i;
+	int j, rc_exit = EXIT_REDIS;
+
+	redis_key(c, ru, key, rkey, sizeof(rkey));
+	/* One MULTI: the clock and the state from the same instant. */
+	for (i = 0; i < ncmds; i++) {
+		for (j = 0; j < argcs[i]; j++)
+			argv[j] = cmds[i][j] != NULL ? cmds[i][j] : rkey;
+		redisAppendCommandArgv(rc, argcs[i], argv, NULL);
+	}
+	for (i = 0; i < ncmds; i++) {
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+			complain("redis %s: %s", c->redis_address, rc->errstr);
+			goto done;
+		}
+		if (i + 1 < ncmds) {
+			if (r->type == REDIS_REPLY_ERROR) {
+				complain("redis %s: %s: %s", c->redis_address,
+				    cmds[i][0], r->str);
+				freeReplyObject(r);
+				goto done;
+			}
+			freeReplyObject(r);
+		} else
+			ex = r;
+	}
+	if (ex->type != REDIS_REPLY_ARRAY || ex->elements != ncmds - 2) {
+		complain("redis %s: MULTI/EXEC did not run", c->redis_address);
+		goto done;
+	}
+	el = ex->element;
+	if (el[0]->type != REDIS_REPLY_ARRAY || el[0]->elements != 2 ||
+	    reply_ll(el[0]->element[0], &sec) == -1 ||
+	    reply_ll(el[0]->element[1], &usec) == -1 ||
+	    el[1]->type != REDIS_REPLY_STATUS || reply_ll(el[2], &ttl) == -1) {
+		complain("redis %s: unexpected reply to TIME, TYPE or PTTL",
+		    c->redis_address);
+		goto done;
+	}
+	now = sec * 1000000 + usec;
+	type = el[1]->str;
+	cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
+	memset(&v, 0, sizeof(v));
+	if (strcmp(type, "none") != 0 &&
+	    strcmp(type, state_type(ru->algorithm)) != 0) {
+		/* The scripts replace another algorithm's state: a fresh start. */
+		v.remaining = fresh_remaining(ru);
+		snprintf(v.state, sizeof(v.state), "a %s, not %s state: the "
+		    "next request replaces it", type,
+		    conf_algorithm_name(ru->algorithm));
+	} else {
+		switch (ru->algorithm) {
+		case RLG_FIXED_WINDOW:
+			view_fixed_window(ru, cost, now, el[3], &v);
+			break;
+		case RLG_SLIDING_WINDOW:
+			view_sliding_window(ru, cost, now, el[3], &v);
+			break;
+		case RLG_SLIDING_LOG:
+			view_sliding_log(ru, cost, now, el[5], &v);
+			break;
+		case RLG_TOKEN_BUCKET:
+			view_token_bucket(ru, cost, now, el[3], &v);
+			break;
+		case RLG_GCRA:
+			view_gcra(ru, cost, now, el[4], &v);
+			break;
+		default:
+			view_leaky_bucket(ru, now, el[4], &v);
+			break;
+		}
+		if (strcmp(type, "none") == 0)
+			snprintf(v.state, sizeof(v.state), "none (nothing "
+			    "counted: the whole limit is free)");
+	}
+	printf("rule            %s\n", ru->name);
+	printf("key             %s\n", key);
+	printf("redis_key       %s\n", rkey);
+	printf("algorithm       %s\n", conf_algorithm_name(ru->algorithm));
+	printf("limit           %lld per %lld ms", ru->limit, ru->window_ms);
+	if (ru->burst > 0)
+		printf(", burst %lld", ru->burst);
+	if (ru->algorithm == RLG_SLIDING_WINDOW)
+		printf(", precision %lld ms", ru->precision_ms);
+	printf("\n");
+	printf("now_us          %lld\n", now);
+	printf("state           %s\n", v.state);
+	printf("ttl_ms          %lld\n", ttl);
+	printf("remaining       %lld\n", v.remaining);
+	printf("reset_ms        %lld\n", v.reset_ms);
+	printf("retry_after_ms  %lld\n", v.retry_after_ms);
+	printf("cost            %lld\n", cost);
+	if (ru->algorithm == RLG_LEAKY_BUCKET)
+		printf("delay_ms        %lld\n", v.delay_ms);
+	rc_exit = EXIT_DONE;
+done:
+	freeReplyObject(ex);
+	return rc_exit;
+}
+
+static int
+cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *key)
+{
+	char rkey[RLG_MAX_KEY + 160];
+	const char *argv[2] = { "DEL", rkey };
+	redisReply *r;
+
+	redis_key(c, ru, key, rkey, sizeof(rkey));
+	if ((r = call(rc, c, 2, argv)) == NULL)
+		return EXIT_REDIS;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+		printf("deleted %s\n", rkey);
+	else
+		printf("%s: no state, nothing deleted\n", rkey);
+	freeReplyObject(r);
+	return EXIT_DONE;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends s to out, a backslash before each of Redis's glob characters. */
+static size_t
+glob_escape(char *out, size_t pos, size_t outlen, const char *s)
+{
+	for (; *s != '\0' && pos + 3 < outlen; s++) {
+		if (strchr("*?[]\\", *s) != NULL)
+			out[pos++] = '\\';
+		out[pos++] = *s;
+	}
+	out[pos] = '\0';
+	return pos;
+}
+
+static int
+cmd_list(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *pattern)
+{
+	char match[RLG_MAX_KEY + 512], cursor[32] = "0";
+	const char *argv[6] = { "SCAN", cursor, "MATCH", match, "COUNT",
+	    "1000" };
+	size_t pos, head, i, n = 0, cap = 0, len;
+	char **keys = NULL, **bigger;
+	redisReply *r;
+	int rc_exit = EXIT_REDIS;
+
+	/* <prefix>{<rule>:PATTERN}: the prefix and name taken literally. */
+	pos = glob_escape(match, 0, sizeof(match), c->key_prefix);
+	pos += (size_t)snprintf(match + pos, sizeof(match) - pos, "{");
+	pos = glob_escape(match, pos, sizeof(match), ru->name);
+	head = strlen(c->key_prefix) + strlen(ru->name) + 2;
+	snprintf(match + pos, sizeof(match) - pos, ":%s}", pattern);
+	do {
+		if ((r = call(rc, c, 6, argv)) == NULL)
+			goto done;
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		    r->element[0]->type != REDIS_REPLY_STRING ||
+		    r->element[1]->type != REDIS_REPLY_ARRAY) {
+			complain("redis %s: unexpected reply to SCAN",
+			    c->redis_address);
+			freeReplyObject(r);
+			goto done;
+		}
+		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+		for (i = 0; i < r->element[1]->elements; i++) {
+			const redisReply *k = r->element[1]->element[i];
+
+			if (k->type != REDIS_REPLY_STRING || k->len < head + 1)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 256;
+				if ((bigger = realloc(keys, cap *
+				    sizeof(*keys))) == NULL) {
+					complain("out of memory");
+					freeReplyObject(r);
+					rc_exit = EXIT_USAGE;
+					goto done;
+				}
+				keys = bigger;
+			}
+			/* The KEY part: between "<prefix>{<rule>:" and "}". */
+			len = k->len - head - 1;
+			if ((keys[n] = strndup(k->str + head, len)) != NULL)
+				n++;
+		}
+		freeReplyObject(r);
+	} while (strcmp(cursor, "0") != 0);
+	/* SCAN may return a key twice: sorted, each once. */
+	qsort(keys, n, sizeof(*keys), cmp_str);
+	for (i = 0; i < n; i++)
+		if (i == 0 || strcmp(keys[i], keys[i - 1]) != 0)
+			printf("%s\n", keys[i]);
+	rc_exit = EXIT_DONE;
+done:
+	for (i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	return rc_exit;
+}
+
+static const struct rule *
+find_rule(const struct conf *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->nrules; i++)
+		if (strcmp(c->rules[i].name, name) == 0)
+			return &c->rules[i];
+	return NULL;
+}
+
+int
+main(int argc, char *argv[])
+{
+	const char *path = getenv("RLGATE_CONF"), *cmd, *key = NULL;
+	const struct rule *ru;
+	redisContext *rc;
+	struct conf *c;
+	char *errors = NULL, err[256];
+	int ch, want, status;
+	size_t i;
+
+	if (path == NULL || *path == '\0')
+		path = RLG_DEFAULT_CONF;
+	/* '+': options only before the command, so a KEY may start with '-'. */
+	while ((ch = getopt(argc, argv, "+c:hV")) != -1) {
+		switch (ch) {
+		case 'c': path = optarg; break;
+		case 'h': usage(stdout); return EXIT_DONE;
+		case 'V': printf("rlgate-ctl %s\n", RLG_VERSION); return EXIT_DONE;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	cmd = argv[0];
+	if (strcmp(cmd, "peek") == 0 || strcmp(cmd, "reset") == 0)
+		want = 3;
+	else if (strcmp(cmd, "list") == 0)
+		want = argc == 3 ? 3 : 2;
+	else {
+		complain("unknown command \"%s\" (use peek, reset or list)", cmd);
+		return EXIT_USAGE;
+	}
+	if (argc != want) {
+		complain("%s takes %s", cmd, strcmp(cmd, "list") == 0 ?
+		    "RULE [PATTERN]" : "RULE KEY");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (argc == 3) {
+		key = argv[2];
+		if (strlen(key) > RLG_MAX_KEY) {
+			complain("a key is at most %d bytes", RLG_MAX_KEY);
+			return EXIT_USAGE;
+		}
+	}
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fputs(errors != NULL ? errors : "out of memory\n", stderr);
+		free(errors);
+		return EXIT_USAGE;
+	}
+	if ((ru = find_rule(c, argv[1])) == NULL) {
+		fprintf(stderr, "%s: %s has no rule \"%s\"", progname, path,
+		    argv[1]);
+		for (i = 0; i < c->nrules; i++)
+			fprintf(stderr, "%s%s", i == 0 ? " (its rules: " : ", ",
+			    c->rules[i].name);
+		fprintf(stderr, "%s\n", c->nrules > 0 ? ")" : " (it has none)");
+		conf_free(c);
+		return EXIT_USAGE;
+	}
+	if ((rc = limiter_connect(c, err, sizeof(err))) == NULL) {
+		complain("redis %s: %s", c->redis_address, err);
+		conf_free(c);
+		return EXIT_REDIS;
+	}
+	if (strcmp(cmd, "peek") == 0)
+		status = cmd_peek(rc, c, ru, key);
+	else if (strcmp(cmd, "reset") == 0)
+		status = cmd_reset(rc, c, ru, key);
+	else
+		status = cmd_list(rc, c, ru, key != NULL ? key : "*");
+	redisFree(rc);
+	conf_free(c);
+	if (fflush(stdout) == EOF && status == EXIT_DONE) {
+		complain("standard output: %s", strerror(errno));
+		status = EXIT_USAGE;
+	}
+	return status;
+}

@@ -1,0 +1,408 @@
+#!/bin/bash
+# make bench: what rlgate costs, measured against the cost floor of a
+# FastCGI hop. A benchmark, never a pass/fail test (it exits 0 unless a
+# server fails to start or audit rows are lost).
+#
+# The same lighttpd (conf/lighttpd.conf as shipped, only its var. lines
+# changed), the same small static file and wrk for a fixed time at several
+# concurrency levels, against:
+#   a   lighttpd serving the file alone (the shipped conf without its
+#       fastcgi.server block)
+#   b   lighttpd + tests/tools/allow_fcgi, a trivial always-allow FastCGI
+#       authorizer on libfcgi with as many threads as rlgate (the floor)
+#   c1  lighttpd + rlgate, audit off, one rule matching every request
+#   d1  the same, audit on
+#   c3  rlgate, audit off, three rules (three algorithms) on every request
+#   d3  the same, audit on
+# Every configuration runs BENCH_ROUNDS times, in turn (second round in
+# reverse order), and the medians are reported, so that a noisy machine
+# shifts all of them alike. Then the audit writer alone (tests/tools/
+# audit_bench): rows per second into SQLite, and the latency of a push
+# when the queue is full.
+#
+# Prints a table and writes reports/bench-latest.json (BENCH_JSON=path to
+# write elsewhere); when a previous file is there, the change is printed.
+#
+# Knobs (environment): BENCH_DURATION seconds per wrk run (4),
+# BENCH_CONNS (10 50 100), BENCH_ROUNDS (2), BENCH_WORKERS (16),
+# BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
+# BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
+# RLGATE_BIN (another rlgate binary, to compare builds).
+# make runs it with sh: it is a bash script.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+DUR=${BENCH_DURATION:-4}
+CONNS=${BENCH_CONNS:-10 50 100}
+ROUNDS=${BENCH_ROUNDS:-2}
+WORKERS=${BENCH_WORKERS:-16}
+THINK=${BENCH_THINK_MS:-10}
+AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
+CONFIGS=${BENCH_ONLY:-a b c1 d1 c3 d3}
+JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
+RLGATE=${RLGATE_BIN:-$RLGATE}
+ALLOW=$TOP/tests/tools/allow_fcgi
+AUDIT_BENCH=$TOP/tests/tools/audit_bench
+URL_PATH=/bench/item
+
+for f in "$RLGATE" "$ALLOW" "$AUDIT_BENCH" "$FREEPORT"; do
+	[ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
+done
+command -v wrk >/dev/null || { echo "bench: wrk is missing (make deps)" >&2; exit 1; }
+
+DOCROOT=$T/www
+mkdir -p "$DOCROOT/bench"
+cp "$TOP/tests/www/user/list" "$DOCROOT/bench/item"	# 47 bytes of JSON
+start_redis >/dev/null || exit 1
+
+label() {
+	case $1 in
+	a)  echo "lighttpd alone";;
+	b)  echo "lighttpd + allow_fcgi (floor)";;
+	c1) echo "rlgate, audit off, 1 rule";;
+	d1) echo "rlgate, audit on, 1 rule";;
+	c3) echo "rlgate, audit off, 3 rules";;
+	d3) echo "rlgate, audit on, 3 rules";;
+	esac
+}
+
+# rlgate_ini CONFIG: the gateway's configuration for c1 d1 c3 d3. Limits
+# no run can reach: every request is decided by Redis and admitted.
+rlgate_ini() {
+	local cfg=$1
+	cat <<EOF
+[gateway]
+workers = $WORKERS
+
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+
+[audit]
+database = $([ "${cfg#d}" != "$cfg" ] && echo "$T/audit-$cfg.db")
+
+[rule:bench_ip]
+path = /bench/*
+key = {ip}
+algorithm = fixed_window
+limit = 1000000
+window = 1s
+EOF
+	[ "${cfg%3}" = "$cfg" ] && return
+	cat <<EOF
+
+[rule:bench_path]
+path = /bench/*
+key = {path}
+algorithm = token_bucket
+limit = 1000000
+window = 1s
+
+[rule:bench_method]
+path = /bench/*
+key = {method}
+algorithm = gcra
+limit = 1000000
+window = 1s
+EOF
+}
+
+# wrk's own Lua hooks: the exact count of responses and of non-2xx ones,
+# and (with think time) a pause between a response and the next request.
+cat > "$T/count.lua" <<'EOF'
+local think = tonumber(os.getenv("BENCH_THINK") or "0")
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) non2xx = 0 end
+function response(status, headers, body)
+	if status < 200 or status > 299 then non2xx = non2xx + 1 end
+end
+if think > 0 then function delay() return think end end
+function done(summary, latency, requests)
+	local bad = 0
+	for _, t in ipairs(threads) do bad = bad + (t:get("non2xx") or 0) end
+	local e = summary.errors
+	io.write(string.format("BENCH responses=%d non2xx=%d errors=%d "
+	    .. "p50_us=%d p99_us=%d duration_us=%d\n", summary.requests, bad,
+	    e.connect + e.read + e.write + e.timeout, latency:percentile(50),
+	    latency:percentile(99), summary.duration))
+end
+EOF
+
+# cpu_ns PID: CPU time of all threads of PID so far, in ns.
+cpu_ns() {
+	local s=0 a f
+	for f in /proc/"$1"/task/*/schedstat; do
+		read -r a _ < "$f" 2>/dev/null && s=$((s + a))
+	done
+	echo "$s"
+}
+
+BACKEND_PID=
+start_backend() {
+	local cfg=$1
+	BACKEND_PID=
+	[ "$cfg" = a ] && return 0
+	RLGATE_PORT=$(free_port)
+	if [ "$cfg" = b ]; then
+		"$ALLOW" -s "127.0.0.1:$RLGATE_PORT" -w "$WORKERS" 2>>"$T/allow.log" &
+	else
+		rm -f "$T/audit-$cfg.db"*
+		rlgate_ini "$cfg" > "$T/rlgate-$cfg.ini"
+		"$RLGATE" -c "$T/rlgate-$cfg.ini" -s "127.0.0.1:$RLGATE_PORT" \
+		    2>>"$T/rlgate-$cfg.log" &
+	fi
+	BACKEND_PID=$!
+	PIDS+=("$BACKEND_PID")
+	wait_for 10 port_open "$RLGATE_PORT" || { echo "bench: $cfg did not start"; return 1; }
+}
+
+# start_httpd CONFIG: the shipped conf/lighttpd.conf, only its var. lines
+# changed; for "a" without the fastcgi.server block.
+start_httpd() {
+	HTTP_PORT=$(free_port)
+	sed -e "s|^var.http_port .*|var.http_port   = $HTTP_PORT|" \
+	    -e "s|^var.docroot .*|var.docroot     = \"$DOCROOT\"|" \
+	    -e "s|^var.rlgate_port .*|var.rlgate_port = ${RLGATE_PORT:-9}|" \
+	    "$TOP/conf/lighttpd.conf" > "$T/lighttpd.conf"
+	[ "$1" = a ] && sed -i '/^fastcgi.server/,/^)))/d' "$T/lighttpd.conf"
+	lighttpd -tt -f "$T/lighttpd.conf" || return 1
+	lighttpd -D -f "$T/lighttpd.conf" 2>>"$T/lighttpd.log" &
+	HTTPD_PID=$!
+	PIDS+=("$HTTPD_PID")
+	wait_for 10 port_open "$HTTP_PORT" || { echo "bench: lighttpd did not start"; return 1; }
+}
+
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# run_wrk CONNS DURATION THINK_MS: one wrk run; sets W_* from its summary,
+# and CPU_* (us per response) for lighttpd, the backend and redis-server.
+run_wrk() {
+	local c=$1 d=$2 think=$3 out p v h0 b0 r0
+	h0=$(cpu_ns "$HTTPD_PID"); r0=$(cpu_ns "$REDIS_PID")
+	b0=0; [ -n "$BACKEND_PID" ] && b0=$(cpu_ns "$BACKEND_PID")
+	out=$(BENCH_THINK=$think wrk -t2 -c"$c" -d"${d}s" --timeout 5s \
+	    -s "$T/count.lua" "http://127.0.0.1:$HTTP_PORT$URL_PATH" 2>&1 |
+	    grep '^BENCH ')
+	[ -n "$out" ] || { echo "bench: wrk gave no summary" >&2; return 1; }
+	for p in ${out#BENCH }; do
+		v=${p#*=}
+		case $p in
+		responses=*) W_N=$v;; non2xx=*) W_NON2XX=$v;; errors=*) W_ERR=$v;;
+		p50_us=*) W_P50=$v;; p99_us=*) W_P99=$v;; duration_us=*) W_DUR=$v;;
+		esac
+	done
+	W_RPS=$(awk -v n="$W_N" -v d="$W_DUR" 'BEGIN { printf "%.0f", n * 1e6 / d }')
+	CPU_HTTPD=$(( ($(cpu_ns "$HTTPD_PID") - h0) / (W_N > 0 ? W_N : 1) / 1000 ))
+	CPU_REDIS=$(( ($(cpu_ns "$REDIS_PID") - r0) / (W_N > 0 ? W_N : 1) / 1000 ))
+	CPU_BACKEND=0
+	if [ -n "$BACKEND_PID" ]; then
+		CPU_BACKEND=$(( ($(cpu_ns "$BACKEND_PID") - b0) / (W_N > 0 ? W_N : 1) / 1000 ))
+	fi
+}
+
+RESULTS=$T/results	# cfg round kind conns rps p50 p99 n non2xx errors cpu_h cpu_b cpu_r
+ROWS=$T/rows		# cfg round responses rows requests rules exit
+: > "$RESULTS"; : > "$ROWS"
+LOST_TOTAL=0
+
+# measure CONFIG ROUND: starts the configuration, runs every concurrency
+# level (and the paced run), stops it, and for audit-on checks the rows.
+measure() {
+	local cfg=$1 round=$2 c answered=0 rules=0 rows req st
+	start_backend "$cfg" || return 1
+	start_httpd "$cfg" || return 1
+	run_wrk 10 1 0 || return 1		# warm-up, counted for the audit
+	answered=$((W_N - W_NON2XX))
+	for c in $CONNS; do
+		run_wrk "$c" "$DUR" 0 || return 1
+		answered=$((answered + W_N - W_NON2XX))
+		echo "$cfg $round sat $c $W_RPS $W_P50 $W_P99 $W_N $W_NON2XX $W_ERR $CPU_HTTPD $CPU_BACKEND $CPU_REDIS" >> "$RESULTS"
+		printf '  %-3s %-32s c=%-3s %7s req/s  p50 %6.2f ms  p99 %6.2f ms%s\n' \
+		    "$cfg" "$(label "$cfg")" "$c" "$W_RPS" "$(awk -v u="$W_P50" 'BEGIN{print u/1000}')" \
+		    "$(awk -v u="$W_P99" 'BEGIN{print u/1000}')" \
+		    "$([ $((W_NON2XX + W_ERR)) -gt 0 ] && echo "  ($W_NON2XX non-2xx, $W_ERR errors)")"
+	done
+	if [ "$THINK" -gt 0 ] && [ "$cfg" != a ]; then
+		run_wrk 50 "$DUR" "$THINK" || return 1
+		answered=$((answered + W_N - W_NON2XX))
+		echo "$cfg $round paced 50 $W_RPS $W_P50 $W_P99 $W_N $W_NON2XX $W_ERR $CPU_HTTPD $CPU_BACKEND $CPU_REDIS" >> "$RESULTS"
+	fi
+	stop_pid "$HTTPD_PID"
+	if [ -n "$BACKEND_PID" ]; then
+		stop_pid "$BACKEND_PID"; st=$?
+		if [ "${cfg#d}" != "$cfg" ]; then
+			# SIGTERM has flushed the queue: every admitted response
+			# must have its rows (one per rule).
+			rules=${cfg#d}
+			AUDIT_DB=$T/audit-$cfg.db
+			read -r rows req <<<"$(sql "SELECT count(*), count(DISTINCT request_id) FROM decisions" | tr '|' ' ')"
+			echo "$cfg $round $answered $rows $req $rules $st" >> "$ROWS"
+			if [ "$req" -lt "$answered" ] || [ "$rows" -ne $((req * rules)) ] || [ "$st" != 0 ]; then
+				LOST_TOTAL=$((LOST_TOTAL + answered - req))
+				echo "  $cfg: ROWS LOST: $answered responses, $req requests in $rows rows, exit $st"
+			fi
+			rm -f "$T/audit-$cfg.db"*
+		fi
+	fi
+	RLGATE_PORT=
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+t_start=$(date +%s)
+echo "# rlgate bench: wrk -t2 -d${DUR}s, connections: $CONNS; $ROUNDS rounds; $WORKERS workers; load average $load_before"
+for round in $(seq "$ROUNDS"); do
+	order=$CONFIGS
+	[ $((round % 2)) = 0 ] && order=$(echo "$CONFIGS" | tr ' ' '\n' | tac | tr '\n' ' ')
+	echo "# round $round"
+	for cfg in $order; do
+		measure "$cfg" "$round" || exit 1
+	done
+done
+
+# --- the audit writer alone ---------------------------------------------
+echo "# audit writer: tests/tools/audit_bench"
+ab_field() { sed -n "s/^$1: *//p" "$2"; }
+"$AUDIT_BENCH" -n "$AUDIT_ROWS" -t 4 > "$T/ab-free.out" 2>&1
+sed 's/^/  /' "$T/ab-free.out" | grep -E 'written|cpu|push|lost'
+# Queue pressure: a queue of 1000 rows that writers keep full, so a push
+# waits for the writer: the latency a decision then gains.
+"$AUDIT_BENCH" -n "$((AUDIT_ROWS / 2))" -t 16 -q 1000 -b 1000 > "$T/ab-full.out" 2>&1
+echo "  under pressure (queue 1000, 16 threads):"
+sed 's/^/    /' "$T/ab-full.out" | grep -E 'written|push|lost'
+AB_RPS=$(sed -n 's/^written:.*= \([0-9]*\) rows\/s.*/\1/p' "$T/ab-free.out")
+AB_CPU_RPS=$(sed -n 's/^cpu:.*(\([0-9]*\) rows per CPU.*/\1/p' "$T/ab-free.out")
+AB_LOST=$(sed -n 's/^lost: *\([0-9]*\).*/\1/p' "$T/ab-free.out")
+AB_FULL_RPS=$(sed -n 's/^written:.*= \([0-9]*\) rows\/s.*/\1/p' "$T/ab-full.out")
+AB_FULL_LOST=$(sed -n 's/^lost: *\([0-9]*\).*/\1/p' "$T/ab-full.out")
+read -r AB_P50 AB_P99 AB_P999 AB_MAX <<<"$(sed -n 's/^push: *p50 \([0-9.]*\) us, p99 \([0-9.]*\) us, p99.9 \([0-9.]*\) us, max \([0-9.]*\) us.*/\1 \2 \3 \4/p' "$T/ab-free.out")"
+read -r AF_P50 AF_P99 AF_P999 AF_MAX <<<"$(sed -n 's/^push: *p50 \([0-9.]*\) us, p99 \([0-9.]*\) us, p99.9 \([0-9.]*\) us, max \([0-9.]*\) us.*/\1 \2 \3 \4/p' "$T/ab-full.out")"
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- the table, the targets, the JSON ------------------------------------
+SUMMARY=$T/summary	# cfg kind conns rps p50_us p99_us cpu_h cpu_b cpu_r runs
+awk '
+function median(s,   a, n, i, j, t) {
+	n = split(s, a, " ")
+	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ k = $1 " " $3 " " $4; if (!(k in rps)) order[++m] = k
+  rps[k] = rps[k] " " $5; p50[k] = p50[k] " " $6; p99[k] = p99[k] " " $7
+  ch[k] = ch[k] " " $11; cb[k] = cb[k] " " $12; cr[k] = cr[k] " " $13; runs[k] = runs[k] (runs[k] == "" ? "" : ",") $5 }
+END { for (i = 1; i <= m; i++) { k = order[i]
+	printf "%s %.0f %.0f %.0f %.0f %.0f %.0f %s\n", k, median(rps[k]), median(p50[k]), median(p99[k]), median(ch[k]), median(cb[k]), median(cr[k]), runs[k] } }
+' "$RESULTS" > "$SUMMARY"
+
+get() {	# get CFG KIND CONNS FIELD(4=rps 5=p50 6=p99 7=cpu_h 8=cpu_b 9=cpu_r)
+	awk -v c="$1" -v k="$2" -v n="$3" -v f="$4" '$1 == c && $2 == k && $3 == n { print $f }' "$SUMMARY"
+}
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x == "" || y == "" || y == 0) print "null"; else printf "%.2f", x / y }'; }
+ms() { awk -v u="$1" 'BEGIN { if (u == "") print "null"; else printf "%.2f", u / 1000 }'; }
+
+echo
+echo "# medians of $ROUNDS rounds; ratios against the floor (b) at the same connections"
+printf '%-34s %5s %9s %9s %9s %7s %7s   %s\n' configuration conns req/s "p50 ms" "p99 ms" "x b" \
+    "cpu us" "(lighttpd/backend/redis per request)"
+for cfg in $CONFIGS; do
+	for c in $CONNS; do
+		r=$(get "$cfg" sat "$c" 4); [ -n "$r" ] || continue
+		printf '%-34s %5s %9s %9s %9s %7s %7s   %s\n' "$cfg $(label "$cfg")" "$c" "$r" \
+		    "$(ms "$(get "$cfg" sat "$c" 5)")" "$(ms "$(get "$cfg" sat "$c" 6)")" \
+		    "$(ratio "$r" "$(get b sat "$c" 4)")" \
+		    "$(( $(get "$cfg" sat "$c" 7) + $(get "$cfg" sat "$c" 8) + $(get "$cfg" sat "$c" 9) ))" \
+		    "$(get "$cfg" sat "$c" 7)/$(get "$cfg" sat "$c" 8)/$(get "$cfg" sat "$c" 9)"
+	done
+done
+if [ "$THINK" -gt 0 ]; then
+	echo "# paced: 50 connections, each waiting ${THINK} ms between a response and its next request"
+	for cfg in $CONFIGS; do
+		r=$(get "$cfg" paced 50 4); [ -n "$r" ] || continue
+		printf '%-34s %5s %9s %9s %9s\n' "$cfg $(label "$cfg")" 50 "$r" \
+		    "$(ms "$(get "$cfg" paced 50 5)")" "$(ms "$(get "$cfg" paced 50 6)")"
+	done
+fi
+
+# Targets (issue 7), judged on the medians of this run.
+target() {	# NAME VALUE OP LIMIT
+	local ok
+	ok=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { if (v == "null" || v == "") print "n/a"; else if (op == ">=") print (v >= l ? "met" : "NOT met"); else print (v <= l ? "met" : "NOT met") }')
+	printf '  %-58s %8s %s %-7s %s\n' "$1" "$2" "$3" "$4" "$ok"
+	TARGETS="$TARGETS${TARGETS:+,}
+    {\"target\": \"$1\", \"value\": $2, \"op\": \"$3\", \"limit\": $4, \"met\": $([ "$ok" = met ] && echo true || echo false)}"
+}
+TARGETS=
+echo
+echo "# targets"
+for c in $CONNS; do
+	target "d1/b req/s, 1 rule, audit on, $c connections" "$(ratio "$(get d1 sat "$c" 4)" "$(get b sat "$c" 4)")" ">=" 0.75
+	target "d3/b req/s, 3 rules, audit on, $c connections" "$(ratio "$(get d3 sat "$c" 4)" "$(get b sat "$c" 4)")" ">=" 0.65
+done
+for cfg in d1 d3; do
+	b99=$(get b sat 50 6); d99=$(get "$cfg" sat 50 6)
+	[ -n "$b99" ] && [ -n "$d99" ] &&
+		target "p99 added over the floor, $cfg, 50 connections (ms)" "$(ms $((d99 - b99)))" "<=" 1
+	b99=$(get b paced 50 6); d99=$(get "$cfg" paced 50 6)
+	[ -n "$b99" ] && [ -n "$d99" ] &&
+		target "p99 added over the floor, $cfg, 50 paced connections (ms)" "$(ms $((d99 - b99)))" "<=" 1
+done
+target "audit writer rows/s (audit_bench)" "${AB_RPS:-null}" ">=" 200000
+lost_all=$((LOST_TOTAL + ${AB_LOST:-1} + ${AB_FULL_LOST:-1}))
+target "rows lost (gateway runs and audit_bench)" "$lost_all" "<=" 0
+echo
+awk '{ printf "  audit rows, %s round %s: %d responses admitted, %d requests recorded in %d rows (%d rules), %d decided but unanswered when wrk stopped, exit %d\n", $1, $2, $3, $5, $4, $6, $5 - $3, $7 }' "$ROWS"
+
+# --- JSON ---------------------------------------------------------------
+prev=
+[ -f "$JSON" ] && prev=$(cat "$JSON")
+mkdir -p "$(dirname "$JSON")"
+{
+	commit=$(git -C "$TOP" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	dirty=false; [ -n "$(git -C "$TOP" status --porcelain -- fcgi lua 2>/dev/null)" ] && dirty=true
+	printf '{\n  "bench": "rlgate make bench",\n  "date": "%s",\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	printf '  "rlgate": {"version": "%s", "commit": "%s", "fcgi_or_lua_modified": %s},\n' \
+	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
+	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
+	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
+	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "$THINK" \
+	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
+	echo '  "results": ['
+	awk -v q='"' '
+	function lab(c) { return c == "a" ? "lighttpd alone" : c == "b" ? "lighttpd + allow_fcgi (floor)" : c == "c1" ? "rlgate, audit off, 1 rule" : c == "d1" ? "rlgate, audit on, 1 rule" : c == "c3" ? "rlgate, audit off, 3 rules" : "rlgate, audit on, 3 rules" }
+	{ printf "%s    {\"config\": \"%s\", \"label\": \"%s\", \"kind\": \"%s\", \"conns\": %d, \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": {\"lighttpd\": %d, \"backend\": %d, \"redis\": %d}, \"rps_runs\": [%s]}", (NR > 1 ? ",\n" : ""), $1, lab($1), $2, $3, $4, $5 / 1000, $6 / 1000, $7, $8, $9, $10 }
+	END { print "" }' "$SUMMARY"
+	echo '  ],'
+	echo '  "ratios": {'
+	first=1
+	for cfg in c1 d1 c3 d3; do for c in $CONNS; do
+		r=$(ratio "$(get "$cfg" sat "$c" 4)" "$(get b sat "$c" 4)")
+		[ "$r" = null ] && continue
+		[ $first = 1 ] || printf ',\n'; first=0
+		printf '    "%s/b@%s": %s' "$cfg" "$c" "$r"
+	done; done
+	printf '\n  },\n  "audit_rows": ['
+	awk '{ printf "%s\n    {\"config\": \"%s\", \"round\": %d, \"responses\": %d, \"requests_recorded\": %d, \"rows\": %d, \"rules\": %d, \"lost\": %d, \"exit\": %d}", (NR > 1 ? "," : ""), $1, $2, $3, $5, $4, $6, ($3 > $5 ? $3 - $5 : 0), $7 }' "$ROWS"
+	printf '\n  ],\n'
+	printf '  "audit_bench": {"rows_per_s": %s, "rows_per_cpu_s": %s, "push_us": {"p50": %s, "p99": %s, "p999": %s, "max": %s}, "lost": %s,\n' \
+	    "${AB_RPS:-null}" "${AB_CPU_RPS:-null}" "${AB_P50:-null}" "${AB_P99:-null}" "${AB_P999:-null}" "${AB_MAX:-null}" "${AB_LOST:-null}"
+	printf '    "queue_full": {"queue": 1000, "threads": 16, "rows_per_s": %s, "push_us": {"p50": %s, "p99": %s, "p999": %s, "max": %s}, "lost": %s}},\n' \
+	    "${AB_FULL_RPS:-null}" "${AF_P50:-null}" "${AF_P99:-null}" "${AF_P999:-null}" "${AF_MAX:-null}" "${AB_FULL_LOST:-null}"
+	printf '  "targets": [%s\n  ]\n}\n' "$TARGETS"
+} > "$JSON.tmp" && mv "$JSON.tmp" "$JSON"
+echo
+echo "# written $JSON"
+
+# The change against the previous file, same configuration and connections.
+if [ -n "$prev" ]; then
+	echo "# against the previous $(basename "$JSON") ($(echo "$prev" | sed -n 's/.*"date": "\([^"]*\)".*/\1/p' | head -1)):"
+	echo "$prev" | grep '"config":.*"kind": "sat"' | sed 's/.*"config": "\([^"]*\)".*"conns": \([0-9]*\), "rps": \([0-9]*\).*/\1 \2 \3/' |
+	while read -r cfg c old; do
+		new=$(get "$cfg" sat "$c" 4)
+		[ -n "$new" ] && printf '  %-3s c=%-3s %7s -> %7s req/s (%s)\n' "$cfg" "$c" "$old" "$new" \
+		    "$(awk -v a="$old" -v b="$new" 'BEGIN { printf "%+.0f%%", (b - a) * 100 / a }')"
+	done
+fi
+[ "$lost_all" = 0 ]
