@@ -656,7 +656,8 @@ cmd_list(redisContext *rc, const struct conf *c, const struct rule *ru,
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
 	/* SCAN may return a key twice: sorted, each once. */
-	qsort(keys, n, sizeof(*keys), cmp_str);
+	if (n > 0)
+		qsort(keys, n, sizeof(*keys), cmp_str);
 	for (i = 0; i < n; i++)
 		if (i == 0 || strcmp(keys[i], keys[i - 1]) != 0)
 			printf("%s\n", keys[i]);

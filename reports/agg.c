@@ -223,28 +223,46 @@ one_key(struct rdbs *dbs, const char *rule, char *err, size_t errlen)
 	return same;
 }
 
-/* The parameters stored in the latest row of the series, over every database. */
+/*
+ * The parameters stored in the latest row of the series, over every
+ * database. A key's latest row is one step down the (rule, key, ts_ms)
+ * index; a rule's is searched in the series' last window through the
+ * ts_ms index, which the rule index would make a scan of all its rows.
+ */
 static int
-read_params(struct rdbs *dbs, struct series *s, char *err, size_t errlen)
+read_params(struct rdbs *dbs, struct series *s, int64_t width_ms, char *err,
+    size_t errlen)
 {
-	const char *sql = s->key ?
-	    "SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
-	    "WHERE rule = ?1 AND key = ?2 ORDER BY ts_ms DESC LIMIT 1" :
-	    "SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
-	    "WHERE rule = ?1 ORDER BY ts_ms DESC LIMIT 1";
-	int64_t best_ts = INT64_MIN;
+	static const char *const sql[] = {
+		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
+		"WHERE rule = ?1 AND key = ?2 ORDER BY ts_ms DESC LIMIT 1",
+		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
+		"INDEXED BY decisions_ts WHERE rule = ?1 AND ts_ms >= ?3 AND ts_ms < ?4 "
+		"ORDER BY ts_ms DESC LIMIT 1",
+		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
+		"WHERE rule = ?1 AND ts_ms >= ?3 AND ts_ms < ?4 ORDER BY ts_ms DESC LIMIT 1",
+	};
+	int64_t best_ts = INT64_MIN, last = s->wins[s->nwins - 1].start_ms;
 
 	s->params = (struct params){ NULL, -1, -1, -1 };
 	if (s->rule == NULL)
 		return 0;
 	for (size_t i = 0; i < dbs->n; i++) {
-		sqlite3_stmt *st;
+		sqlite3_stmt *st = NULL;
+		int q = s->key ? 0 : 1;
 
-		if ((st = db_prepare(&dbs->v[i], sql, err, errlen)) == NULL)
+		/* Without the gateway's ts_ms index, the plain query. */
+		if (q == 1 && sqlite3_prepare_v2(dbs->v[i].db, sql[1], -1, &st, NULL) != SQLITE_OK)
+			q = 2;
+		if (st == NULL && (st = db_prepare(&dbs->v[i], sql[q], err, errlen)) == NULL)
 			return -1;
 		sqlite3_bind_text(st, 1, s->rule, -1, SQLITE_STATIC);
 		if (s->key)
 			sqlite3_bind_text(st, 2, s->key, -1, SQLITE_STATIC);
+		else {
+			sqlite3_bind_int64(st, 3, last);
+			sqlite3_bind_int64(st, 4, last + width_ms);
+		}
 		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > best_ts) {
 			const char *alg = (const char *)sqlite3_column_text(st, 1);
 
@@ -307,7 +325,7 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 	for (size_t i = 0; i < a->nseries; i++) {
 		struct series *s = &a->series[i];
 
-		if (read_params(dbs, s, err, errlen) == -1)
+		if (read_params(dbs, s, a->width_ms, err, errlen) == -1)
 			goto out;
 		if (s->key != NULL)
 			s->one_key = 1;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agg.h"
@@ -109,7 +110,7 @@ main(int argc, char **argv)
 	enum out_format fmt = OUT_TEXT;
 	int64_t width_ms = 1000, precision_ms = 0;
 	long long top_n = 0;
-	int verify = 0, ch, status = 0, rc;
+	int verify = 0, direct = 0, ch, status = 0, rc;
 	const char *outpath = NULL, *errstr;
 	char err[512], tmppath[4096] = "";
 	FILE *out = stdout;
@@ -203,11 +204,19 @@ main(int argc, char **argv)
 	}
 
 	if (outpath != NULL) {
-		/* Written next to the target and renamed: never half a report. */
-		if ((size_t)snprintf(tmppath, sizeof(tmppath), "%s.tmp.%ld", outpath,
+		struct stat sb;
+
+		/*
+		 * A file is written next to its target and renamed: never half a
+		 * report. Anything else (a symlink such as /dev/stdout, a device, a
+		 * pipe) is written in place.
+		 */
+		if (lstat(outpath, &sb) == 0 && !S_ISREG(sb.st_mode))
+			direct = 1;
+		else if ((size_t)snprintf(tmppath, sizeof(tmppath), "%s.tmp.%ld", outpath,
 		    (long)getpid()) >= sizeof(tmppath))
 			die("-o \"%s\": the path is too long", outpath);
-		if ((out = fopen(tmppath, "w")) == NULL)
+		if ((out = fopen(direct ? outpath : tmppath, "w")) == NULL)
 			die("-o \"%s\": cannot write: %s", outpath, strerror(errno));
 	}
 	meta = (struct out_meta){ width_ms, &f, &dbs };
@@ -252,7 +261,7 @@ main(int argc, char **argv)
 			goto fail_err;
 		}
 		out = NULL;
-		if (rename(tmppath, outpath) == -1) {
+		if (!direct && rename(tmppath, outpath) == -1) {
 			snprintf(err, sizeof(err), "cannot write %s: %s", outpath, strerror(errno));
 			goto fail_err;
 		}
@@ -263,7 +272,8 @@ fail_err:
 	if (outpath != NULL) {
 		if (out != NULL)
 			fclose(out);
-		unlink(tmppath);
+		if (!direct)
+			unlink(tmppath);
 	}
 	db_close_all(&dbs);
 	die("%s", err);

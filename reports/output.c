@@ -58,7 +58,7 @@ const char *
 out_series_title(const struct series *s, char *buf, size_t len)
 {
 	if (s->rule == NULL)
-		snprintf(buf, len, "no rule (requests no rule matched)");
+		snprintf(buf, len, "no rule (requests no rule applied to)");
 	else if (s->key != NULL)
 		snprintf(buf, len, "rule %s, key %s", s->rule, s->key);
 	else

@@ -394,7 +394,7 @@ check_fixed_pass(struct ctx *c, struct fw *w, const struct pinfo *p, uint32_t ki
 			if (w->nheap > cap)
 				fw_prune(w, cap);
 		}
-		if (w->success)
+		if (w->success || dead_g == SIZE_MAX)	/* the latter cannot happen */
 			break;
 		/* Every reconstruction broke the promise: report the one that lasted longest. */
 		snprintf(d, sizeof(d), "%lld", (long long)N);

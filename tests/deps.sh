@@ -3,8 +3,9 @@
 # when they are missing. Needs root for apt-get; says what to do otherwise.
 # clang with libclang-rt-14-dev (libFuzzer and the sanitizers' runtime, only
 # a Recommends of clang): the fuzz targets; valgrind: the leak check;
-# e2fsprogs: chattr for tests/it_faults_audit.sh.
-PKGS="build-essential pkg-config libfcgi-dev libhiredis-dev libinih-dev
+# e2fsprogs: chattr for tests/it_faults_audit.sh; libfcgi-bin: cgi-fcgi,
+# a FastCGI responder client for tests/it_ops.sh; jq: reads /health there.
+PKGS="build-essential pkg-config libfcgi-dev libfcgi-bin jq libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
 chromium clang libclang-rt-14-dev valgrind e2fsprogs"

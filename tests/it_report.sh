@@ -80,6 +80,10 @@ is "--since/--until (date-time, epoch ms) narrow the windows" \
 
 out=$("$REPORT" -o "$T/demo.txt" "$DEMO"); rc=$?
 check "-o writes the file and nothing to stdout" test "$rc" = 0 -a -z "$out" -a -s "$T/demo.txt"
+ln -s "$T/demo.txt" "$T/link.txt"
+"$REPORT" -f csv -o "$T/link.txt" "$DEMO"
+check "-o through a symbolic link writes its target, the link stays" \
+	test -L "$T/link.txt" -a "$(head -c 12 "$T/demo.txt")" = window_start
 
 echo "# --verify, fixed_window by hand"
 out=$("$REPORT" --verify "$DEMO"); rc=$?
