@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -389,6 +390,44 @@ serve_status(struct worker *w, const struct conf *c)
 	return 1;
 }
 
+/*
+ * FCGX_Finish_r, closing at once when that is safe. libfcgi closes the
+ * careful way: shutdown(), then it waits for the web server to close its
+ * end (up to 2 s), because closing a socket with input still unread makes
+ * the kernel send RST, which can destroy the response before the server
+ * has read it. That wait holds this worker for a round trip and costs a
+ * sleep and a wake-up per request. It protects nothing once everything
+ * the server sends for the request has been read: for a request without a
+ * body (the authorizer and auth_request case) that is the empty record
+ * ending stdin, normally read with the parameters. So: without a body,
+ * read the end of stdin without ever waiting (non-blocking), and when it
+ * was there and the socket holds nothing more, close without the wait.
+ * Anything else, or any doubt, closes the careful way.
+ */
+static void
+finish(FCGX_Request *r)
+{
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", r->envp);
+	char buf[64];
+	int unread = -1;
+
+	/* An accepted socket starts with no status flags (accept(2) does not
+	 * inherit them): O_NONBLOCK on, then all off again. */
+	if (!r->keepConnection && r->ipcFd >= 0 && r->in != NULL &&
+	    (cl == NULL || strcmp(cl, "") == 0 || strcmp(cl, "0") == 0) &&
+	    fcntl(r->ipcFd, F_SETFL, O_NONBLOCK) != -1) {
+		/* Not there yet: read() says EAGAIN, the stream records an
+		 * error, and FCGX_Finish_r closes the careful way. */
+		while (FCGX_GetStr(buf, sizeof(buf), r->in) > 0)
+			;
+		fcntl(r->ipcFd, F_SETFL, 0);
+		if (FCGX_HasSeenEOF(r->in) == EOF && FCGX_GetError(r->in) == 0 &&
+		    ioctl(r->ipcFd, FIONREAD, &unread) == 0 && unread == 0)
+			FCGX_Detach(r);	/* libfcgi: close() without the wait */
+	}
+	FCGX_Finish_r(r);
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -419,7 +458,7 @@ worker_main(void *arg)
 			metrics_decided(w->metrics, &d);
 		}
 		gen_release(g);
-		FCGX_Finish_r(&w->fcgi);
+		finish(&w->fcgi);
 		metrics_busy(w->metrics, 0);
 	}
 	FCGX_Free(&w->fcgi, 1);
@@ -726,9 +765,20 @@ main(int argc, char *argv[])
 		free(workers);
 		gen_release(current);
 	}
-	lost = audit_close(audit, 30000);
-	if (lost > 0)
-		log_error("audit: %lld rows could not be written", lost);
+	if (joined < nworkers) {
+		/* A worker may wait in audit_push on a full queue: release it
+		 * (its push fails, the queued rows are still written), and
+		 * give it a moment before the audit handle goes away. */
+		audit_stop(audit);
+		for (i = 0; i < nworkers; i++) {
+			struct timespec deadline;
+
+			clock_gettime(CLOCK_REALTIME, &deadline);
+			deadline.tv_sec += 1;
+			pthread_timedjoin_np(workers[i].thread, NULL, &deadline);
+		}
+	}
+	lost = audit_close(audit, 30000);	/* logs what it could not write */
 	if (listen_addr != NULL && strncmp(listen_addr, "unix:", 5) == 0)
 		unlink(listen_addr + 5);
 	log_info("stopped");

@@ -140,7 +140,8 @@ add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
 	struct violation *x;
 	va_list ap;
 
-	if (to_ms <= c->f->since_ms || from_ms >= c->f->until_ms)
+	/* Kept when it touches [since, until); to_ms may equal from_ms. */
+	if (to_ms < c->f->since_ms || from_ms >= c->f->until_ms)
 		return;
 	if (*n == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 64;
