@@ -49,6 +49,7 @@ struct generation {
 
 struct worker {
 	pthread_t	 thread;
+	int		 joined;	/* at shutdown */
 	struct limiter	*limiter;
 	FCGX_Request	 fcgi;
 	char		*out;		/* RLG_MAX_RESPONSE bytes */
@@ -753,6 +754,7 @@ main(int argc, char *argv[])
 		if (pthread_timedjoin_np(workers[i].thread, NULL, &deadline) != 0)
 			log_warn("worker %d did not finish in 10 s", i);
 		else {
+			workers[i].joined = 1;
 			limiter_free(workers[i].limiter);
 			free(workers[i].out);
 			free(workers[i].status);
@@ -773,6 +775,8 @@ main(int argc, char *argv[])
 		for (i = 0; i < nworkers; i++) {
 			struct timespec deadline;
 
+			if (workers[i].joined)
+				continue;
 			clock_gettime(CLOCK_REALTIME, &deadline);
 			deadline.tv_sec += 1;
 			pthread_timedjoin_np(workers[i].thread, NULL, &deadline);
