@@ -130,8 +130,8 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 	struct cell *last = NULL;
 	int rc, ret = -1;
 
-	snprintf(sql, sizeof(sql), "SELECT ts_ms, allowed, rule%s FROM decisions "
-	    "WHERE 1", a->by_key ? ", key" : "");
+	snprintf(sql, sizeof(sql), "SELECT ts_ms, allowed, rule%s FROM %s WHERE 1",
+	    a->by_key ? ", key" : "", db_from(d, f, f->since_ms, f->until_ms));
 	filter_sql(f, sql, sizeof(sql));
 	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
 		return -1;

@@ -258,6 +258,28 @@ db_rule_names(struct rdbs *dbs, char *buf, size_t len)
 	}
 }
 
+const char *
+db_from(struct rdb *d, const struct filter *f, int64_t since_ms, int64_t until_ms)
+{
+	sqlite3_stmt *st;
+	int64_t rows = 0, all = 0;
+
+	if (f->rule == NULL || f->key != NULL || since_ms != INT64_MIN ||
+	    until_ms != INT64_MAX)
+		return "decisions";
+	/* A count over the covering rule index, and the highest id: both cheap. */
+	if (sqlite3_prepare_v2(d->db, "SELECT (SELECT count(*) FROM decisions WHERE "
+	    "rule = ?1), (SELECT max(id) FROM decisions)", -1, &st, NULL) != SQLITE_OK)
+		return "decisions";
+	sqlite3_bind_text(st, 1, f->rule, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		rows = sqlite3_column_int64(st, 0);
+		all = sqlite3_column_int64(st, 1);
+	}
+	sqlite3_finalize(st);
+	return rows > all / 20 ? "decisions NOT INDEXED" : "decisions";
+}
+
 void
 filter_sql(const struct filter *f, char *buf, size_t len)
 {

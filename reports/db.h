@@ -61,6 +61,15 @@ struct filter {
 };
 
 /*
+ * The FROM clause for a scan of d under f: "decisions", or "decisions NOT
+ * INDEXED" when f picks a rule that holds a good share of the rows (and
+ * no key or time range): the rule index would turn the scan into a random
+ * lookup per row, slower than reading the whole table in order.
+ */
+const char	*db_from(struct rdb *d, const struct filter *f, int64_t since_ms,
+		    int64_t until_ms);
+
+/*
  * Appends " AND ..." clauses for f to the WHERE clause being built in buf
  * (with ?1 rule, ?2 key, ?3 since, ?4 until) and binds them with
  * filter_bind() after preparing.

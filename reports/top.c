@@ -45,13 +45,14 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 	int ret = -1;
 
 	for (size_t i = 0; i < dbs->n; i++) {
-		char sql[512] = "SELECT rule, key, allowed FROM decisions WHERE "
-		    "rule IS NOT NULL";
+		char sql[512];
 		const char *last_rule = NULL, *last_key = NULL;
 		uint32_t id = 0;
 		sqlite3_stmt *st;
 		int rc;
 
+		snprintf(sql, sizeof(sql), "SELECT rule, key, allowed FROM %s WHERE "
+		    "rule IS NOT NULL", db_from(&dbs->v[i], f, f->since_ms, f->until_ms));
 		filter_sql(f, sql, sizeof(sql));
 		if ((st = db_prepare(&dbs->v[i], sql, err, errlen)) == NULL)
 			goto out;

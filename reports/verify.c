@@ -881,9 +881,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 * Denials come along only for sliding_window's precision (see
 	 * infer_precision); everything else replays admissions.
 	 */
-	char sql[512] = "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
-	    "window_ms, burst, delay_ms, allowed, retry_after_ms FROM decisions "
-	    "WHERE reason = 'limit' AND rule IS NOT NULL";
+	char sql[512];
 	const char *last_rule = NULL, *last_key = NULL;
 	struct kcache *kc;
 	uint32_t kid = 0, pid = 0;
@@ -893,6 +891,10 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	/* The whole history: a window or a bucket may start before --since. */
 	f.since_ms = INT64_MIN;
 	f.until_ms = INT64_MAX;
+	snprintf(sql, sizeof(sql), "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
+	    "window_ms, burst, delay_ms, allowed, retry_after_ms FROM %s "
+	    "WHERE reason = 'limit' AND rule IS NOT NULL", db_from(d, &f, f.since_ms,
+	    f.until_ms));
 	filter_sql(&f, sql, sizeof(sql));
 	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
 		return -1;
