@@ -70,7 +70,7 @@ enum key_id {
 	K_UPSTREAM,
 	K_PATH, K_METHOD, K_HOST, K_KEY, K_ALGORITHM, K_LIMIT, K_WINDOW,
 	K_BURST, K_PRECISION, K_COST, K_ON_MISSING, K_RULE_ON_ERROR, K_DRY_RUN,
-	K_DENY_CACHE,
+	K_DENY_CACHE, K_OVERRIDES,
 	NKEYS
 };
 
@@ -163,6 +163,12 @@ static const struct enum_name on_errors[] = {
 static const struct enum_name on_missings[] = {
 	{ "skip", 0, 0 },
 	{ "deny", 1, 0 },
+	{ NULL, 0, 0 }
+};
+
+static const struct enum_name override_sources[] = {
+	{ "none", 0, 0 },
+	{ "redis", 1, 0 },
 	{ NULL, 0, 0 }
 };
 
@@ -291,6 +297,8 @@ static const struct key keys[NKEYS] = {
 	    0, 0, yes_no, "a boolean", 0 },
 	[K_DENY_CACHE] = { S_RULE, "deny_cache", set_enum, R(deny_cache),
 	    0, 0, yes_no, "a boolean", 0 },
+	[K_OVERRIDES] = { S_RULE, "overrides", set_enum, R(overrides),
+	    0, 0, override_sources, "an override source", 0 },
 };
 
 #define FIELD(base, k, type)	((type *)(void *)((char *)(base) + (k)->off))
@@ -1388,6 +1396,15 @@ finish_rule(struct loader *l)
 	if (l->state[K_LIMIT] == KS_OK && l->state[K_WINDOW] == KS_OK &&
 	    l->state[K_BURST] != KS_BAD && l->state[K_PRECISION] != KS_BAD)
 		check_script_limits(l, r);
+	/* A process remembers a denial until its retry_after without asking
+	 * Redis, so it would not see a limit raised there meanwhile. */
+	if (r->deny_cache && r->overrides)
+		lerr(l, l->seen[K_DENY_CACHE] > l->seen[K_OVERRIDES] ?
+		    l->seen[K_DENY_CACHE] : l->seen[K_OVERRIDES], l->secname,
+		    l->seen[K_DENY_CACHE] > l->seen[K_OVERRIDES] ? "deny_cache" :
+		    "overrides", "deny_cache = on and overrides = redis do not go "
+		    "together: a denial remembered by a process would outlive a "
+		    "limit raised in Redis until its retry_after; turn one off");
 }
 
 /* Checks that need a whole section of the file, once it is over. */

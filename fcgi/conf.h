@@ -113,6 +113,9 @@ struct rule {
 	enum rlg_on_error	 on_error;
 	int			 dry_run;
 	int			 deny_cache;	/* remember denials for retry_after */
+	int			 overrides;	/* 1: read <key>:override in Redis
+						 * (overrides = redis); never
+						 * with deny_cache */
 	int			 metrics_slot;	/* set by metrics_register_rules();
 						 * -1 until then */
 };

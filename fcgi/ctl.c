@@ -1,8 +1,10 @@
 /*
  * rlgate-ctl: the operator's view of the limit state in Redis, through the
  * gateway's own configuration: peek at a key without consuming anything,
- * reset it, list a rule's keys. It reads and deletes state only; it never
- * runs the scripts (they would count a request) and never decides one.
+ * reset it, list a rule's keys, set a key's override (its own limit, read
+ * by the script in the same call). It reads and deletes state and writes
+ * overrides only; it never runs the scripts (they would count a request)
+ * and never decides one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -36,6 +38,9 @@ usage(FILE *f)
 	fprintf(f, "usage: rlgate-ctl [-c file] peek RULE KEY\n"
 	    "       rlgate-ctl [-c file] reset RULE KEY\n"
 	    "       rlgate-ctl [-c file] list RULE [PATTERN]\n"
+	    "       rlgate-ctl [-c file] override RULE KEY [limit=N] [window=DUR] "
+	    "[burst=N] [precision=DUR]\n"
+	    "       rlgate-ctl [-c file] override RULE KEY unlimited | clear\n"
 	    "       rlgate-ctl -V | -h\n"
 	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
 	    "  peek     show a key's state, remaining and reset, consuming "
@@ -43,6 +48,8 @@ usage(FILE *f)
 	    "  reset    delete a key's state: its next request starts afresh\n"
 	    "  list     the keys of a rule in Redis (SCAN), matching a glob "
 	    "PATTERN\n"
+	    "  override show, set (replacing), or clear a key's own limit "
+	    "(overrides = redis)\n"
 	    "exit status: 0 done, 1 bad usage, configuration or rule, "
 	    "2 Redis unreachable or failing\n", RLG_DEFAULT_CONF);
 }
@@ -448,6 +455,277 @@ call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 	return r;
 }
 
+/* ---- overrides ------------------------------------------------------- */
+
+/*
+ * An override as the scripts read it from <key>:override: each of limit,
+ * window_ms, burst, precision_ms stands in for the rule's own when set
+ * (-1: not set); unlimited admits without counting.
+ */
+struct override {
+	long long	 limit, window_ms, burst, precision_ms;
+	int		 unlimited;
+};
+
+static int
+bucket(enum rlg_algorithm a)
+{
+	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA || a == RLG_LEAKY_BUCKET;
+}
+
+/*
+ * Fills eff with ru's parameters replaced by o's, checked as the rule's
+ * script checks its arguments (cost: the rule's, 1 for a cost template).
+ * Returns 0, or -1 with why (then the script ignores the override).
+ */
+static int
+apply_override(const struct rule *ru, const struct override *o,
+    struct rule *eff, char *why, size_t whylen)
+{
+	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
+	long long window_us, scale, cap;
+
+	*eff = *ru;
+	if (o->limit != -1)
+		eff->limit = o->limit;
+	if (o->window_ms != -1)
+		eff->window_ms = o->window_ms;
+	if (o->burst != -1 && bucket(ru->algorithm))
+		eff->burst = o->burst;
+	if (o->precision_ms != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
+		eff->precision_ms = o->precision_ms;
+	if (eff->limit < 1 || eff->limit > (ru->algorithm == RLG_SLIDING_LOG ?
+	    100000 : 1000000000)) {
+		snprintf(why, whylen, "limit must be 1 to %d, got %lld",
+		    ru->algorithm == RLG_SLIDING_LOG ? 100000 : 1000000000,
+		    eff->limit);
+		return -1;
+	}
+	if (eff->window_ms < 1 || eff->window_ms > 100000000000LL) {
+		snprintf(why, whylen, "window_ms must be 1 to 100000000000, got "
+		    "%lld", eff->window_ms);
+		return -1;
+	}
+	if (o->burst != -1 && bucket(ru->algorithm) &&
+	    (o->burst < (ru->algorithm == RLG_LEAKY_BUCKET ? 0 : 1) ||
+	    o->burst > 1000000000)) {
+		snprintf(why, whylen, "burst must be %d to 1000000000, got %lld",
+		    ru->algorithm == RLG_LEAKY_BUCKET ? 0 : 1, o->burst);
+		return -1;
+	}
+	/* Unset, the scripts' burst is the limit in use. */
+	cap = bucket(ru->algorithm) && (o->burst != -1 || ru->burst > 0) ?
+	    eff->burst : eff->limit;
+	if (ru->algorithm == RLG_SLIDING_WINDOW) {
+		if (eff->precision_ms < 1 || eff->precision_ms > eff->window_ms ||
+		    eff->window_ms % eff->precision_ms != 0) {
+			snprintf(why, whylen, "precision_ms %lld does not divide "
+			    "window_ms %lld: blocks must tile the window",
+			    eff->precision_ms, eff->window_ms);
+			return -1;
+		}
+		if (eff->window_ms / eff->precision_ms > 10000) {
+			snprintf(why, whylen, "window_ms %lld / precision_ms %lld "
+			    "is more than 10000 blocks: use a coarser precision",
+			    eff->window_ms, eff->precision_ms);
+			return -1;
+		}
+	}
+	if (ru->algorithm != RLG_LEAKY_BUCKET && cost > cap) {
+		snprintf(why, whylen, "cost %lld is above %s %lld: such a request "
+		    "could never be admitted", cost, bucket(ru->algorithm) ?
+		    "burst" : "limit", cap);
+		return -1;
+	}
+	if (bucket(ru->algorithm)) {
+		window_us = eff->window_ms * 1000;
+		scale = window_us / gcd(eff->limit, window_us);
+		if (ru->algorithm == RLG_LEAKY_BUCKET ?
+		    (i128)(cap + cost) * scale >= TICKS_MAX :
+		    (i128)cap * scale >= 2 * (i128)TICKS_MAX) {
+			snprintf(why, whylen, "burst %lld is too large for limit "
+			    "%lld per %lld ms to be kept exactly (use a shorter "
+			    "window or a limit sharing more factors with it)", cap,
+			    eff->limit, eff->window_ms);
+			return -1;
+		}
+	}
+	eff->burst = bucket(ru->algorithm) ? cap : 0;
+	return 0;
+}
+
+/* A field of the override hash as the scripts read it: "" is unset. */
+static int
+hash_number(const redisReply *h, const char *name, long long *out,
+    char *why, size_t whylen)
+{
+	const redisReply *f = hfield(h, name);
+	const char *e;
+
+	*out = -1;
+	if (f == NULL || f->type != REDIS_REPLY_STRING || f->len == 0)
+		return 0;
+	if (conf_parse_int(f->str, -TICKS_MAX, TICKS_MAX, out, &e) == -1) {
+		snprintf(why, whylen, "%s must be an integer, got \"%.40s\"", name,
+		    f->str);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What the scripts make of the override hash h (HGETALL; NULL or empty:
+ * none): sets *o and returns RLG_OVERRIDE_NONE, _APPLIED, _UNLIMITED, or
+ * _IGNORED with why.
+ */
+static enum rlg_override
+read_override(const struct rule *ru, const redisReply *h, struct override *o,
+    struct rule *eff, char *why, size_t whylen)
+{
+	const redisReply *u = hfield(h, "unlimited");
+
+	memset(o, 0, sizeof(*o));
+	*eff = *ru;
+	if (h != NULL && h->type != REDIS_REPLY_ARRAY) {
+		snprintf(why, whylen, "the override key is not a hash");
+		return RLG_OVERRIDE_IGNORED;
+	}
+	if (u != NULL && u->type == REDIS_REPLY_STRING && u->len > 0 &&
+	    strcmp(u->str, "0") != 0) {
+		if (strcmp(u->str, "1") == 0) {
+			o->unlimited = 1;
+			return RLG_OVERRIDE_UNLIMITED;
+		}
+		snprintf(why, whylen, "unlimited must be 1 or 0, got \"%.40s\"",
+		    u->str);
+		return RLG_OVERRIDE_IGNORED;
+	}
+	if (hash_number(h, "limit", &o->limit, why, whylen) == -1 ||
+	    hash_number(h, "window_ms", &o->window_ms, why, whylen) == -1 ||
+	    hash_number(h, "burst", &o->burst, why, whylen) == -1 ||
+	    hash_number(h, "precision_ms", &o->precision_ms, why, whylen) == -1)
+		return RLG_OVERRIDE_IGNORED;
+	if (o->limit == -1 && o->window_ms == -1 && o->burst == -1 &&
+	    o->precision_ms == -1)
+		return RLG_OVERRIDE_NONE;
+	if (apply_override(ru, o, eff, why, whylen) == -1) {
+		*eff = *ru;
+		return RLG_OVERRIDE_IGNORED;
+	}
+	return RLG_OVERRIDE_APPLIED;
+}
+
+/* "limit 200 per 1000 ms, burst 300, precision 100 ms" for r. */
+static void
+describe_limit(const struct rule *r, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%lld per %lld ms", r->limit, r->window_ms);
+
+	if (bucket(r->algorithm) && r->burst > 0)
+		n += snprintf(buf + n, len - (size_t)n, ", burst %lld", r->burst);
+	if (r->algorithm == RLG_SLIDING_WINDOW)
+		snprintf(buf + n, len - (size_t)n, ", precision %lld ms",
+		    r->precision_ms);
+}
+
+static size_t
+override_key(const struct conf *c, const struct rule *ru, const char *key,
+    char *out, size_t outlen)
+{
+	return (size_t)snprintf(out, outlen, "%s{%s:%s}:override",
+	    c->key_prefix, ru->name, key);
+}
+
+/* Parses one NAME=VALUE of the command line into o. Returns 0 or -1. */
+static int
+parse_assignment(const struct rule *ru, const char *arg, struct override *o)
+{
+	const char *eq = strchr(arg, '='), *v, *e;
+	long long *field, n;
+	size_t len;
+	int dur;
+
+	if (eq == NULL) {
+		complain("\"%s\": use limit=N, window=DURATION, burst=N, "
+		    "precision=DURATION, unlimited or clear", arg);
+		return -1;
+	}
+	len = (size_t)(eq - arg);
+	v = eq + 1;
+	if (len == 5 && strncmp(arg, "limit", 5) == 0)
+		field = &o->limit, dur = 0;
+	else if (len == 6 && strncmp(arg, "window", 6) == 0)
+		field = &o->window_ms, dur = 1;
+	else if (len == 5 && strncmp(arg, "burst", 5) == 0)
+		field = &o->burst, dur = 0;
+	else if (len == 9 && strncmp(arg, "precision", 9) == 0)
+		field = &o->precision_ms, dur = 1;
+	else {
+		complain("\"%.*s\" is not an override (use limit, window, burst "
+		    "or precision)", (int)len, arg);
+		return -1;
+	}
+	if (*field != -1) {
+		complain("%.*s is given twice", (int)len, arg);
+		return -1;
+	}
+	if (field == &o->burst && !bucket(ru->algorithm)) {
+		complain("rule %s uses %s, which has no burst (only token_bucket, "
+		    "gcra and leaky_bucket do)", ru->name,
+		    conf_algorithm_name(ru->algorithm));
+		return -1;
+	}
+	if (field == &o->precision_ms && ru->algorithm != RLG_SLIDING_WINDOW) {
+		complain("rule %s uses %s, which has no precision (only "
+		    "sliding_window does)", ru->name,
+		    conf_algorithm_name(ru->algorithm));
+		return -1;
+	}
+	if (dur ? conf_parse_duration(v, &n, &e) == -1 :
+	    conf_parse_int(v, 1, 1000000000, &n, &e) ==
+	    -1) {
+		complain("%s: \"%s\" %s (use %s)", arg, v, e, dur ?
+		    "500ms, 1s, 1m, 1h, 1d" : "a whole number, 1 to 1000000000");
+		return -1;
+	}
+	*field = n;
+	return 0;
+}
+
+/* MULTI + cmds + EXEC, each argv NULL-terminated. Returns 0 or -1. */
+static int
+transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
+    size_t ncmds)
+{
+	redisReply *r;
+	size_t i;
+	int argc, bad = 0;
+
+	redisAppendCommand(rc, "MULTI");
+	for (i = 0; i < ncmds; i++) {
+		for (argc = 0; cmds[i][argc] != NULL; argc++)
+			;
+		redisAppendCommandArgv(rc, argc, (const char **)cmds[i], NULL);
+	}
+	redisAppendCommand(rc, "EXEC");
+	for (i = 0; i < ncmds + 2; i++) {
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+			complain("redis %s: %s", c->redis_address, rc->errstr);
+			return -1;
+		}
+		if (r->type == REDIS_REPLY_ERROR ||
+		    (i == ncmds + 1 && r->type != REDIS_REPLY_ARRAY)) {
+			if (!bad)
+				complain("redis %s: %s", c->redis_address,
+				    r->type == REDIS_REPLY_ERROR ? r->str :
+				    "MULTI/EXEC did not run");
+			bad = 1;
+		}
+		freeReplyObject(r);
+	}
+	return bad ? -1 : 0;
+}
+
 static int
 cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
@@ -455,23 +733,32 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	static const char *const cmds[][6] = {
 		{ "MULTI" }, { "TIME" }, { "TYPE", NULL }, { "PTTL", NULL },
 		{ "HGETALL", NULL }, { "GET", NULL },
-		{ "ZRANGE", NULL, "0", "-1", "WITHSCORES" }, { "EXEC" },
+		{ "ZRANGE", NULL, "0", "-1", "WITHSCORES" },
+		{ "HGETALL", NULL },	/* the override hash */
+		{ "EXEC" },
 	};
-	static const int argcs[] = { 1, 1, 2, 2, 2, 2, 5, 1 };
+	static const int argcs[] = { 1, 1, 2, 2, 2, 2, 5, 2, 1 };
 	const size_t ncmds = sizeof(argcs) / sizeof(argcs[0]);
 	redisReply *r = NULL, *ex = NULL, **el;
 	const char *type, *argv[6];
-	char rkey[RLG_MAX_KEY + 160];
+	char rkey[RLG_MAX_KEY + 160], okey[RLG_MAX_KEY + 180], why[256];
+	char lim[96], own[96];
 	long long cost, now, sec, usec, ttl;
+	enum rlg_override ost = RLG_OVERRIDE_NONE;
+	struct override o;
+	struct rule eff;
 	struct view v;
 	size_t i;
 	int j, rc_exit = EXIT_REDIS;
 
 	redis_key(c, ru, key, rkey, sizeof(rkey));
-	/* One MULTI: the clock and the state from the same instant. */
+	override_key(c, ru, key, okey, sizeof(okey));
+	/* One MULTI: the clock, the state and the override from the same
+	 * instant. */
 	for (i = 0; i < ncmds; i++) {
 		for (j = 0; j < argcs[i]; j++)
-			argv[j] = cmds[i][j] != NULL ? cmds[i][j] : rkey;
+			argv[j] = cmds[i][j] != NULL ? cmds[i][j] :
+			    i == ncmds - 2 ? okey : rkey;
 		redisAppendCommandArgv(rc, argcs[i], argv, NULL);
 	}
 	for (i = 0; i < ncmds; i++) {
@@ -506,6 +793,12 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	now = sec * 1000000 + usec;
 	type = el[1]->str;
 	cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
+	/* The parameters the script would use: the override's, if any. */
+	eff = *ru;
+	describe_limit(ru, own, sizeof(own));
+	if (ru->overrides)
+		ost = read_override(ru, el[6], &o, &eff, why, sizeof(why));
+	ru = &eff;
 	memset(&v, 0, sizeof(v));
 	if (strcmp(type, "none") != 0 &&
 	    strcmp(type, state_type(ru->algorithm)) != 0) {
@@ -543,16 +836,27 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	printf("key             %s\n", key);
 	printf("redis_key       %s\n", rkey);
 	printf("algorithm       %s\n", conf_algorithm_name(ru->algorithm));
-	printf("limit           %lld per %lld ms", ru->limit, ru->window_ms);
-	if (ru->burst > 0)
-		printf(", burst %lld", ru->burst);
-	if (ru->algorithm == RLG_SLIDING_WINDOW)
-		printf(", precision %lld ms", ru->precision_ms);
-	printf("\n");
+	describe_limit(ru, lim, sizeof(lim));
+	printf("limit           %s\n", lim);
+	if (eff.overrides) {
+		if (ost == RLG_OVERRIDE_NONE)
+			printf("override        none\n");
+		else if (ost == RLG_OVERRIDE_APPLIED)
+			printf("override        applied (the rule: %s)\n", own);
+		else if (ost == RLG_OVERRIDE_UNLIMITED)
+			printf("override        unlimited: admitted, nothing "
+			    "counted\n");
+		else
+			printf("override        ignored: %s\n", why);
+	}
 	printf("now_us          %lld\n", now);
 	printf("state           %s\n", v.state);
 	printf("ttl_ms          %lld\n", ttl);
-	printf("remaining       %lld\n", v.remaining);
+	if (ost == RLG_OVERRIDE_UNLIMITED) {
+		printf("remaining       unlimited\n");
+		v.reset_ms = v.retry_after_ms = v.delay_ms = 0;
+	} else
+		printf("remaining       %lld\n", v.remaining);
 	printf("reset_ms        %lld\n", v.reset_ms);
 	printf("retry_after_ms  %lld\n", v.retry_after_ms);
 	printf("cost            %lld\n", cost);
@@ -580,6 +884,108 @@ cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
 	else
 		printf("%s: no state, nothing deleted\n", rkey);
 	freeReplyObject(r);
+	return EXIT_DONE;
+}
+
+static int
+cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *key, int argc, char **argv)
+{
+	char okey[RLG_MAX_KEY + 180], why[256], was[96], now[96];
+	char num[4][24];
+	const char *hset[12] = { "HSET", okey }, *del[] = { "DEL", okey, NULL };
+	const char *const *cmds[2] = { del, hset };
+	struct override o = { -1, -1, -1, -1, 0 };
+	struct rule eff;
+	redisReply *r;
+	int i, n = 2;
+
+	override_key(c, ru, key, okey, sizeof(okey));
+	describe_limit(ru, was, sizeof(was));
+	if (argc == 0) {		/* show it */
+		const char *get[] = { "HGETALL", okey };
+		enum rlg_override st;
+
+		if ((r = call(rc, c, 2, get)) == NULL)
+			return EXIT_REDIS;
+		st = read_override(ru, r, &o, &eff, why, sizeof(why));
+		describe_limit(&eff, now, sizeof(now));
+		if (st == RLG_OVERRIDE_NONE)
+			printf("%s: none; the rule's %s applies\n", okey, was);
+		else if (st == RLG_OVERRIDE_UNLIMITED)
+			printf("%s: unlimited (admitted, nothing counted)\n", okey);
+		else if (st == RLG_OVERRIDE_APPLIED)
+			printf("%s: %s (the rule: %s)\n", okey, now, was);
+		else
+			printf("%s: ignored, %s; the rule's %s applies\n", okey,
+			    why, was);
+		freeReplyObject(r);
+		return EXIT_DONE;
+	}
+	if (argc == 1 && strcmp(argv[0], "clear") == 0) {
+		if ((r = call(rc, c, 2, del)) == NULL)
+			return EXIT_REDIS;
+		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+			printf("%s: cleared; the rule's %s applies from the next "
+			    "request\n", okey, was);
+		else
+			printf("%s: no override, nothing cleared\n", okey);
+		freeReplyObject(r);
+		return EXIT_DONE;
+	}
+	if (argc == 1 && strcmp(argv[0], "unlimited") == 0) {
+		hset[2] = "unlimited";
+		hset[3] = "1";
+		hset[4] = NULL;
+		if (transaction(rc, c, cmds, 2) == -1)
+			return EXIT_REDIS;
+		printf("%s: unlimited from the next request (admitted, nothing "
+		    "counted; the rule: %s)\n", okey, was);
+		return EXIT_DONE;
+	}
+	for (i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "clear") == 0 ||
+		    strcmp(argv[i], "unlimited") == 0) {
+			complain("%s stands alone", argv[i]);
+			return EXIT_USAGE;
+		}
+		if (parse_assignment(ru, argv[i], &o) == -1)
+			return EXIT_USAGE;
+	}
+	/* What the script will check, checked first: refused here, not
+	 * silently ignored per request. */
+	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
+		complain("rule %s: %s%s", ru->name, why,
+		    ru->algorithm == RLG_SLIDING_WINDOW && o.window_ms != -1 &&
+		    o.precision_ms == -1 ? " (give precision= as well)" : "");
+		return EXIT_USAGE;
+	}
+	if (o.limit != -1) {
+		snprintf(num[0], sizeof(num[0]), "%lld", o.limit);
+		hset[n++] = "limit";
+		hset[n++] = num[0];
+	}
+	if (o.window_ms != -1) {
+		snprintf(num[1], sizeof(num[1]), "%lld", o.window_ms);
+		hset[n++] = "window_ms";
+		hset[n++] = num[1];
+	}
+	if (o.burst != -1) {
+		snprintf(num[2], sizeof(num[2]), "%lld", o.burst);
+		hset[n++] = "burst";
+		hset[n++] = num[2];
+	}
+	if (o.precision_ms != -1) {
+		snprintf(num[3], sizeof(num[3]), "%lld", o.precision_ms);
+		hset[n++] = "precision_ms";
+		hset[n++] = num[3];
+	}
+	hset[n] = NULL;
+	/* One transaction: a replaced override, never a mix of two. */
+	if (transaction(rc, c, cmds, 2) == -1)
+		return EXIT_REDIS;
+	describe_limit(&eff, now, sizeof(now));
+	printf("%s: %s from the next request (the rule: %s)\n", okey, now, was);
 	return EXIT_DONE;
 }
 
@@ -713,17 +1119,22 @@ main(int argc, char *argv[])
 		want = 3;
 	else if (strcmp(cmd, "list") == 0)
 		want = argc == 3 ? 3 : 2;
+	else if (strcmp(cmd, "override") == 0)
+		want = argc >= 3 ? argc : 3;
 	else {
-		complain("unknown command \"%s\" (use peek, reset or list)", cmd);
+		complain("unknown command \"%s\" (use peek, reset, list or "
+		    "override)", cmd);
 		return EXIT_USAGE;
 	}
 	if (argc != want) {
 		complain("%s takes %s", cmd, strcmp(cmd, "list") == 0 ?
-		    "RULE [PATTERN]" : "RULE KEY");
+		    "RULE [PATTERN]" : strcmp(cmd, "override") == 0 ?
+		    "RULE KEY [limit=N window=DURATION burst=N | unlimited | "
+		    "clear]" : "RULE KEY");
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (argc == 3) {
+	if (argc >= 3) {
 		key = argv[2];
 		if (strlen(key) > RLG_MAX_KEY) {
 			complain("a key is at most %d bytes", RLG_MAX_KEY);
@@ -745,6 +1156,13 @@ main(int argc, char *argv[])
 		conf_free(c);
 		return EXIT_USAGE;
 	}
+	if (strcmp(cmd, "override") == 0 && !ru->overrides) {
+		complain("rule %s has overrides = none: rlgate would not read an "
+		    "override for it (set overrides = redis in [rule:%s] of %s)",
+		    ru->name, ru->name, path);
+		conf_free(c);
+		return EXIT_USAGE;
+	}
 	if ((rc = limiter_connect(c, err, sizeof(err))) == NULL) {
 		complain("redis %s: %s", c->redis_address, err);
 		conf_free(c);
@@ -754,6 +1172,8 @@ main(int argc, char *argv[])
 		status = cmd_peek(rc, c, ru, key);
 	else if (strcmp(cmd, "reset") == 0)
 		status = cmd_reset(rc, c, ru, key);
+	else if (strcmp(cmd, "override") == 0)
+		status = cmd_override(rc, c, ru, key, argc - 3, argv + 3);
 	else
 		status = cmd_list(rc, c, ru, key != NULL ? key : "*");
 	redisFree(rc);

@@ -24,6 +24,8 @@
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
 #define KEY_MAX			(RLG_MAX_KEY + 256)
+#define OVERRIDE_SUFFIX		":override"	/* rlgate-ctl(8) writes the same */
+#define IGNORED_LOG_MS		10000	/* one line per ignored-override burst */
 
 struct limiter {
 	redisContext	*ctx;
@@ -39,6 +41,8 @@ static atomic_llong	down_until_ms;
 static atomic_llong	backoff_ms;
 static atomic_long	outage_epoch;
 static atomic_int	outage_logged;
+static atomic_llong	ignored_logged_ms;	/* last "override ignored" line */
+static atomic_long	ignored_quiet;		/* ignored since, not logged */
 static pthread_mutex_t	why_lock = PTHREAD_MUTEX_INITIALIZER;
 static char		down_why[256];	/* the last outage's reason, under why_lock */
 
@@ -62,7 +66,14 @@ tv_ms(long long ms)
 struct limiter *
 limiter_new(void)
 {
-	return calloc(1, sizeof(struct limiter));
+	struct limiter *l = calloc(1, sizeof(*l));
+	const struct rlg_script *sc;
+	int a;
+
+	for (a = 0; l != NULL && a < RLG_ALGORITHM_COUNT; a++)
+		if ((sc = scripts_find(conf_algorithm_name(a))) != NULL)
+			memcpy(l->sha[a], sc->sha1, 41);
+	return l;
 }
 
 static void
@@ -110,33 +121,38 @@ command_ok(struct limiter *l, char *err, size_t errlen, int argc,
 	return rc;
 }
 
+/*
+ * Loads every embedded script in one round trip. Needed only after
+ * NOSCRIPT (a restarted or flushed Redis) and by limiter_probe(): the
+ * SHA1s are known at build time, so a new connection goes straight to
+ * EVALSHA and costs no more round trips than the decision itself.
+ */
 static int
 load_scripts(struct limiter *l, char *err, size_t errlen)
 {
 	redisReply *rep;
-	int a;
+	size_t i;
+	int rc = 0;
 
-	for (a = 0; a < RLG_ALGORITHM_COUNT; a++) {
-		const struct rlg_script *s =
-		    scripts_find(conf_algorithm_name((enum rlg_algorithm)a));
-
-		l->sha[a][0] = '\0';
-		if (s == NULL)
-			continue;
-		rep = redisCommand(l->ctx, "SCRIPT LOAD %s", s->source);
-		if (rep == NULL || rep->type != REDIS_REPLY_STRING ||
-		    rep->len != 40) {
-			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s", s->name,
-			    rep == NULL ? l->ctx->errstr :
-			    rep->type == REDIS_REPLY_ERROR ? rep->str :
-			    "unexpected reply");
-			freeReplyObject(rep);
-			return -1;
+	for (i = 0; i < rlg_nscripts; i++)
+		redisAppendCommand(l->ctx, "SCRIPT LOAD %s",
+		    rlg_scripts[i].source);
+	for (i = 0; i < rlg_nscripts; i++) {
+		if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK) {
+			snprintf(err, errlen, "SCRIPT LOAD: %s", l->ctx->errstr);
+			return -1;	/* the connection is unusable */
 		}
-		memcpy(l->sha[a], rep->str, 41);
+		if (rc == 0 && (rep->type != REDIS_REPLY_STRING ||
+		    strcmp(rep->str, rlg_scripts[i].sha1) != 0)) {
+			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s",
+			    rlg_scripts[i].name, rep->type == REDIS_REPLY_ERROR ?
+			    rep->str : "Redis names it differently than "
+			    "this build");
+			rc = -1;
+		}
 		freeReplyObject(rep);
 	}
-	return 0;
+	return rc;
 }
 
 /* Opens and authenticates a connection (no scripts yet). */
@@ -211,14 +227,9 @@ connect_redis(struct limiter *l, const struct conf *c, char *err,
 {
 	if (dial(l, c, err, errlen) == -1)
 		return -1;
-	if (load_scripts(l, err, errlen) == -1)
-		goto fail;
 	target_of(c, l->target, sizeof(l->target));
 	l->epoch = atomic_load(&outage_epoch);
 	return 0;
-fail:
-	disconnect(l);
-	return -1;
 }
 
 /* Redis failed us: back off, and say so once per outage. */
@@ -291,6 +302,7 @@ fmt_ll(char *buf, size_t len, long long v)
 /* Queues EVALSHA for match m; the argv strings live in args. */
 struct call {
 	char	 key[KEY_MAX];
+	char	 okey[KEY_MAX + sizeof(OVERRIDE_SUFFIX)];
 	char	 num[5][24];
 	size_t	 keylen;
 };
@@ -300,9 +312,9 @@ append_call(struct limiter *l, const struct conf *c, const struct match *m,
     struct call *k)
 {
 	const struct rule *ru = m->rule;
-	const char *argv[10];
-	size_t argl[10];
-	int i, n;
+	const char *argv[11];
+	size_t argl[11];
+	int i, n, o;
 
 	n = snprintf(k->key, sizeof(k->key), "%s{%s:", c->key_prefix,
 	    ru->name);
@@ -322,14 +334,46 @@ append_call(struct limiter *l, const struct conf *c, const struct match *m,
 	argv[1] = l->sha[ru->algorithm];
 	argv[2] = "1";
 	argv[3] = k->key;
-	argv[4] = "";		/* now: Redis TIME, one clock for all gateways */
+	argl[3] = k->keylen;
+	/* overrides = redis: the override hash as KEYS[2], same hash tag
+	 * and so the same slot; the script reads it in the same call. */
+	o = ru->overrides ? 1 : 0;
+	if (o) {
+		argv[2] = "2";
+		memcpy(k->okey, k->key, k->keylen);
+		memcpy(k->okey + k->keylen, OVERRIDE_SUFFIX,
+		    sizeof(OVERRIDE_SUFFIX) - 1);
+		argv[4] = k->okey;
+		argl[4] = k->keylen + sizeof(OVERRIDE_SUFFIX) - 1;
+	}
+	argv[4 + o] = "";	/* now: Redis TIME, one clock for all gateways */
 	for (i = 0; i < 5; i++)
-		argv[5 + i] = k->num[i];
-	/* The key is counted, not terminated (it may hold any byte): no
-	 * strlen() on it, which would read past its end. */
-	for (i = 0; i < 10; i++)
-		argl[i] = i == 3 ? k->keylen : strlen(argv[i]);
-	redisAppendCommandArgv(l->ctx, 10, argv, argl);
+		argv[5 + o + i] = k->num[i];
+	/* The keys are counted, not terminated (they may hold any byte): no
+	 * strlen() on them, which would read past their end. */
+	for (i = 0; i < 10 + o; i++)
+		if (i < 3 || i > 3 + o)
+			argl[i] = strlen(argv[i]);
+	redisAppendCommandArgv(l->ctx, 10 + o, argv, argl);
+}
+
+/* An ignored override: its sentence, rate-limited process-wide. */
+static void
+log_ignored(const struct match *m, const char *why, size_t whylen)
+{
+	long long now = mono_ms(), last = atomic_load(&ignored_logged_ms);
+	long quiet;
+
+	if ((last != 0 && now - last < IGNORED_LOG_MS) ||
+	    !atomic_compare_exchange_strong(&ignored_logged_ms, &last, now)) {
+		atomic_fetch_add(&ignored_quiet, 1);
+		return;
+	}
+	quiet = atomic_exchange(&ignored_quiet, 0);
+	log_warn("rule %s key %.*s: %.*s; the rule's own limit applies (%ld "
+	    "more ignored overrides not logged in the last %d s)",
+	    m->rule->name, (int)m->key_len, m->key, (int)whylen, why, quiet,
+	    IGNORED_LOG_MS / 1000);
 }
 
 /*
@@ -352,6 +396,14 @@ server_refuses(const char *s)
 			return 1;
 	}
 	return 0;
+}
+
+/* Does the rule's algorithm have a burst (the scripts' ARGV[5])? */
+static int
+has_burst(const struct rule *ru)
+{
+	return ru->algorithm == RLG_TOKEN_BUCKET || ru->algorithm == RLG_GCRA ||
+	    ru->algorithm == RLG_LEAKY_BUCKET;
 }
 
 /*
@@ -379,9 +431,10 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 		freeReplyObject(rep);
 		return rc;
 	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 7) {
-		log_error("rule %s: redis: the script's reply is not 7 integers",
-		    m->rule->name);
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 7 ||
+	    (m->rule->overrides && rep->elements < 11)) {
+		log_error("rule %s: redis: the script's reply is not %d integers",
+		    m->rule->name, m->rule->overrides ? 11 : 7);
 		freeReplyObject(rep);
 		return 0;
 	}
@@ -401,6 +454,34 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 		v->allowed = rep->element[0]->integer != 0;
 		v->answered = 1;
 	}
+	/* Without KEYS[2] the rule's parameters were used. */
+	v->window_ms = m->rule->window_ms;
+	v->burst = has_burst(m->rule) && m->rule->burst > 0 ?
+	    m->rule->burst : v->limit;
+	v->override = RLG_OVERRIDE_NONE;
+	if (v->answered && m->rule->overrides) {
+		/* {..., window_ms, burst, precision_ms, override[, why]} */
+		for (i = 7; i < 11; i++)
+			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
+				break;
+		if (i < 11 || rep->element[10]->integer < RLG_OVERRIDE_NONE ||
+		    rep->element[10]->integer > RLG_OVERRIDE_IGNORED) {
+			log_error("rule %s: redis: the script's reply has no "
+			    "parameters (elements 8-11)", m->rule->name);
+			v->answered = 0;
+		} else {
+			v->window_ms = rep->element[7]->integer;
+			if (has_burst(m->rule))
+				v->burst = rep->element[8]->integer;
+			v->override = (enum rlg_override)rep->element[10]->integer;
+			if (v->override == RLG_OVERRIDE_IGNORED)
+				log_ignored(m, rep->elements > 11 &&
+				    rep->element[11]->type == REDIS_REPLY_STRING ?
+				    rep->element[11]->str : "override ignored",
+				    rep->elements > 11 && rep->element[11]->type ==
+				    REDIS_REPLY_STRING ? rep->element[11]->len : 16);
+		}
+	}
 	freeReplyObject(rep);
 	return 0;
 }
@@ -414,11 +495,13 @@ mono_us(void)
 	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Rules in dry run never deny, so nothing of theirs is remembered. */
+/* Rules in dry run never deny, so nothing of theirs is remembered; nor
+ * of a rule whose limit Redis may raise (conf refuses the pair anyway). */
 static int
 cacheable(const struct conf *c, const struct rule *ru)
 {
-	return ru->deny_cache && !ru->dry_run && !c->dry_run;
+	return ru->deny_cache && !ru->dry_run && !c->dry_run &&
+	    !ru->overrides;
 }
 
 /* Fills v from the deny cache when it remembers m denied. Returns 1 then. */
@@ -443,6 +526,9 @@ cached(const struct conf *c, const struct match *m, long long now,
 	    1000 : 0;
 	v->now_us = dn.now_us + (now - dn.at_us);	/* on Redis's clock */
 	v->delay_ms = 0;
+	v->window_ms = ru->window_ms;
+	v->burst = has_burst(ru) && ru->burst > 0 ? ru->burst : ru->limit;
+	v->override = RLG_OVERRIDE_NONE;
 	return 1;
 }
 
@@ -592,6 +678,8 @@ limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
 
 	memset(&l, 0, sizeof(l));
 	rc = connect_redis(&l, c, errbuf, errlen);
+	if (rc == 0)
+		rc = load_scripts(&l, errbuf, errlen);
 	disconnect(&l);
 	return rc;
 }

@@ -12,17 +12,33 @@
 #include "conf.h"
 #include "rule.h"
 
+/* What a rule's override in Redis did to a decision (overrides = redis). */
+enum rlg_override {
+	RLG_OVERRIDE_NONE,	/* none there: the rule's own parameters */
+	RLG_OVERRIDE_APPLIED,	/* limit, window_ms, burst: the override's */
+	RLG_OVERRIDE_UNLIMITED,	/* admitted, nothing counted */
+	RLG_OVERRIDE_IGNORED	/* invalid: the rule's parameters (logged) */
+};
+
 /* One rule's decision, as the script returned it. */
 struct verdict {
 	int		 answered;	/* 0: Redis could not decide (see on_error) */
 	int		 allowed;
 	long long	 remaining;
-	long long	 limit;
+	long long	 limit;		/* the limit used (the override's, if any) */
 	long long	 reset_ms;
 	long long	 retry_after_ms;
 	long long	 now_us;	/* Redis TIME */
 	long long	 delay_ms;
 	int		 local;		/* a denial from the deny cache, not Redis */
+	/* The other parameters the decision used, when answered: the rule's,
+	 * or its override's. 0 in a verdict not made by limiter_decide():
+	 * readers then take the rule's. */
+	long long	 window_ms;
+	long long	 burst;		/* token_bucket, gcra, leaky_bucket;
+					 * the limit for the others (as the
+					 * audit records it) */
+	enum rlg_override override;
 };
 
 struct limiter;
@@ -44,7 +60,10 @@ void		 limiter_set_metrics(struct limiter *l, struct metrics_worker *w);
  * looked up in the process's deny cache: a remembered denial fills its
  * verdict (local = 1) without Redis; denials Redis gives such rules are
  * remembered until their retry_after. The rest go to Redis in one round
- * trip. Connects (or reconnects after c changed the address) as needed,
+ * trip; a rule with overrides = redis passes its override hash
+ * (<state key>:override) as KEYS[2] in the same call, and its verdict
+ * carries the parameters used. An ignored (invalid) override is logged,
+ * at most once per 10 s per process. Connects (or reconnects after c changed the address) as needed,
  * loads the scripts, and runs them again once after NOSCRIPT. Never waits
  * longer than c's connect timeout plus its timeout per attempt. Returns 0
  * when every match was answered, -1 when some v[i].answered is 0 (the

@@ -178,6 +178,7 @@ static void
 record(const struct decision *d, long long latency_us)
 {
 	struct audit_row row;
+	long long ts_ms;
 	size_t i;
 
 	if (audit == NULL)
@@ -189,7 +190,7 @@ record(const struct decision *d, long long latency_us)
 	row.client_ip = d->req->ip;
 	row.status = d->status;
 	row.latency_us = latency_us;
-	row.ts_ms = now_us(CLOCK_REALTIME) / 1000;
+	row.ts_ms = ts_ms = now_us(CLOCK_REALTIME) / 1000;
 	row.cost = row.limit_value = row.window_ms = row.burst = -1;
 	row.remaining = row.retry_after_ms = row.delay_ms = -1;
 
@@ -217,13 +218,26 @@ record(const struct decision *d, long long latency_us)
 		row.limit_value = ru->limit;
 		row.window_ms = ru->window_ms;
 		row.burst = ru->burst > 0 ? ru->burst : ru->limit;
+		row.ts_ms = ts_ms;
+		row.remaining = row.retry_after_ms = row.delay_ms = -1;
 		if (v->answered) {
 			/* Redis TIME: the clock every gateway shares. */
 			row.ts_ms = v->now_us / 1000;
 			row.remaining = v->remaining;
 			row.retry_after_ms = v->retry_after_ms;
 			row.delay_ms = v->delay_ms;
+			/* The parameters the decision used: the rule's, or
+			 * its override's in Redis (overrides = redis). */
+			row.limit_value = v->limit;
+			if (v->window_ms > 0) {
+				row.window_ms = v->window_ms;
+				row.burst = v->burst;
+			}
 		}
+		/* Unlimited: no limit applied, nothing was counted. */
+		if (d->rule_reason[i] == RLG_REASON_UNLIMITED)
+			row.limit_value = row.window_ms = row.burst =
+			    row.remaining = -1;
 		audit_push(audit, &row);
 	}
 }

@@ -94,7 +94,7 @@ const char *
 respond_reason_name(enum rlg_reason r)
 {
 	static const char *names[] = { "limit", "unmatched", "redis_error",
-	    "dry_run", "bad_request", "local_cache" };
+	    "dry_run", "bad_request", "local_cache", "unlimited" };
 
 	return names[r];
 }
@@ -103,6 +103,21 @@ static long long
 ceil_div(long long a, long long b)
 {
 	return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* The window rule i's decision used: an override's, or the rule's. */
+static long long
+window_of(const struct decision *d, size_t i)
+{
+	return d->v[i].window_ms > 0 ? d->v[i].window_ms :
+	    d->m[i].rule->window_ms;
+}
+
+/* Does rule i have a limit to show (answered, and not unlimited)? */
+static int
+limited(const struct decision *d, size_t i)
+{
+	return d->v[i].answered && d->rule_reason[i] != RLG_REASON_UNLIMITED;
 }
 
 /* Did rule i deny the request for being over its limit (here or cached)? */
@@ -143,7 +158,9 @@ respond_decide(struct decision *d, int bad_status)
 			d->rule_allowed[i] = 0;
 		} else {
 			d->rule_reason[i] = v->local && !v->allowed ?
-			    RLG_REASON_LOCAL_CACHE : RLG_REASON_LIMIT;
+			    RLG_REASON_LOCAL_CACHE : v->allowed && v->override ==
+			    RLG_OVERRIDE_UNLIMITED ? RLG_REASON_UNLIMITED :
+			    RLG_REASON_LIMIT;
 			d->rule_allowed[i] = v->allowed;
 			if (!v->allowed) {
 				denied = 1;
@@ -172,7 +189,7 @@ closest(const struct decision *d)
 	size_t i;
 
 	for (i = 0; i < d->n; i++) {
-		if (!d->v[i].answered)
+		if (!limited(d, i))
 			continue;
 		if (over_limit(d, i))
 			return (int)i;	/* a denial explains itself first */
@@ -217,19 +234,18 @@ ratelimit_headers(struct out *o, const struct decision *d)
 		 * policy applied; w is whole seconds. */
 		sep = "RateLimit-Policy: ";
 		for (i = 0; i < d->n; i++) {
-			const struct rule *ru = d->m[i].rule;
-
-			if (!d->v[i].answered)
+			if (!limited(d, i))
 				continue;
-			put(o, "%s\"%s\";q=%lld;w=%lld", sep, ru->name,
-			    ru->limit, ceil_div(ru->window_ms, 1000));
+			put(o, "%s\"%s\";q=%lld;w=%lld", sep,
+			    d->m[i].rule->name, d->v[i].limit,
+			    ceil_div(window_of(d, i), 1000));
 			sep = ", ";
 		}
 		if (sep[0] == ',')
 			put(o, "\r\n");
 		sep = "RateLimit: ";
 		for (i = 0; i < d->n; i++) {
-			if (!d->v[i].answered)
+			if (!limited(d, i))
 				continue;
 			put(o, "%s\"%s\";r=%lld;t=%lld", sep,
 			    d->m[i].rule->name, d->v[i].remaining,
@@ -271,12 +287,10 @@ problem_body(struct out *o, const struct decision *d)
 	put(o, "{\"type\":\"" PROBLEM_QUOTA "\",\"title\":\"Too Many Requests\","
 	    "\"status\":%d,\"detail\":\"", d->status);
 	for (i = 0; i < d->n; i++) {
-		const struct rule *ru = d->m[i].rule;
-
 		if (!over_limit(d, i))
 			continue;
-		put(o, "%s%s allows %lld per %lld ms", sep, ru->name,
-		    ru->limit, ru->window_ms);
+		put(o, "%s%s allows %lld per %lld ms", sep, d->m[i].rule->name,
+		    d->v[i].limit, window_of(d, i));
 		sep = "; ";
 	}
 	put(o, "; retry in %lld ms\",\"violated-policies\":[", d->retry_after_ms);
@@ -306,12 +320,15 @@ decision_body(struct out *o, const struct decision *d)
 		put(o, "%s{\"rule\":\"%s\",\"key\":", i ? "," : "", ru->name);
 		put_json_str(o, d->m[i].key, d->m[i].key_len);
 		put(o, ",\"algorithm\":\"%s\",\"allowed\":%s,\"reason\":\"%s\","
-		    "\"cost\":%lld,\"limit\":%lld,\"window_ms\":%lld",
-		    conf_algorithm_name(ru->algorithm),
+		    "\"cost\":%lld", conf_algorithm_name(ru->algorithm),
 		    d->rule_allowed[i] ? "true" : "false",
-		    respond_reason_name(d->rule_reason[i]), d->m[i].cost,
-		    ru->limit, ru->window_ms);
-		if (v->answered)
+		    respond_reason_name(d->rule_reason[i]), d->m[i].cost);
+		if (d->rule_reason[i] == RLG_REASON_UNLIMITED)
+			put(o, ",\"limit\":null,\"window_ms\":null");
+		else
+			put(o, ",\"limit\":%lld,\"window_ms\":%lld",
+			    v->answered ? v->limit : ru->limit, window_of(d, i));
+		if (limited(d, i))
 			put(o, ",\"remaining\":%lld,\"reset_ms\":%lld,"
 			    "\"retry_after_ms\":%lld,\"delay_ms\":%lld",
 			    v->remaining, v->reset_ms, v->retry_after_ms,

@@ -24,7 +24,8 @@ enum rlg_reason {
 	RLG_REASON_REDIS_ERROR,
 	RLG_REASON_DRY_RUN,
 	RLG_REASON_BAD_REQUEST,
-	RLG_REASON_LOCAL_CACHE	/* denied by the deny cache, without Redis */
+	RLG_REASON_LOCAL_CACHE,	/* denied by the deny cache, without Redis */
+	RLG_REASON_UNLIMITED	/* an "unlimited" override: admitted uncounted */
 };
 
 /* One request's decision. The pointers are borrowed, not owned. */
@@ -53,7 +54,9 @@ struct decision {
  * dry run (its own dry_run, or [gateway] dry_run), and so does a denial
  * the deny cache remembered (reason local_cache); a rule Redis could not
  * decide follows its on_error (deny is 503, not in dry run); everything
- * else is allowed.
+ * else is allowed (reason unlimited when an override in Redis said so).
+ * Limits and windows shown in headers and bodies are the verdicts' (an
+ * override's when one applied); an unlimited rule shows none.
  */
 void		 respond_decide(struct decision *d, int bad_status);
 

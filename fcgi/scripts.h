@@ -10,6 +10,7 @@
 struct rlg_script {
 	const char	*name;		/* file name without .lua: "fixed_window" */
 	const char	*source;
+	const char	*sha1;		/* what Redis calls it: EVALSHA needs no load */
 };
 
 extern const struct rlg_script	rlg_scripts[];

@@ -108,7 +108,7 @@ if not a then return redis.error_reply('rlgate: ' .. err) end
 local function apply_override()
 	local f = redis.pcall('HMGET', KEYS[2], 'limit', 'window_ms', 'burst',
 	    'precision_ms', 'unlimited')
-	if f.err then return a, 3, 'KEYS[2] holds no hash' end
+	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
 	for i = 1, 5 do
 		if f[i] == '' then f[i] = false end
 	end

@@ -498,6 +498,34 @@ test_operations_keys(void **state)
 	    "deny_cache = off\n", "5: [rule:r] deny_cache: is set twice", NULL);
 }
 
+/* overrides = none | redis per rule; never with deny_cache. */
+static void
+test_overrides_key(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok(RULE_OK "[rule:s]\nlimit = 1\nwindow = 1s\noverrides = redis\n"
+	    "[rule:t]\nlimit = 1\nwindow = 1s\noverrides = none\n"
+	    "deny_cache = on\n");
+	assert_int_equal(c->rules[0].overrides, 0);	/* the default */
+	assert_int_equal(c->rules[1].overrides, 1);
+	assert_int_equal(c->rules[2].overrides, 0);
+	assert_int_equal(c->rules[2].deny_cache, 1);
+	conf_free(c);
+
+	expect_one(RULE_OK "overrides = hash\n",
+	    "4: [rule:r] overrides: \"hash\" is not an override source (use "
+	    "none or redis)", NULL);
+	/* The error is on the later of the two lines, named by its key. */
+	expect_one(RULE_OK "overrides = redis\ndeny_cache = on\n",
+	    "5: [rule:r] deny_cache: deny_cache = on and overrides = redis do "
+	    "not go together", "outlive a limit raised in Redis");
+	expect_one(RULE_OK "deny_cache = yes\noverrides = redis\n",
+	    "5: [rule:r] overrides: deny_cache = on and overrides = redis do "
+	    "not go together", NULL);
+}
+
 static void
 test_empty_values(void **state)
 {
@@ -1382,6 +1410,7 @@ main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_operations_keys),
+		cmocka_unit_test(test_overrides_key),
 		cmocka_unit_test(test_empty_values),
 		cmocka_unit_test(test_syntax_tolerated),
 		cmocka_unit_test(test_error_format),

@@ -341,6 +341,72 @@ test_bad_request(void **state)
 	    "\"rule\":\"user_list\"}"));
 }
 
+/* An override in Redis: headers and body show the parameters it used. */
+static void
+test_override_parameters_shown(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	v[0] = VERDICT(0, 0, 7, 1500, 1500);
+	v[0].window_ms = 2000;
+	v[0].override = RLG_OVERRIDE_APPLIED;
+	d = decide(1);
+	assert_int_equal(d.status, 429);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_LIMIT);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "RateLimit-Policy: \"user_list\";q=7;w=2\r\n"));
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=0;t=2\r\n"));
+	assert_non_null(strstr(out, "\"detail\":\"user_list allows 7 per 2000 ms; "
+	    "retry in 1500 ms\""));
+	req.role = RLG_ROLE_RESPONDER;
+	v[0] = VERDICT(1, 6, 7, 2000, 0);
+	v[0].window_ms = 2000;
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "\"reason\":\"limit\",\"cost\":1,\"limit\":7,"
+	    "\"window_ms\":2000,\"remaining\":6"));
+}
+
+/* An unlimited override: allowed, reason unlimited, no policy shown. */
+static void
+test_override_unlimited(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	req.role = RLG_ROLE_RESPONDER;
+	v[0] = VERDICT(1, 100, 100, 0, 0);
+	v[0].override = RLG_OVERRIDE_UNLIMITED;
+	v[1] = VERDICT(1, 4000, 5000, 1000, 0);
+	d = decide(2);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_UNLIMITED);
+	assert_true(d.rule_allowed[0]);
+	assert_string_equal(respond_reason_name(d.rule_reason[0]), "unlimited");
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "RateLimit-Policy: \"daily\";q=5000;w=86400\r\n"));
+	assert_non_null(strstr(out, "RateLimit: \"daily\";r=4000;t=1\r\n"));
+	assert_null(strstr(out, "\"user_list\";"));
+	assert_non_null(strstr(out, "\"rule\":\"user_list\",\"key\":\"org1/user/list\","
+	    "\"algorithm\":\"fixed_window\",\"allowed\":true,\"reason\":\"unlimited\","
+	    "\"cost\":1,\"limit\":null,\"window_ms\":null}"));
+	/* Alone: no rate-limit header at all, and none for the authorizer. */
+	d = decide(1);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_null(strstr(out, "RateLimit"));
+	req.role = RLG_ROLE_AUTHORIZER;
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_string_equal(out, "Status: 200 OK\r\n\r\n");
+}
+
 static void
 test_overflow_is_bounded(void **state)
 {
@@ -366,6 +432,8 @@ main(void)
 		cmocka_unit_test_setup(test_local_cache_denies_like_redis, setup),
 		cmocka_unit_test_setup(test_responder_json_escapes_key, setup),
 		cmocka_unit_test_setup(test_bad_request, setup),
+		cmocka_unit_test_setup(test_override_parameters_shown, setup),
+		cmocka_unit_test_setup(test_override_unlimited, setup),
 		cmocka_unit_test_setup(test_overflow_is_bounded, setup),
 	};
 

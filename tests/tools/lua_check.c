@@ -44,8 +44,16 @@ struct params {
 	long long	limit, window_ms, burst, precision_ms;	/* EMPTY allowed for the last two */
 };
 
+/* With an override key (KEYS[2]), fields 8-11 of the reply, and the 12th. */
+enum { XWINDOW, XBURST, XPRECISION, XOVERRIDE, NEXT };
+static const char *const ext_names[NEXT] = {
+	"window_ms", "burst", "precision_ms", "override"
+};
+
 struct reply {
 	long long	v[NFIELDS];
+	long long	x[NEXT];	/* with KEYS[2] only */
+	char		why[256];	/* the 12th field, when override is 3 */
 	long long	pttl;		/* after the call */
 	int		changed;	/* DUMP before != DUMP after */
 	int		is_err;
@@ -200,19 +208,25 @@ fmt_arg(char *buf, size_t len, long long v)
  * now == EMPTY sends "" (Redis TIME).
  */
 static void
-call_raw(enum alg a, const char *key, const char *now, const char *cost,
-    const char *limit, const char *window, const char *burst,
+call_eval(enum alg a, const char *key, const char *okey, const char *now,
+    const char *cost, const char *limit, const char *window, const char *burst,
     const char *precision, struct reply *out)
 {
-	const char *argv[10] = { "EVALSHA", sha[a], "1", key, now, cost, limit,
+	const char *argv[11] = { "EVALSHA", sha[a], "1", key, now, cost, limit,
 	    window, burst, precision };
+	size_t want = okey == NULL ? NFIELDS : NFIELDS + NEXT;
 	redisReply *r, *e;
 	int i;
 
+	if (okey != NULL) {	/* EVALSHA sha 2 key okey now cost ... */
+		argv[2] = "2";
+		memmove(argv + 5, argv + 4, 6 * sizeof(*argv));
+		argv[4] = okey;
+	}
 	memset(out, 0, sizeof(*out));
 	redisAppendCommand(rc, "MULTI");
 	redisAppendCommand(rc, "DUMP %s", key);
-	redisAppendCommandArgv(rc, 10, argv, NULL);
+	redisAppendCommandArgv(rc, okey == NULL ? 10 : 11, argv, NULL);
 	redisAppendCommand(rc, "DUMP %s", key);
 	redisAppendCommand(rc, "PTTL %s", key);
 	redisAppendCommand(rc, "PERSIST %s", key);
@@ -230,16 +244,32 @@ call_raw(enum alg a, const char *key, const char *now, const char *cost,
 	if (e->type == REDIS_REPLY_ERROR) {
 		out->is_err = 1;
 		snprintf(out->err, sizeof(out->err), "%s", e->str);
-	} else if (e->type != REDIS_REPLY_ARRAY || e->elements != NFIELDS) {
+	} else if (e->type != REDIS_REPLY_ARRAY || (e->elements != want &&
+	    (okey == NULL || e->elements != want + 1))) {
 		out->is_err = 1;
-		snprintf(out->err, sizeof(out->err), "not an array of %d", NFIELDS);
+		snprintf(out->err, sizeof(out->err), "not an array of %zu", want);
 	} else {
-		for (i = 0; i < NFIELDS; i++) {
+		for (i = 0; i < (int)want; i++) {
 			if (e->element[i]->type != REDIS_REPLY_INTEGER) {
 				out->is_err = 1;
 				snprintf(out->err, sizeof(out->err), "field %d not an integer", i);
 			}
-			out->v[i] = e->element[i]->integer;
+			if (i < NFIELDS)
+				out->v[i] = e->element[i]->integer;
+			else
+				out->x[i - NFIELDS] = e->element[i]->integer;
+		}
+		/* The 12th field: the sentence, exactly when the override was ignored. */
+		if (okey != NULL && (e->elements == want + 1) != (out->x[XOVERRIDE] == 3)) {
+			out->is_err = 1;
+			snprintf(out->err, sizeof(out->err), "%zu fields with override %lld",
+			    e->elements, out->x[XOVERRIDE]);
+		} else if (e->elements == want + 1) {
+			if (e->element[want]->type != REDIS_REPLY_STRING) {
+				out->is_err = 1;
+				snprintf(out->err, sizeof(out->err), "field 12 not a string");
+			} else
+				snprintf(out->why, sizeof(out->why), "%s", e->element[want]->str);
 		}
 	}
 	{
@@ -275,8 +305,17 @@ restore_before(const char *key)
 }
 
 static void
-call(enum alg a, const char *key, long long now, long long cost,
-    const struct params *p, struct reply *out)
+call_raw(enum alg a, const char *key, const char *now, const char *cost,
+    const char *limit, const char *window, const char *burst,
+    const char *precision, struct reply *out)
+{
+	call_eval(a, key, NULL, now, cost, limit, window, burst, precision, out);
+}
+
+/* One decision; with okey, KEYS[2] is the override hash okey. */
+static void
+call_k(enum alg a, const char *key, const char *okey, long long now,
+    long long cost, const struct params *p, struct reply *out)
 {
 	char n[32], c[32], l[32], w[32], b[32], pr[32];
 
@@ -286,7 +325,7 @@ call(enum alg a, const char *key, long long now, long long cost,
 	fmt_arg(w, sizeof(w), p->window_ms);
 	fmt_arg(b, sizeof(b), p->burst);
 	fmt_arg(pr, sizeof(pr), p->precision_ms);
-	call_raw(a, key, n, c, l, w, b, pr, out);
+	call_eval(a, key, okey, n, c, l, w, b, pr, out);
 	/*
 	 * The script sets PTTL reset_ms + 1 against Redis's real clock, but
 	 * the test's clock is virtual: if the machine stalls for longer than a
@@ -297,8 +336,15 @@ call(enum alg a, const char *key, long long now, long long cost,
 	    (out->pttl < out->v[RESET] - 1 || out->pttl > out->v[RESET] + 2); i++) {
 		reruns++;
 		restore_before(key);
-		call_raw(a, key, n, c, l, w, b, pr, out);
+		call_eval(a, key, okey, n, c, l, w, b, pr, out);
 	}
+}
+
+static void
+call(enum alg a, const char *key, long long now, long long cost,
+    const struct params *p, struct reply *out)
+{
+	call_k(a, key, NULL, now, cost, p, out);
 }
 
 static void
@@ -1439,6 +1485,403 @@ test_log_members(void)
 	    r.v[RETRY]);
 }
 
+/* ---------------------------------------------------------------------
+ * Overrides: KEYS[2] is a hash whose fields stand in for ARGV[3..6]
+ * (limit, window_ms, burst, precision_ms), or unlimited = 1.
+ */
+
+/* DEL okey, then (fields not NULL and not "") HSET okey with "f v f v...". */
+static void
+set_override(const char *okey, const char *fields)
+{
+	const char *argv[16];
+	char buf[256], *save = NULL, *t;
+	int n = 2;
+
+	freeReplyObject(command("DEL %s", okey));
+	if (fields == NULL || fields[0] == '\0')
+		return;
+	argv[0] = "HSET";
+	argv[1] = okey;
+	snprintf(buf, sizeof(buf), "%s", fields);
+	for (t = strtok_r(buf, " ", &save); t != NULL && n < 16; t = strtok_r(NULL, " ", &save))
+		argv[n++] = t;
+	if (redisCommandArgv(rc, n, argv, NULL) == NULL)
+		fatal("redis: %s", rc->errstr);
+}
+
+/* The parameters a script resolves from p: burst (0: none), precision (0: none). */
+static long long
+burst_of(enum alg a, const struct params *p)
+{
+	if (a != TOKEN && a != GCRA && a != LEAKY)
+		return 0;
+	return p->burst == EMPTY ? p->limit : p->burst;
+}
+
+static long long
+precision_of(enum alg a, const struct params *p)
+{
+	if (a != SWINDOW)
+		return 0;
+	return p->precision_ms == EMPTY ? p->window_ms / 10 : p->precision_ms;
+}
+
+struct ostep {
+	const char	*set;		/* NULL: leave the override; "": delete it;
+					 * else replace it with these fields */
+	long long	 t_us, cost;
+	long long	 allowed, remaining, limit, reset, retry, delay;
+	long long	 window, burst, precision, code;	/* fields 8-11 */
+	const char	*why;		/* code 3: part of the 12th field */
+};
+
+static void
+run_osteps(enum alg a, const char *what, const struct params *p,
+    const struct ostep *s, size_t n)
+{
+	char key[160], okey[180];
+	struct reply r;
+	size_t i;
+	int bad = 0, f;
+
+	snprintf(key, sizeof(key), "%s{%s:override:%s}", prefix, alg_names[a], what);
+	snprintf(okey, sizeof(okey), "%s:override", key);
+	freeReplyObject(command("DEL %s %s", key, okey));
+	for (i = 0; i < n; i++) {
+		long long want[NFIELDS] = { s[i].allowed, s[i].remaining, s[i].limit,
+		    s[i].reset, s[i].retry, T0 + s[i].t_us, s[i].delay };
+		long long wantx[NEXT] = { s[i].window, s[i].burst, s[i].precision, s[i].code };
+
+		if (s[i].set != NULL)
+			set_override(okey, s[i].set);
+		call_k(a, key, okey, T0 + s[i].t_us, s[i].cost, p, &r);
+		if (r.is_err) {
+			ok(0, "%s override \"%s\" step %zu: error %s", alg_names[a], what, i + 1, r.err);
+			return;
+		}
+		for (f = 0; f < NFIELDS; f++)
+			if (r.v[f] != want[f]) {
+				note("%s override \"%s\" step %zu (t=%lld us, cost %lld, set \"%s\"): %s is %lld, expected %lld",
+				    alg_names[a], what, i + 1, s[i].t_us, s[i].cost,
+				    s[i].set ? s[i].set : "(as before)", field_names[f], r.v[f], want[f]);
+				bad++;
+			}
+		for (f = 0; f < NEXT; f++)
+			if (r.x[f] != wantx[f]) {
+				note("%s override \"%s\" step %zu: %s is %lld, expected %lld",
+				    alg_names[a], what, i + 1, ext_names[f], r.x[f], wantx[f]);
+				bad++;
+			}
+		if (s[i].code == 3 && (strncmp(r.why, "override ignored: ", 18) != 0 ||
+		    strstr(r.why, s[i].why) == NULL)) {
+			note("%s override \"%s\" step %zu: why is \"%s\", expected \"...%s...\"",
+			    alg_names[a], what, i + 1, r.why, s[i].why);
+			bad++;
+		}
+		if (r.v[ALLOWED] == 1 && s[i].code != 2 &&
+		    (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 2)) {
+			note("%s override \"%s\" step %zu: PTTL %lld after admission, reset_ms %lld",
+			    alg_names[a], what, i + 1, r.pttl, r.v[RESET]);
+			bad++;
+		}
+		/* Denied, or unlimited: nothing counted, nothing written. */
+		if ((r.v[ALLOWED] == 0 || s[i].code == 2) && (r.changed || r.pttl >= 0)) {
+			note("%s override \"%s\" step %zu: the key changed (%s)", alg_names[a], what,
+			    i + 1, s[i].code == 2 ? "unlimited" : "denied");
+			bad++;
+		}
+	}
+	ok(bad == 0, "%s: override sequence \"%s\" (%zu requests: the override applies from the next "
+	    "call, clearing it restores ARGV; exact replies and fields 8-11)", alg_names[a], what, n);
+}
+
+static void
+test_override_hand(void)
+{
+	/* limit 3 per 1000 ms. */
+	static const struct ostep fixed[] = {
+		{ NULL, 0, 1,			1, 2, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 1, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 100 * MS, 1,		0, 0, 3, 900, 900, 0,	1000, 0, 0, 0, NULL },
+		/* raised: the same window holds 5 */
+		{ "limit 5", 100 * MS, 1,	1, 1, 5, 900, 0, 0,	1000, 0, 0, 1, NULL },
+		{ NULL, 100 * MS, 1,		1, 0, 5, 900, 0, 0,	1000, 0, 0, 1, NULL },
+		{ NULL, 200 * MS, 1,		0, 0, 5, 800, 800, 0,	1000, 0, 0, 1, NULL },
+		/* replaced: limit back to 3, the open window now lasts 2 s */
+		{ "window_ms 2000", 200 * MS, 1, 0, 0, 3, 1800, 1800, 0, 2000, 0, 0, 1, NULL },
+		{ NULL, 1500 * MS, 1,		0, 0, 3, 500, 500, 0,	2000, 0, 0, 1, NULL },
+		/* cleared: 1 s again, so the window that opened at 0 is over */
+		{ "", 1500 * MS, 1,		1, 2, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ "unlimited 1", 1500 * MS, 1,	1, 3, 3, 0, 0, 0,	1000, 0, 0, 2, NULL },
+		{ NULL, 1500 * MS, 3,		1, 3, 3, 0, 0, 0,	1000, 0, 0, 2, NULL },
+		{ "", 1500 * MS, 1,		1, 1, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ "limit 0", 1500 * MS, 1,	1, 0, 3, 1000, 0, 0,	1000, 0, 0, 3, "limit must be at least 1, got 0" },
+		{ "limit 2", 1600 * MS, 3,	0, 0, 3, 900, 900, 0,	1000, 0, 0, 3, "cost 3 is above limit 2" },
+		{ "unlimited 0 limit 4", 1600 * MS, 1, 1, 0, 4, 900, 0, 0, 1000, 0, 0, 1, NULL },
+	};
+	/* limit 3 per 1000 ms, precision 100 ms. */
+	static const struct ostep swin[] = {
+		{ NULL, 0, 1,			1, 2, 3, 1000, 0, 0,	1000, 0, 100, 0, NULL },
+		{ NULL, 0, 1,			1, 1, 3, 1000, 0, 0,	1000, 0, 100, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 3, 1000, 0, 0,	1000, 0, 100, 0, NULL },
+		{ NULL, 0, 1,			0, 0, 3, 1000, 1000, 0,	1000, 0, 100, 0, NULL },
+		{ "limit 6", 0, 1,		1, 2, 6, 1000, 0, 0,	1000, 0, 100, 1, NULL },
+		/* 20 blocks: block 0 (4 admitted) counts until 2000 ms */
+		{ "window_ms 2000", 600 * MS, 1, 0, 0, 3, 1400, 1400, 0, 2000, 0, 100, 1, NULL },
+		{ NULL, 1500 * MS, 1,		0, 0, 3, 500, 500, 0,	2000, 0, 100, 1, NULL },
+		{ "", 1500 * MS, 1,		1, 2, 3, 1000, 0, 0,	1000, 0, 100, 0, NULL },
+		{ "precision_ms 300", 1500 * MS, 1, 1, 1, 3, 1000, 0, 0, 1000, 0, 100, 3,
+		    "precision_ms 300 does not divide window_ms 1000" },
+		{ "unlimited 1", 1500 * MS, 1,	1, 3, 3, 0, 0, 0,	1000, 0, 100, 2, NULL },
+		{ "", 1500 * MS, 1,		1, 0, 3, 1000, 0, 0,	1000, 0, 100, 0, NULL },
+	};
+	/* limit 3 per 1000 ms. */
+	static const struct ostep slog[] = {
+		{ NULL, 0, 1,			1, 2, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 1, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ NULL, 0, 1,			0, 0, 3, 1000, 1000, 0,	1000, 0, 0, 0, NULL },
+		{ "limit 4", 100 * MS, 1,	1, 0, 4, 1000, 0, 0,	1000, 0, 0, 1, NULL },
+		{ NULL, 100 * MS, 1,		0, 0, 4, 1000, 900, 0,	1000, 0, 0, 1, NULL },
+		/* 500 ms: the four admissions at 0 and 100 ms have left */
+		{ "window_ms 500", 600 * MS, 1,	1, 2, 3, 500, 0, 0,	500, 0, 0, 1, NULL },
+		{ "", 600 * MS, 1,		1, 1, 3, 1000, 0, 0,	1000, 0, 0, 0, NULL },
+		{ "unlimited 1", 600 * MS, 1,	1, 3, 3, 0, 0, 0,	1000, 0, 0, 2, NULL },
+		{ "limit 100001", 600 * MS, 1,	1, 0, 3, 1000, 0, 0,	1000, 0, 0, 3,
+		    "limit must be at most 100000, got 100001" },
+	};
+	/* limit 2 per 1000 ms, burst empty (2): a token every 500 ms. */
+	static const struct ostep token[] = {
+		{ NULL, 0, 1,			1, 1, 2, 500, 0, 0,	1000, 2, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 2, 1000, 0, 0,	1000, 2, 0, 0, NULL },
+		{ NULL, 0, 1,			0, 0, 2, 1000, 500, 0,	1000, 2, 0, 0, NULL },
+		/* 10 per second, burst 10: still empty, but a token every 100 ms */
+		{ "limit 10", 0, 1,		0, 0, 10, 1000, 100, 0,	1000, 10, 0, 1, NULL },
+		{ NULL, 100 * MS, 1,		1, 0, 10, 1000, 0, 0,	1000, 10, 0, 1, NULL },
+		{ NULL, 600 * MS, 1,		1, 4, 10, 600, 0, 0,	1000, 10, 0, 1, NULL },
+		/* 2 per second, burst 3: the 4 tokens are cut to 3 */
+		{ "burst 3", 600 * MS, 1,	1, 2, 2, 500, 0, 0,	1000, 3, 0, 1, NULL },
+		{ "", 600 * MS, 1,		1, 1, 2, 500, 0, 0,	1000, 2, 0, 0, NULL },
+		{ "unlimited 1", 600 * MS, 1,	1, 2, 2, 0, 0, 0,	1000, 2, 0, 2, NULL },
+		{ "burst 0", 600 * MS, 1,	1, 0, 2, 1000, 0, 0,	1000, 2, 0, 3, "burst must be at least 1, got 0" },
+	};
+	/*
+	 * The same requests through gcra. It keeps the time until the bucket is
+	 * full, not the tokens: after "burst 3" it owes 1.1 s (2 tokens at 2 per
+	 * second, less what it took), which the restored burst 2 caps at 1 s.
+	 */
+	static const struct ostep gcra[] = {
+		{ NULL, 0, 1,			1, 1, 2, 500, 0, 0,	1000, 2, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 2, 1000, 0, 0,	1000, 2, 0, 0, NULL },
+		{ NULL, 0, 1,			0, 0, 2, 1000, 500, 0,	1000, 2, 0, 0, NULL },
+		{ "limit 10", 0, 1,		0, 0, 10, 1000, 100, 0,	1000, 10, 0, 1, NULL },
+		{ NULL, 100 * MS, 1,		1, 0, 10, 1000, 0, 0,	1000, 10, 0, 1, NULL },
+		{ NULL, 600 * MS, 1,		1, 4, 10, 600, 0, 0,	1000, 10, 0, 1, NULL },
+		{ "burst 3", 600 * MS, 1,	1, 0, 2, 1100, 0, 0,	1000, 3, 0, 1, NULL },
+		{ "", 600 * MS, 1,		0, 0, 2, 1000, 500, 0,	1000, 2, 0, 0, NULL },
+		{ "unlimited 1", 600 * MS, 1,	1, 2, 2, 0, 0, 0,	1000, 2, 0, 2, NULL },
+		{ "burst 0", 600 * MS, 1,	0, 0, 2, 1000, 500, 0,	1000, 2, 0, 3, "burst must be at least 1, got 0" },
+	};
+	/* limit 1 per 1000 ms, burst 1. */
+	static const struct ostep leaky[] = {
+		{ NULL, 0, 1,			1, 1, 1, 1000, 0, 0,	1000, 1, 0, 0, NULL },
+		{ NULL, 0, 1,			1, 0, 1, 2000, 0, 1000,	1000, 1, 0, 0, NULL },
+		{ NULL, 0, 1,			0, 0, 1, 2000, 1000, 0,	1000, 1, 0, 0, NULL },
+		/* a longer queue: the third waits 2 s */
+		{ "burst 3", 0, 1,		1, 1, 1, 3000, 0, 2000,	1000, 3, 0, 1, NULL },
+		/* a faster outlet does not shorten what is queued (3 s) */
+		{ "limit 4", 0, 1,		0, 0, 4, 3000, 2750, 0,	1000, 1, 0, 1, NULL },
+		{ NULL, 2750 * MS, 1,		1, 0, 4, 500, 0, 250,	1000, 1, 0, 1, NULL },
+		{ "", 2750 * MS, 1,		1, 0, 1, 1500, 0, 500,	1000, 1, 0, 0, NULL },
+		{ "unlimited 1", 2750 * MS, 1,	1, 1, 1, 0, 0, 0,	1000, 1, 0, 2, NULL },
+		{ "burst -1", 2750 * MS, 1,	0, 0, 1, 1500, 500, 0,	1000, 1, 0, 3, "burst must be at least 0, got -1" },
+	};
+	struct params p;
+
+	p = (struct params){ 3, 1000, EMPTY, EMPTY };
+	run_osteps(FIXED, "3 per 1000 ms", &p, fixed, NSTEPS(fixed));
+	run_osteps(SLOG, "3 per 1000 ms", &p, slog, NSTEPS(slog));
+	p = (struct params){ 3, 1000, EMPTY, 100 };
+	run_osteps(SWINDOW, "3 per 1000 ms, precision 100", &p, swin, NSTEPS(swin));
+	p = (struct params){ 2, 1000, EMPTY, EMPTY };
+	run_osteps(TOKEN, "2 per 1000 ms", &p, token, NSTEPS(token));
+	run_osteps(GCRA, "2 per 1000 ms", &p, gcra, NSTEPS(gcra));
+	p = (struct params){ 1, 1000, 1, EMPTY };
+	run_osteps(LEAKY, "1 per 1000 ms, burst 1", &p, leaky, NSTEPS(leaky));
+}
+
+/*
+ * An override decides exactly as the script called with its values in
+ * ARGV: random requests against the model of the override's parameters
+ * (configured ones differ), field by field, fields 8-11 each time. With
+ * fields NULL the hash does not exist and the model has the configured ones.
+ */
+static void
+random_override_run(enum alg a, const struct params *conf, const char *fields,
+    const struct params *eff, int count, int idx)
+{
+	struct model m;
+	struct reply r;
+	char key[128], okey[160];
+	long long now = T0 + rnd_between(0, 999999), want[NFIELDS];
+	long long cap = capacity(a, eff) < capacity(a, conf) ? capacity(a, eff) : capacity(a, conf);
+	long long wantx[NEXT] = { eff->window_ms, burst_of(a, eff), precision_of(a, eff),
+	    fields != NULL };
+	int i, f, mismatches = 0, ttl_bad = 0, admitted = 0;
+
+	model_init(&m, a, eff);
+	make_key(key, sizeof(key), "override-random", a, idx);
+	snprintf(okey, sizeof(okey), "%s:override", key);
+	set_override(okey, fields);
+	for (i = 0; i < count; i++) {
+		unsigned k = (unsigned)(rnd() % 100);
+		long long cost;
+
+		if (k < 30)
+			;
+		else if (k < 80)
+			now += rnd_between(1, eff->window_ms * 1000 / eff->limit * 2 + 1);
+		else
+			now += rnd_between(1, 2 * eff->window_ms * 1000);
+		cost = rnd() % 4 == 0 ? rnd_between(1, cap) : 1;
+		model_decide(&m, now, cost, want);
+		call_k(a, key, okey, now, cost, conf, &r);
+		if (r.is_err) {
+			ok(0, "%s override %s: error at request %d: %s", alg_names[a],
+			    fields ? fields : "(none)", i, r.err);
+			model_free(&m);
+			return;
+		}
+		for (f = 0; f < NFIELDS + NEXT; f++) {
+			long long got = f < NFIELDS ? r.v[f] : r.x[f - NFIELDS];
+			long long exp = f < NFIELDS ? want[f] : wantx[f - NFIELDS];
+
+			if (got != exp) {
+				if (mismatches < 3)
+					note("%s request %d (now %lld, cost %lld): %s is %lld, expected %lld",
+					    alg_names[a], i, now, cost, f < NFIELDS ? field_names[f] :
+					    ext_names[f - NFIELDS], got, exp);
+				mismatches++;
+				break;
+			}
+		}
+		if (r.v[ALLOWED] == 1) {
+			admitted++;
+			if (r.pttl < r.v[RESET] - 1 || r.pttl > r.v[RESET] + 2)
+				ttl_bad++;
+		}
+	}
+	ok(mismatches == 0 && ttl_bad == 0, "%s: configured %lld per %lld ms, override %s: %d requests "
+	    "(%d admitted) decided as the model of %lld per %lld ms, TTLs from it (%d mismatches, %d TTLs wrong)",
+	    alg_names[a], conf->limit, conf->window_ms, fields ? fields : "(no hash)", count, admitted,
+	    eff->limit, eff->window_ms, mismatches, ttl_bad);
+	model_free(&m);
+}
+
+static void
+test_override_random(int count)
+{
+	static const struct {
+		enum alg	 a;
+		struct params	 conf;
+		const char	*fields;
+		struct params	 eff;
+	} sets[] = {
+		{ FIXED,   { 5, 1000, EMPTY, EMPTY }, "limit 9 window_ms 700", { 9, 700, EMPTY, EMPTY } },
+		{ FIXED,   { 5, 1000, EMPTY, EMPTY }, NULL, { 5, 1000, EMPTY, EMPTY } },
+		{ SWINDOW, { 5, 1000, EMPTY, 100 }, "limit 8 window_ms 600 precision_ms 200", { 8, 600, EMPTY, 200 } },
+		{ SWINDOW, { 5, 1000, EMPTY, 100 }, "window_ms 3000", { 5, 3000, EMPTY, 100 } },
+		{ SWINDOW, { 5, 1000, EMPTY, 100 }, NULL, { 5, 1000, EMPTY, 100 } },
+		{ SLOG,    { 5, 1000, EMPTY, EMPTY }, "limit 7 window_ms 1300", { 7, 1300, EMPTY, EMPTY } },
+		{ SLOG,    { 5, 1000, EMPTY, EMPTY }, NULL, { 5, 1000, EMPTY, EMPTY } },
+		{ TOKEN,   { 7, 1000, 3, EMPTY }, "limit 13 burst 4", { 13, 1000, 4, EMPTY } },
+		{ TOKEN,   { 7, 1000, EMPTY, EMPTY }, "limit 13", { 13, 1000, EMPTY, EMPTY } },
+		{ TOKEN,   { 7, 1000, 3, EMPTY }, NULL, { 7, 1000, 3, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY }, "limit 13 burst 4", { 13, 1000, 4, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY }, "window_ms 60000 burst 5", { 7, 60000, 5, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY }, NULL, { 7, 1000, 3, EMPTY } },
+		{ LEAKY,   { 1, 1000, 3, EMPTY }, "limit 3 burst 5", { 3, 1000, 5, EMPTY } },
+		{ LEAKY,   { 1, 1000, 3, EMPTY }, "burst 0 window_ms 13 limit 7", { 7, 13, 0, EMPTY } },
+		{ LEAKY,   { 1, 1000, 3, EMPTY }, NULL, { 1, 1000, 3, EMPTY } },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+		random_override_run(sets[i].a, &sets[i].conf, sets[i].fields, &sets[i].eff,
+		    count, (int)i);
+}
+
+/*
+ * An override that fails the arguments' checks is ignored as a whole: the
+ * decision is the one without it (compared with a twin key called without
+ * KEYS[2]), override = 3, and the 12th field says why.
+ */
+static void
+test_override_ignored(void)
+{
+	static const struct {
+		unsigned	 algs;
+		const char	*fields;	/* "=string": the key holds a string */
+		const char	*says;
+	} cases[] = {
+		{ 0x3f, "limit 0", "limit must be at least 1, got 0" },
+		{ 0x3f, "limit ten", "limit must be an integer, got \"ten\"" },
+		{ 0x3f, "limit 3 window_ms 0", "window_ms must be at least 1, got 0" },
+		{ 0x3f, "window_ms 1000000000000", "window_ms must be at most 100000000000" },
+		{ 0x3f, "unlimited yes limit 9", "unlimited must be 1 or 0, got \"yes\"" },
+		{ 0x3f, "=string", "the override key (KEYS[2]) is not a hash" },
+		{ 1 << FIXED | 1 << SWINDOW | 1 << SLOG, "limit 1", "cost 2 is above limit 1" },
+		{ 1 << TOKEN | 1 << GCRA, "burst 1", "cost 2 is above burst 1" },
+		{ 1 << TOKEN | 1 << GCRA, "limit 999983 window_ms 86400000 burst 999983",
+		    "must stay below 2^53" },
+		{ 1 << LEAKY, "limit 999983 window_ms 86400000 burst 1000000000", "must stay below 2^52" },
+		{ 1 << SWINDOW, "window_ms 250", "precision_ms 100 does not divide window_ms 250" },
+		{ 1 << SWINDOW, "window_ms 86400000 precision_ms 1", "more than 10000 blocks" },
+		{ 1 << SLOG, "limit 100001", "limit must be at most 100000" },
+	};
+	static const struct params ps[NALG] = {
+		[FIXED] = { 5, 1000, EMPTY, EMPTY }, [SWINDOW] = { 5, 1000, EMPTY, 100 },
+		[SLOG] = { 5, 1000, EMPTY, EMPTY }, [TOKEN] = { 5, 1000, EMPTY, EMPTY },
+		[GCRA] = { 5, 1000, 4, EMPTY }, [LEAKY] = { 5, 1000, 2, EMPTY },
+	};
+	size_t i;
+	int a, j;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (a = 0; a < NALG; a++) {
+			const struct params *p = &ps[a];
+			char key[128], twin[128], okey[160];
+			struct reply r, t;
+			int bad = 0;
+
+			if (!(cases[i].algs & (1u << a)))
+				continue;
+			make_key(key, sizeof(key), "override-ignored", (enum alg)a, (int)i);
+			make_key(twin, sizeof(twin), "override-twin", (enum alg)a, (int)i);
+			snprintf(okey, sizeof(okey), "%s:override", key);
+			if (strcmp(cases[i].fields, "=string") == 0) {
+				freeReplyObject(command("DEL %s", okey));
+				freeReplyObject(command("SET %s limit", okey));
+			} else
+				set_override(okey, cases[i].fields);
+			/* Three requests at one time: the third is denied (burst 2+). */
+			for (j = 0; j < 3 && !bad; j++) {
+				call_k((enum alg)a, key, okey, T0 + j, 2, p, &r);
+				call((enum alg)a, twin, T0 + j, 2, p, &t);
+				bad = r.is_err || t.is_err || memcmp(r.v, t.v, sizeof(r.v)) != 0 ||
+				    r.x[XWINDOW] != p->window_ms || r.x[XBURST] != burst_of(a, p) ||
+				    r.x[XPRECISION] != precision_of(a, p) || r.x[XOVERRIDE] != 3 ||
+				    strncmp(r.why, "override ignored: ", 18) != 0 ||
+				    strstr(r.why, cases[i].says) == NULL;
+			}
+			ok(!bad, "%s: override {%s} ignored, decided as without it: \"%s\"", alg_names[a],
+			    cases[i].fields, r.is_err ? r.err : r.why);
+		}
+	}
+}
+
 static void
 cleanup(void)
 {
@@ -1509,6 +1952,9 @@ main(int argc, char **argv)
 	test_retry(2 * n);
 	test_boundary();
 	test_time_and_expiry();
+	test_override_hand();
+	test_override_ignored();
+	test_override_random(n / 3);
 
 	if (reruns)
 		note("%d steps were run again because Redis stalled past a short TTL", reruns);
