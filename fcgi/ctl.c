@@ -684,8 +684,8 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	if (dur ? conf_parse_duration(v, &n, &e) == -1 :
 	    conf_parse_int(v, 1, 1000000000, &n, &e) ==
 	    -1) {
-		complain("%s: \"%s\" %s (use %s)", arg, v, e, dur ?
-		    "500ms, 1s, 1m, 1h, 1d" : "a whole number, 1 to 1000000000");
+		complain("%s: \"%s\" %s%s", arg, v, e, dur ? "" :
+		    " (use a whole number, 1 to 1000000000)");
 		return -1;
 	}
 	*field = n;

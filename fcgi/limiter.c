@@ -289,7 +289,9 @@ ensure_connected(struct limiter *l, const struct conf *c)
 		mark_down(c, err);
 		return -1;
 	}
-	mark_up(c);
+	/* Connected is not up: a server that accepts connections but fails
+	 * every command must not reset the back-off. Only an answered
+	 * decision (or PING) marks Redis up again. */
 	return 0;
 }
 
@@ -612,6 +614,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		}
 	}
 	metrics_redis_latency(l->metrics, mono_us() - sent);
+	if (atomic_load(&backoff_ms) != 0)
+		mark_up(c);
 	rc = 0;
 	for (i = 0; i < n; i++) {
 		if (!v[i].answered) {
@@ -656,6 +660,8 @@ limiter_ping(struct limiter *l, const struct conf *c, long long *latency_us,
 	}
 	freeReplyObject(rep);
 	*latency_us = mono_us() - t0;
+	if (atomic_load(&backoff_ms) != 0)
+		mark_up(c);
 	return 0;
 }
 

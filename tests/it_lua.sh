@@ -2,7 +2,8 @@
 # The six lua/*.lua scripts against a private redis-server: tests/tools/lua_check
 # drives them with a virtual clock (hand-computed sequences, randomised
 # arrivals against a model in C, the promises, retry_after, argument errors,
-# TTLs), then a few redis-cli calls check the usage shown in lua/README.md.
+# TTLs, overrides in KEYS[2]), then a few redis-cli calls check the usage
+# shown in lua/README.md.
 # LUA_SEED=N repeats a run; LUA_CHECK_N=N sets the requests per random run.
 . "$(dirname "$0")/lib.sh"
 
@@ -61,6 +62,17 @@ for alg in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucke
 	ttl=$(rcli pttl "rl:{readme:time:$alg}")
 	check "$alg: the key has a TTL ($ttl ms)" [ "$ttl" -gt 0 ]
 done
+# lua/README.md's override example: set, broken, unlimited, cleared.
+evalo() { rcli --eval "$TOP/lua/fixed_window.lua" 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' , 1700000000000000 1 3 1000 | paste -sd' '; }
+rcli hset 'rl:{user_list:org1}:override' limit 5 > /dev/null
+is "README override: the override's limit 5 is used" "1 4 5 1000 0 1700000000000000 0 1000 0 0 1" "$(evalo)"
+rcli hset 'rl:{user_list:org1}:override' limit 0 > /dev/null
+is "README override: an invalid one is ignored, and says why" \
+	"1 1 3 1000 0 1700000000000000 0 1000 0 0 3 override ignored: limit must be at least 1, got 0" "$(evalo)"
+rcli hset 'rl:{user_list:org1}:override' unlimited 1 > /dev/null
+is "README override: unlimited, not counted" "1 3 3 0 0 1700000000000000 0 1000 0 0 2" "$(evalo)"
+rcli del 'rl:{user_list:org1}:override' > /dev/null
+is "README override: cleared, ARGV's limit: the third admission" "1 0 3 1000 0 1700000000000000 0 1000 0 0 0" "$(evalo)"
 sha=$(rcli script load "$(cat "$TOP/lua/gcra.lua")")
 is "EVALSHA with the SCRIPT LOAD sha" "1 0 1 1000 0 5000000 0" \
 	"$(rcli evalsha "$sha" 1 'rl:{readme:sha}' 5000000 1 1 1000 1 '' | tr '\n' ' ' | sed 's/ $//')"
