@@ -1919,3 +1919,20 @@ conf_trusted(const struct conf *c, int family, const unsigned char *addr)
 		return 0;
 	return conf_in_cidrs(c->trusted, c->ntrusted, family, addr);
 }
+
+const char *
+conf_split_address(const char *addr, char *host, size_t hostlen)
+{
+	const char *colon = strrchr(addr, ':');
+	int bracket = addr[0] == '[';
+	size_t n;
+
+	if (colon == NULL)
+		return NULL;
+	n = (size_t)(colon - addr) - (bracket ? 2 : 0);
+	if ((size_t)(colon - addr) < (bracket ? 2u : 0u) || n >= hostlen)
+		return NULL;
+	memcpy(host, addr + bracket, n);
+	host[n] = '\0';
+	return colon + 1;
+}

@@ -208,4 +208,11 @@ int		 conf_trusted(const struct conf *c, int family,
 int		 conf_in_cidrs(const struct cidr *list, size_t n, int family,
 		    const unsigned char *addr);
 
+/*
+ * Splits "host:port" or "[v6]:port" (as checked by conf_load) into host,
+ * without brackets, and returns the port part; NULL when addr has no
+ * ':' or the host does not fit in hostlen.
+ */
+const char	*conf_split_address(const char *addr, char *host, size_t hostlen);
+
 #endif

@@ -162,26 +162,20 @@ dial(struct limiter *l, const struct conf *c, char *err, size_t errlen)
 	const char *addr = c->redis_address;
 	char host[256], db[16];
 	struct timeval ct = tv_ms(c->redis_connect_timeout_ms);
-	const char *colon;
+	const char *portstr;
 	int port;
 
 	disconnect(l);
 	if (strncmp(addr, "unix:", 5) == 0) {
 		l->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
 	} else {
-		colon = strrchr(addr, ':');
-		if (colon == NULL || (size_t)(colon - addr) >= sizeof(host)) {
+		/* "[::1]:6379": hiredis wants the bare address. */
+		if ((portstr = conf_split_address(addr, host,
+		    sizeof(host))) == NULL) {
 			snprintf(err, errlen, "bad address");
 			return -1;
 		}
-		/* "[::1]:6379": hiredis wants the bare address. */
-		if (addr[0] == '[')
-			snprintf(host, sizeof(host), "%.*s",
-			    (int)(colon - addr - 2), addr + 1);
-		else
-			snprintf(host, sizeof(host), "%.*s",
-			    (int)(colon - addr), addr);
-		port = atoi(colon + 1);	/* checked by conf */
+		port = atoi(portstr);	/* checked by conf */
 		l->ctx = redisConnectWithTimeout(host, port, ct);
 	}
 	if (l->ctx == NULL || l->ctx->err) {

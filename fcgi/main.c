@@ -486,7 +486,7 @@ open_listener(const char *addr)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char host[256];
-	const char *colon;
+	const char *port;
 	int fd = -1, one = 1, rc;
 
 	if (strncmp(addr, "unix:", 5) == 0) {
@@ -516,19 +516,12 @@ open_listener(const char *addr)
 		 * directory the socket lives in. */
 		chmod(path, 0666);
 	} else {
-		colon = strrchr(addr, ':');
-		if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
+		if ((port = conf_split_address(addr, host, sizeof(host))) == NULL)
 			fatal("listen %s: use unix:/path or host:port", addr);
-		if (addr[0] == '[')
-			snprintf(host, sizeof(host), "%.*s",
-			    (int)(colon - addr - 2), addr + 1);
-		else
-			snprintf(host, sizeof(host), "%.*s",
-			    (int)(colon - addr), addr);
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_socktype = SOCK_STREAM;
 		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-		if ((rc = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints,
+		if ((rc = getaddrinfo(host[0] ? host : NULL, port, &hints,
 		    &res)) != 0)
 			fatal("listen %s: %s", addr, gai_strerror(rc));
 		for (ai = res; ai != NULL; ai = ai->ai_next) {

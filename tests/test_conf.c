@@ -1028,6 +1028,23 @@ test_script_limits(void **state)
 }
 
 static void
+test_split_address(void **state)
+{
+	char host[16];
+
+	(void)state;
+	assert_string_equal(conf_split_address("127.0.0.1:9000", host,
+	    sizeof(host)), "9000");
+	assert_string_equal(host, "127.0.0.1");
+	assert_string_equal(conf_split_address("[::1]:6379", host,
+	    sizeof(host)), "6379");
+	assert_string_equal(host, "::1");
+	assert_null(conf_split_address("nocolon", host, sizeof(host)));
+	assert_null(conf_split_address("a-very-long-host-name:1", host,
+	    sizeof(host)));
+}
+
+static void
 test_templates(void **state)
 {
 	struct conf *c;
@@ -1431,6 +1448,7 @@ main(void)
 		cmocka_unit_test(test_paths),
 		cmocka_unit_test(test_methods_and_host),
 		cmocka_unit_test(test_templates),
+		cmocka_unit_test(test_split_address),
 		cmocka_unit_test(test_script_limits),
 		cmocka_unit_test(test_cost),
 		cmocka_unit_test(test_missing_keys),
