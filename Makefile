@@ -87,21 +87,21 @@ deps:
 
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
-	@sh tests/run
+	@bash tests/run
 
 unit: all $(UNIT_BINS)
-	@sh tests/run unit
+	@bash tests/run unit
 
 integration: all $(TOOL_BINS)
-	@sh tests/run integration
+	@bash tests/run integration
 
 run: deps
 	@$(MAKE) --no-print-directory all
-	@sh tests/demo.sh
+	@bash tests/demo.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BINS)
-	@sh tests/bench.sh
+	@bash tests/bench.sh
 
 # ---- Fuzzing (libFuzzer) ------------------------------------------------
 # tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
