@@ -36,9 +36,10 @@ run_lighttpd "$T/lighttpd-bin.conf" lighttpd-bin || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
 LIGHTTPD_BIN=$HTTPD_PID
 
-mapfile -t kids < <(ps -o pid= --ppid "$LIGHTTPD_BIN")
+# ps pads PIDs with blanks, which -p does not take after a comma.
+mapfile -t kids < <(ps -o pid= --ppid "$LIGHTTPD_BIN" | tr -d ' ')
 is "bin-path: lighttpd started max-procs = 2 rlgate processes" 2 "${#kids[@]}"
-is "bin-path: they run as www-data" "www-data www-data" "$(ps -o user= -p "${kids[0]},${kids[1]}" | xargs)"
+is "bin-path: they run as www-data" "www-data www-data" "$(ps -o user= -p "$(echo ${kids[@]} | tr ' ' ,)" | xargs)"
 check "bin-path: on the sockets lighttpd made (rlgate.sock-0, -1)" test -S "$T/var/rlgate.sock-0" -a -S "$T/var/rlgate.sock-1"
 
 seed_demo "bin-path" "$BASE" org1 "$DB_A"

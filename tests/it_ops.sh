@@ -75,7 +75,14 @@ STATUS=$BASE/rlgate-status
 
 # --- helpers -----------------------------------------------------------
 
-evalsha_calls() { local n; n=$(rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'); echo "${n:-0}"; }
+# EVALSHA calls that ran a script: a NOSCRIPT (after a Redis restart, before
+# the gateway reloads its scripts) is a failed call, not a decision.
+evalsha_calls() {
+	rcli info commandstats | tr -d '\r' | awk -F'[:,=]' '$1 == "cmdstat_evalsha" {
+		for (i = 2; i < NF; i += 2) v[$i] = $(i + 1)
+		n = v["calls"] - v["failed_calls"] - v["rejected_calls"] }
+		END { print n + 0 }'
+}
 scrape() { curl -s -D "$T/metrics.h" -o "$T/metrics.txt" "$STATUS/metrics"; }
 # metric SERIES: its value in the last scrape (SERIES as printed: name{labels}).
 metric() { awk -v s="$1" '$1 == s { print $2; f = 1 } END { if (!f) print "absent" }' "$T/metrics.txt"; }
