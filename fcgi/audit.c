@@ -431,12 +431,15 @@ writer_main(void *arg)
 		attempt_at = now_ms();
 		if ((done = write_rows(a, a->txn, n)) > 0) {
 			n = (size_t)done;
-			for (i = 0; i < n; i++)
-				free(a->txn[i]);
+			/* Out of the ring first: audit_stats() reads its head. */
 			pthread_mutex_lock(&a->mu);
 			a->head = (a->head + n) % a->cap;
 			a->count -= n;
 			a->written += done;
+			pthread_mutex_unlock(&a->mu);
+			for (i = 0; i < n; i++)
+				free(a->txn[i]);
+			pthread_mutex_lock(&a->mu);
 			if (a->room_waiters > 0)
 				pthread_cond_broadcast(&a->room);
 			if (reported)

@@ -1496,6 +1496,7 @@ set_override(const char *okey, const char *fields)
 {
 	const char *argv[16];
 	char buf[256], *save = NULL, *t;
+	redisReply *rep;
 	int n = 2;
 
 	freeReplyObject(command("DEL %s", okey));
@@ -1506,8 +1507,9 @@ set_override(const char *okey, const char *fields)
 	snprintf(buf, sizeof(buf), "%s", fields);
 	for (t = strtok_r(buf, " ", &save); t != NULL && n < 16; t = strtok_r(NULL, " ", &save))
 		argv[n++] = t;
-	if (redisCommandArgv(rc, n, argv, NULL) == NULL)
+	if ((rep = redisCommandArgv(rc, n, argv, NULL)) == NULL)
 		fatal("redis: %s", rc->errstr);
+	freeReplyObject(rep);
 }
 
 /* The parameters a script resolves from p: burst (0: none), precision (0: none). */
