@@ -51,9 +51,9 @@ rule_fits(const struct rule *ru, const struct request *r)
  * braces, blanks and control bytes (keys show up in logs), every literal
  * character of the template and of the rule's name when the template has
  * {rule} (constant text too, written as it is), and '/' in values other
- * than the {path} when the template has one (the path's own '/' never). Then the constant text and the {path} can only be
- * split one way, so two different requests never share a key by choosing
- * their values.
+ * than the {path} when the template has one (the path's own '/' never).
+ * Then the constant text and the {path} can only be split one way, so two
+ * different requests never share a key by choosing their values.
  */
 static void
 escape_set(const struct tmpl *t, const char *rule_name, int for_path,
