@@ -19,24 +19,31 @@
 #include "audit.h"
 #include "log.h"
 
-#define AUDIT_BUSY_MS		250	/* a write waits this long for another writer */
-#define AUDIT_OPEN_BUSY_MS	2000	/* opening (schema, switch to WAL) may wait longer */
-#define AUDIT_BACKOFF_MIN_MS	25	/* first retry after a failed write */
-#define AUDIT_BACKOFF_MAX_MS	1000	/* retries never further apart than this */
-#define AUDIT_TXN_ROWS		16384	/* rows per transaction at most (or batch if larger) */
-#define AUDIT_TXN_MS		100	/* and held no longer: other processes wait AUDIT_BUSY_MS */
-#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) that trigger a checkpoint */
-#define AUDIT_CACHE_KB		16384	/* page cache: the indexes' hot pages stay in memory */
-#define AUDIT_GAP_US		2000	/* between back-to-back transactions, for other writers */
-#define AUDIT_BUSY_REPORT_MS	1000	/* a lock held this long by another writer is logged */
-#define AUDIT_TEXT_MAX		65536	/* longer strings are cut: a row SQLite refuses would block the queue */
+/* A write waits this long for another writer's lock; opening (schema,
+ * switch to WAL) may wait longer. */
+#define AUDIT_BUSY_MS		250
+#define AUDIT_OPEN_BUSY_MS	2000
+/* Retries after a failed write: the first after MIN, never further apart
+ * than MAX. */
+#define AUDIT_BACKOFF_MIN_MS	25
+#define AUDIT_BACKOFF_MAX_MS	1000
+/* Rows per transaction at most (or batch if larger), and held no longer
+ * than AUDIT_TXN_MS: other processes wait AUDIT_BUSY_MS. */
+#define AUDIT_TXN_ROWS		16384
+#define AUDIT_TXN_MS		100
+#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB): checkpoint */
+#define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
+#define AUDIT_GAP_US		2000	/* between back-to-back commits */
+#define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
+/* Longer strings are cut: a row SQLite refuses would block the queue. */
+#define AUDIT_TEXT_MAX		65536
 
 #define INSERT_SQL \
 	"INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, " \
 	"allowed, reason, cost, limit_value, window_ms, burst, remaining, " \
-	"retry_after_ms, delay_ms, method, path, client_ip, status, latency_us) " \
-	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, " \
-	"?15, ?16, ?17, ?18, ?19)"
+	"retry_after_ms, delay_ms, method, path, client_ip, status, " \
+	"latency_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
+	"?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
 
 /* The strings of a row, in the order they are packed. */
 enum {
@@ -59,32 +66,34 @@ struct audit {
 	char			*path;
 
 	/* Writer thread only (and audit_open() before the thread starts). */
-	sqlite3			*db;		/* NULL: reopen before the next write */
+	sqlite3			*db;		/* NULL: reopen first */
 	sqlite3_stmt		*insert, *begin, *commit, *rollback;
-	int			 busy_ms;	/* how long a lock is waited for */
-	long long		 busy_since;	/* monotonic ms of the first busy_wait() call */
-	int			 err_busy;	/* the last write failed on another writer's lock */
-	int			 wal_frames;	/* WAL size after the last commit */
+	int			 busy_ms;	/* a lock is waited for */
+	long long		 busy_since;	/* monotonic ms, busy_wait() */
+	int			 err_busy;	/* failed on another's lock */
+	int			 wal_frames;	/* WAL size after last commit */
 	int			 ckpt_failing;
-	struct qrow		**txn;		/* the rows of the transaction being written */
+	struct qrow		**txn;		/* rows being written */
 	size_t			 txn_max;
 	char			 err[512];	/* why the last write failed */
 
 	/* Everything below is guarded by mu. */
 	pthread_mutex_t		 mu;
-	pthread_cond_t		 wake;		/* writer: rows, or closing (CLOCK_MONOTONIC) */
-	pthread_cond_t		 room;		/* pushers: room in the queue; close: pushers gone */
-	struct qrow		**ring;		/* the queue: count rows from head */
+	/* wake: the writer, for rows or closing (CLOCK_MONOTONIC); room:
+	 * pushers, for room in the queue, and close, for pushers gone. */
+	pthread_cond_t		 wake;
+	pthread_cond_t		 room;
+	struct qrow		**ring;		/* the queue: count from head */
 	size_t			 cap;
 	size_t			 head;
 	size_t			 count;
 	size_t			 batch;
 	long long		 flush_interval_ms;
-	int			 writer_waiting;	/* pushers signal wake only then */
+	int			 writer_waiting; /* signal wake only then */
 	int			 room_waiters;
-	int			 pushers;	/* threads inside audit_push() */
+	int			 pushers;	/* threads in audit_push() */
 	int			 stopping;	/* audit_push() refuses rows */
-	int			 closing;	/* the writer drains the queue and ends */
+	int			 closing;	/* writer drains, then ends */
 	long long		 give_up_at;	/* monotonic ms, once closing */
 	long long		 written;
 	long long		 failures;
@@ -200,7 +209,8 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	sqlite3_extended_result_codes(a->db, 1);
 	a->busy_ms = AUDIT_OPEN_BUSY_MS;
 	sqlite3_busy_handler(a->db, busy_wait, a);
-	/* SQLite falls back to read-only without a word; writes would fail later. */
+	/* SQLite falls back to read-only without a word; writes would fail
+	 * later. */
 	if (sqlite3_db_readonly(a->db, "main") == 1) {
 		snprintf(errbuf, errlen, "%s: the database file is read-only",
 		    a->path);
@@ -218,11 +228,13 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	}
 	sqlite3_finalize(st);
 	st = NULL;
-	/* In WAL mode NORMAL loses no committed row on a crash, only on power loss. */
+	/* In WAL mode NORMAL loses no committed row on a crash, only on
+	 * power loss. */
 	snprintf(sql, sizeof(sql), "PRAGMA synchronous=NORMAL; "
 	    "PRAGMA cache_size=-%d", AUDIT_CACHE_KB);
 	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) !=
+	    SQLITE_OK)
 		goto fail;
 	if (sqlite3_prepare_v3(a->db, INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
 	    &a->insert, NULL) != SQLITE_OK ||
@@ -278,7 +290,8 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
 	const struct audit_row *r = &q->r;
 	int rc = 0;
 
-	/* Every parameter is bound for every row: none keeps a freed row's pointer in use. */
+	/* Every parameter is bound for every row: none keeps a freed row's
+	 * pointer in use. */
 	rc |= sqlite3_bind_int64(st, 1, r->ts_ms);
 	rc |= bind_text(st, 2, r->request_id, q->len[T_REQUEST_ID]);
 	rc |= bind_text(st, 3, r->rule, q->len[T_RULE]);
@@ -347,7 +360,8 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	sqlite3_reset(a->commit);
 
 	if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
-		/* PASSIVE: never waits for readers; a later one finishes the job. */
+		/* PASSIVE: never waits for readers; a later one finishes the
+		 * job. */
 		rc = sqlite3_wal_checkpoint_v2(a->db, NULL,
 		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
@@ -374,7 +388,8 @@ fail:
 	 * Another writer's lock passes; after an I/O error, a full disk or a
 	 * read-only file, start again from a fresh connection.
 	 */
-	a->err_busy = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+	a->err_busy = (rc & 0xff) == SQLITE_BUSY ||
+	    (rc & 0xff) == SQLITE_LOCKED;
 	if (!a->err_busy)
 		db_close(a);
 	return -1;
@@ -412,7 +427,7 @@ writer_main(void *arg)
 		else
 			at = due;
 		if (now < at) {
-			/* While backing off, pushes need not wake the writer. */
+			/* Backing off, pushes need not wake the writer. */
 			a->writer_waiting = !failing;
 			wait_until(&a->wake, &a->mu, at);
 			a->writer_waiting = 0;
@@ -431,7 +446,8 @@ writer_main(void *arg)
 		attempt_at = now_ms();
 		if ((done = write_rows(a, a->txn, n)) > 0) {
 			n = (size_t)done;
-			/* Out of the ring first: audit_stats() reads its head. */
+			/* Out of the ring first: audit_stats() reads its
+			 * head. */
 			pthread_mutex_lock(&a->mu);
 			a->head = (a->head + n) % a->cap;
 			a->count -= n;
@@ -443,15 +459,18 @@ writer_main(void *arg)
 			if (a->room_waiters > 0)
 				pthread_cond_broadcast(&a->room);
 			if (reported)
-				log_info("audit: %s: recovered, %zu rows written, "
-				    "%zu waiting", a->path, n, a->count);
+				log_info("audit: %s: recovered, %zu rows "
+				    "written, %zu waiting", a->path, n,
+				    a->count);
 			failing = reported = 0;
 			due = now_ms() + a->flush_interval_ms;
-			if (a->count >= a->batch || (a->closing && a->count > 0)) {
+			if (a->count >= a->batch ||
+			    (a->closing && a->count > 0)) {
 				/*
-				 * Back to back, our BEGIN would follow our COMMIT
-				 * within microseconds, and a writer in another
-				 * process, polling for the lock, would starve.
+				 * Back to back, our BEGIN would follow our
+				 * COMMIT within microseconds, and a writer in
+				 * another process, polling for the lock,
+				 * would starve.
 				 */
 				pthread_mutex_unlock(&a->mu);
 				nanosleep(&gap, NULL);
@@ -469,17 +488,19 @@ writer_main(void *arg)
 			backoff = AUDIT_BACKOFF_MIN_MS;
 		} else if ((backoff *= 2) > AUDIT_BACKOFF_MAX_MS)
 			backoff = AUDIT_BACKOFF_MAX_MS;
-		/* Other writers' short turns are normal; a lock held for long is not. */
+		/* Other writers' short turns are normal; a lock held for long
+		 * is not. */
 		if (!reported && (!a->err_busy ||
 		    now - failing_since >= AUDIT_BUSY_REPORT_MS)) {
 			reported = 1;
-			log_error("audit: %s: cannot write: %s; %zu rows waiting, "
-			    "kept and retried", a->path, a->err, a->count);
+			log_error("audit: %s: cannot write: %s; %zu rows "
+			    "waiting, kept and retried", a->path, a->err,
+			    a->count);
 		}
 		retry_at = now + backoff;
 		if (a->closing && now >= a->give_up_at) {
-			log_error("audit: %s: giving up at shutdown: %s; %zu rows "
-			    "not written", a->path, a->err, a->count);
+			log_error("audit: %s: giving up at shutdown: %s; "
+			    "%zu rows not written", a->path, a->err, a->count);
 			break;
 		}
 	}
@@ -506,9 +527,9 @@ audit_open(const char *path, int queue_max, int batch,
 		return NULL;
 	}
 	if (queue_max < 1 || batch < 1 || flush_interval_ms < 0) {
-		snprintf(errbuf, errlen, "%s: queue (%d) and batch (%d) must be "
-		    "at least 1, flush interval (%lld ms) at least 0", path,
-		    queue_max, batch, flush_interval_ms);
+		snprintf(errbuf, errlen, "%s: queue (%d) and batch (%d) must "
+		    "be at least 1, flush interval (%lld ms) at least 0",
+		    path, queue_max, batch, flush_interval_ms);
 		return NULL;
 	}
 	if ((a = calloc(1, sizeof(*a))) == NULL ||

@@ -51,8 +51,9 @@ struct audit_row {
 	const char	*key;
 	const char	*algorithm;
 	int		 allowed;
-	const char	*reason;	/* limit unmatched redis_error dry_run bad_request
-					 * local_cache (the deny cache denied) */
+	/* limit, unmatched, redis_error, dry_run, bad_request, local_cache
+	 * (the deny cache denied) or unlimited (an override said so) */
+	const char	*reason;
 	int64_t		 cost;
 	int64_t		 limit_value;
 	int64_t		 window_ms;
@@ -148,7 +149,7 @@ struct audit_stats {
 	long long	 queued;	/* rows currently waiting */
 	long long	 written;	/* rows committed so far */
 	long long	 failures;	/* failed write attempts so far */
-	long long	 oldest_ts_ms;	/* ts_ms of the oldest row waiting; 0: none */
+	long long	 oldest_ts_ms;	/* oldest row waiting; 0: none */
 };
 void		 audit_stats(struct audit *a, struct audit_stats *st);
 

@@ -536,17 +536,16 @@ conf_parse_duration(const char *s, long long *out_ms, const char **errstr)
 	return -1;
 }
 
-/* ms in the largest unit that writes it exactly: "1s", "1500ms", "2h". */
-static const char *
-fmt_duration(long long ms, char *buf, size_t len)
+char *
+conf_format_duration(long long ms, char *buf, size_t len)
 {
-	if (ms > 0 && ms % MS_DAY == 0)
+	if (ms != 0 && ms % MS_DAY == 0)
 		snprintf(buf, len, "%lldd", ms / MS_DAY);
-	else if (ms > 0 && ms % MS_HOUR == 0)
+	else if (ms != 0 && ms % MS_HOUR == 0)
 		snprintf(buf, len, "%lldh", ms / MS_HOUR);
-	else if (ms > 0 && ms % MS_MINUTE == 0)
+	else if (ms != 0 && ms % MS_MINUTE == 0)
 		snprintf(buf, len, "%lldm", ms / MS_MINUTE);
-	else if (ms > 0 && ms % MS_SECOND == 0)
+	else if (ms != 0 && ms % MS_SECOND == 0)
 		snprintf(buf, len, "%llds", ms / MS_SECOND);
 	else
 		snprintf(buf, len, "%lldms", ms);
@@ -576,17 +575,28 @@ lstrdup(struct loader *l, const char *s)
 
 /* ---- setters: one per kind of value; report and return -1 on error --- */
 
+/* v as a whole number in [k->min, k->max] into *n; reports otherwise. */
 static int
-set_int(struct loader *l, const struct key *k, void *base, const char *v)
+parse_key_int(struct loader *l, const struct key *k, const char *v,
+    long long *n)
 {
 	const char *e;
-	long long n;
 
-	if (conf_parse_int(v, k->min, k->max, &n, &e) == -1) {
+	if (conf_parse_int(v, k->min, k->max, n, &e) == -1) {
 		kerr(l, k, "\"%s\" %s (use %lld to %lld)", v, e, k->min,
 		    k->max);
 		return -1;
 	}
+	return 0;
+}
+
+static int
+set_int(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	long long n;
+
+	if (parse_key_int(l, k, v, &n) == -1)
+		return -1;
 	*FIELD(base, k, int) = (int)n;
 	return 0;
 }
@@ -594,16 +604,7 @@ set_int(struct loader *l, const struct key *k, void *base, const char *v)
 static int
 set_llong(struct loader *l, const struct key *k, void *base, const char *v)
 {
-	const char *e;
-	long long n;
-
-	if (conf_parse_int(v, k->min, k->max, &n, &e) == -1) {
-		kerr(l, k, "\"%s\" %s (use %lld to %lld)", v, e, k->min,
-		    k->max);
-		return -1;
-	}
-	*FIELD(base, k, long long) = n;
-	return 0;
+	return parse_key_int(l, k, v, FIELD(base, k, long long));
 }
 
 static int
@@ -620,12 +621,12 @@ set_duration(struct loader *l, const struct key *k, void *base,
 	}
 	if (ms < k->min) {
 		kerr(l, k, "\"%s\" is too short (use at least %s)", v,
-		    fmt_duration(k->min, lim, sizeof(lim)));
+		    conf_format_duration(k->min, lim, sizeof(lim)));
 		return -1;
 	}
 	if (ms > k->max) {
 		kerr(l, k, "\"%s\" is too long (use at most %s)", v,
-		    fmt_duration(k->max, lim, sizeof(lim)));
+		    conf_format_duration(k->max, lim, sizeof(lim)));
 		return -1;
 	}
 	*FIELD(base, k, long long) = ms;
@@ -777,6 +778,20 @@ set_key_prefix(struct loader *l, const struct key *k, void *base,
 	return set_string(l, k, base, v);
 }
 
+/* How many items a list separated by blanks or commas holds. */
+static size_t
+count_tokens(const char *v)
+{
+	size_t n = 0, len;
+
+	for (; *v != '\0'; v += len) {
+		v += strspn(v, " \t,");
+		if ((len = strcspn(v, " \t,")) > 0)
+			n++;
+	}
+	return n;
+}
+
 /* "10.0.0.0/8", "::1/128" or a bare address (/32, /128). */
 static int
 parse_cidr(const char *tok, size_t len, struct cidr *out, const char **why)
@@ -824,13 +839,8 @@ parse_cidrs(struct loader *l, const struct key *k, const char *v,
 {
 	struct cidr *list;
 	const char *p, *why;
-	size_t n = 0, len;
+	size_t n = count_tokens(v), len;
 
-	for (p = v; *p != '\0'; p += len) {
-		p += strspn(p, " \t,");
-		if ((len = strcspn(p, " \t,")) > 0)
-			n++;
-	}
 	if (n == 0) {
 		kerr(l, k, "\"%s\" lists no address (use e.g. 127.0.0.1/32 "
 		    "::1/128)", v);
@@ -970,13 +980,8 @@ set_methods(struct loader *l, const struct key *k, void *base,
 {
 	char ***field = FIELD(base, k, char **), **list;
 	const char *p, *bad;
-	size_t n = 0, len, i;
+	size_t n = count_tokens(v), len, i;
 
-	for (p = v; *p != '\0'; p += len) {
-		p += strspn(p, " \t,");
-		if ((len = strcspn(p, " \t,")) > 0)
-			n++;
-	}
 	if (n == 0) {
 		kerr(l, k, "\"%s\" lists no method (use e.g. GET POST)", v);
 		return -1;
@@ -1236,20 +1241,15 @@ given(const struct loader *l, enum key_id k)
 	return l->state[k] == KS_OK || l->state[k] == KS_BAD;
 }
 
-static int
-bucket_algorithm(enum rlg_algorithm a)
+int
+conf_algorithm_has_burst(enum rlg_algorithm a)
 {
 	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA ||
 	    a == RLG_LEAKY_BUCKET;
 }
 
-/*
- * The sliding_window default precision: window/10 when that divides the
- * window, else the largest divisor below window/10 (at least 1ms), so
- * that the blocks always tile the window exactly.
- */
-static long long
-default_precision(long long window_ms)
+long long
+conf_default_precision(long long window_ms)
 {
 	long long best = 1, i;
 
@@ -1264,8 +1264,8 @@ default_precision(long long window_ms)
 	return best;
 }
 
-static long long
-gcd(long long a, long long b)
+long long
+conf_gcd(long long a, long long b)
 {
 	while (b != 0) {
 		long long t = a % b;
@@ -1273,7 +1273,7 @@ gcd(long long a, long long b)
 		a = b;
 		b = t;
 	}
-	return a;
+	return a < 0 ? -a : a;
 }
 
 /*
@@ -1304,7 +1304,7 @@ check_script_limits(struct loader *l, struct rule *r)
 			    r->line, l->secname, "precision", "%s makes %lld "
 			    "blocks per window; at most 10000 are kept (set a "
 			    "coarser precision that divides the window)",
-			    fmt_duration(r->precision_ms, a, sizeof(a)),
+			    conf_format_duration(r->precision_ms, a, sizeof(a)),
 			    r->window_ms / r->precision_ms);
 		break;
 	case RLG_TOKEN_BUCKET:
@@ -1313,7 +1313,7 @@ check_script_limits(struct loader *l, struct rule *r)
 		/* Time per unit is window/limit, kept as an exact fraction
 		 * with denominator limit/gcd: capacity times it must stay
 		 * below 2^52 microseconds. */
-		span = window_us / gcd(r->limit, window_us);
+		span = window_us / conf_gcd(r->limit, window_us);
 		need = (unsigned __int128)(r->algorithm == RLG_LEAKY_BUCKET ?
 		    2 * cap : cap) * (unsigned __int128)span;
 		if (need >= ((unsigned __int128)1 << 52))
@@ -1322,8 +1322,9 @@ check_script_limits(struct loader *l, struct rule *r)
 			    "exactly by %s with a capacity of %lld (the time "
 			    "per unit is too fine a fraction); use a limit that "
 			    "divides the window in microseconds, e.g. a round "
-			    "number", r->limit, fmt_duration(r->window_ms, a,
-			    sizeof(a)), conf_algorithm_name(r->algorithm), cap);
+			    "number", r->limit,
+			    conf_format_duration(r->window_ms, a, sizeof(a)),
+			    conf_algorithm_name(r->algorithm), cap);
 		break;
 	default:
 		break;
@@ -1348,7 +1349,7 @@ finish_rule(struct loader *l)
 		    "needs one (e.g. window = 1s)");
 	if (l->state[K_ALGORITHM] == KS_BAD)
 		return;
-	if (given(l, K_BURST) && !bucket_algorithm(r->algorithm))
+	if (given(l, K_BURST) && !conf_algorithm_has_burst(r->algorithm))
 		lerr(l, l->seen[K_BURST], l->secname, "burst", "%s has no "
 		    "burst (only token_bucket, gcra and leaky_bucket do); "
 		    "remove it or change the algorithm", algo);
@@ -1358,32 +1359,34 @@ finish_rule(struct loader *l)
 		    "change the algorithm", algo);
 	if (r->algorithm == RLG_SLIDING_WINDOW &&
 	    l->state[K_WINDOW] == KS_OK) {
+		/* The divisor the messages below suggest. */
+		conf_format_duration(conf_default_precision(r->window_ms),
+		    hint, sizeof(hint));
 		if (!given(l, K_PRECISION))
-			r->precision_ms = default_precision(r->window_ms);
+			r->precision_ms = conf_default_precision(r->window_ms);
 		else if (l->state[K_PRECISION] == KS_OK &&
 		    r->precision_ms > r->window_ms)
 			lerr(l, l->seen[K_PRECISION], l->secname, "precision",
 			    "%s is longer than the window (%s); use a divisor "
 			    "of the window, e.g. %s",
-			    fmt_duration(r->precision_ms, a, sizeof(a)),
-			    fmt_duration(r->window_ms, b, sizeof(b)),
-			    fmt_duration(default_precision(r->window_ms), hint,
-			    sizeof(hint)));
+			    conf_format_duration(r->precision_ms, a, sizeof(a)),
+			    conf_format_duration(r->window_ms, b, sizeof(b)),
+			    hint);
 		else if (l->state[K_PRECISION] == KS_OK &&
 		    r->window_ms % r->precision_ms != 0)
 			lerr(l, l->seen[K_PRECISION], l->secname, "precision",
 			    "the window (%s) is not a whole number of blocks "
 			    "of %s; use a divisor of the window, e.g. %s",
-			    fmt_duration(r->window_ms, b, sizeof(b)),
-			    fmt_duration(r->precision_ms, a, sizeof(a)),
-			    fmt_duration(default_precision(r->window_ms), hint,
-			    sizeof(hint)));
+			    conf_format_duration(r->window_ms, b, sizeof(b)),
+			    conf_format_duration(r->precision_ms, a, sizeof(a)),
+			    hint);
 	}
 	/* A constant cost above what the rule can ever hold would deny
 	 * every request it applies to. */
 	if (l->state[K_COST] == KS_OK && r->cost_tmpl.nparts == 0 &&
 	    l->state[K_LIMIT] == KS_OK && l->state[K_BURST] != KS_BAD) {
-		int by_burst = bucket_algorithm(r->algorithm) && r->burst > 0;
+		int by_burst = conf_algorithm_has_burst(r->algorithm) &&
+		    r->burst > 0;
 
 		cap = by_burst ? r->burst : r->limit;
 		if (r->cost > cap)

@@ -91,33 +91,34 @@ struct cidr {
 
 struct rule {
 	char			*name;
-	int			 line;		/* line of the [rule:NAME] header */
+	int			 line;		/* of the [rule:NAME] header */
 	enum rlg_path_kind	 path_kind;
-	char			*path;		/* exact path, prefix, or regex source */
+	char			*path;		/* exact, prefix or regex */
 	size_t			 path_len;
 	regex_t			 path_re;	/* RLG_PATH_REGEX only */
-	char			**methods;	/* NULL-terminated, upper case; NULL = any */
+	char			**methods;	/* NULL-terminated, upper
+						 * case; NULL = any */
 	char			*host;		/* as written; NULL = any */
 	struct tmpl		 key;
 	enum rlg_algorithm	 algorithm;
 	long long		 limit;
 	long long		 window_ms;
-	long long		 burst;		/* 0 = not set (the scripts use limit) */
-	long long		 precision_ms;	/* sliding_window: set, or its
-						 * default (window/10, a divisor
-						 * of window); 0 for the others */
-	long long		 cost;		/* when cost_tmpl.nparts == 0;
-						 * never above burst (or limit) */
+	long long		 burst;		/* 0 = not set (limit) */
+	/* sliding_window: as set, or conf_default_precision(); 0 for the
+	 * others */
+	long long		 precision_ms;
+	/* when cost_tmpl.nparts == 0; never above burst (or limit) */
+	long long		 cost;
 	struct tmpl		 cost_tmpl;
 	int			 on_missing_deny;
 	enum rlg_on_error	 on_error;
 	int			 dry_run;
-	int			 deny_cache;	/* remember denials for retry_after */
-	int			 overrides;	/* 1: read <key>:override in Redis
-						 * (overrides = redis); never
-						 * with deny_cache */
-	int			 metrics_slot;	/* set by metrics_register_rules();
-						 * -1 until then */
+	int			 deny_cache;	/* remember denials */
+	/* 1: read <key>:override in Redis (overrides = redis); never with
+	 * deny_cache */
+	int			 overrides;
+	/* set by metrics_register_rules(); -1 until then */
+	int			 metrics_slot;
 };
 
 struct conf {
@@ -131,13 +132,13 @@ struct conf {
 	struct cidr		*trusted;
 	size_t			 ntrusted;
 	enum rlg_log_level	 log_level;
-	int			 dry_run;	/* every rule decides, none denies */
+	int			 dry_run;	/* decide, but never deny */
 	char			*status_path;	/* NULL = no status endpoint */
 	struct cidr		*status_allow;	/* who may read it */
 	size_t			 nstatus_allow;
 
 	/* [redis] */
-	char			*redis_address;	/* "host:port" or "unix:/path" */
+	char			*redis_address;	/* host:port, unix:/path */
 	char			*redis_username;
 	char			*redis_password;
 	int			 redis_database;
@@ -154,7 +155,7 @@ struct conf {
 	int			 audit_unmatched;
 
 	/* [cgi] */
-	char			*cgi_upstream;	/* NULL = answer like the responder */
+	char			*cgi_upstream;	/* NULL = as the responder */
 
 	struct rule		*rules;
 	size_t			 nrules;
@@ -177,6 +178,9 @@ void		 conf_free(struct conf *c);
 /* Name of an algorithm as written in the file ("token_bucket"). */
 const char	*conf_algorithm_name(enum rlg_algorithm a);
 
+/* Does the algorithm take a burst (token_bucket, gcra, leaky_bucket)? */
+int		 conf_algorithm_has_burst(enum rlg_algorithm a);
+
 /*
  * The one bounded number parser: a decimal integer in [min, max], the whole
  * string. Returns 0 and stores it in *out, or -1 and points *errstr at a
@@ -191,6 +195,22 @@ int		 conf_parse_int(const char *s, long long min, long long max,
  */
 int		 conf_parse_duration(const char *s, long long *out_ms,
 		    const char **errstr);
+
+/*
+ * ms written in the largest unit that holds it exactly ("1s", "1500ms",
+ * "2h"; "0ms"), into buf (len bytes). Returns buf.
+ */
+char		*conf_format_duration(long long ms, char *buf, size_t len);
+
+/*
+ * The sliding_window precision a rule gets when it sets none: window/10
+ * when that divides the window, else the largest divisor of the window
+ * below window/10 (at least 1 ms), so that the blocks tile the window.
+ */
+long long	 conf_default_precision(long long window_ms);
+
+/* The greatest common divisor of a and b, never negative. */
+long long	 conf_gcd(long long a, long long b);
 
 /*
  * Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs?
@@ -213,6 +233,7 @@ int		 conf_in_cidrs(const struct cidr *list, size_t n, int family,
  * without brackets, and returns the port part; NULL when addr has no
  * ':' or the host does not fit in hostlen.
  */
-const char	*conf_split_address(const char *addr, char *host, size_t hostlen);
+const char	*conf_split_address(const char *addr, char *host,
+		    size_t hostlen);
 
 #endif

@@ -80,18 +80,6 @@ cdiv(i128 a, i128 b)
 	return -fdiv(-a, b);
 }
 
-static long long
-gcd(long long a, long long b)
-{
-	while (b != 0) {
-		long long t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
 /* A decimal integer reply or string, into *out. Returns 0 or -1. */
 static int
 reply_ll(const redisReply *r, long long *out)
@@ -280,7 +268,7 @@ static struct rate
 rate_of(const struct rule *ru)
 {
 	long long window_us = ru->window_ms * 1000;
-	long long g = gcd(window_us, ru->limit);
+	long long g = conf_gcd(window_us, ru->limit);
 	struct rate r = { window_us / g, ru->limit / g,
 	    ru->burst > 0 ? ru->burst : ru->limit };
 
@@ -467,12 +455,6 @@ struct override {
 	int		 unlimited;
 };
 
-static int
-bucket(enum rlg_algorithm a)
-{
-	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA || a == RLG_LEAKY_BUCKET;
-}
-
 /*
  * Fills eff with ru's parameters replaced by o's, checked as the rule's
  * script checks its arguments (cost: the rule's, 1 for a cost template).
@@ -484,13 +466,14 @@ apply_override(const struct rule *ru, const struct override *o,
 {
 	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
 	long long window_us, scale, cap;
+	int burst = conf_algorithm_has_burst(ru->algorithm);
 
 	*eff = *ru;
 	if (o->limit != -1)
 		eff->limit = o->limit;
 	if (o->window_ms != -1)
 		eff->window_ms = o->window_ms;
-	if (o->burst != -1 && bucket(ru->algorithm))
+	if (o->burst != -1 && burst)
 		eff->burst = o->burst;
 	if (o->precision_ms != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
 		eff->precision_ms = o->precision_ms;
@@ -506,7 +489,7 @@ apply_override(const struct rule *ru, const struct override *o,
 		    "%lld", eff->window_ms);
 		return -1;
 	}
-	if (o->burst != -1 && bucket(ru->algorithm) &&
+	if (o->burst != -1 && burst &&
 	    (o->burst < (ru->algorithm == RLG_LEAKY_BUCKET ? 0 : 1) ||
 	    o->burst > 1000000000)) {
 		snprintf(why, whylen, "burst must be %d to 1000000000, got %lld",
@@ -514,7 +497,7 @@ apply_override(const struct rule *ru, const struct override *o,
 		return -1;
 	}
 	/* Unset, the scripts' burst is the limit in use. */
-	cap = bucket(ru->algorithm) && (o->burst != -1 || ru->burst > 0) ?
+	cap = burst && (o->burst != -1 || ru->burst > 0) ?
 	    eff->burst : eff->limit;
 	if (ru->algorithm == RLG_SLIDING_WINDOW) {
 		if (eff->precision_ms < 1 || eff->precision_ms > eff->window_ms ||
@@ -533,13 +516,13 @@ apply_override(const struct rule *ru, const struct override *o,
 	}
 	if (ru->algorithm != RLG_LEAKY_BUCKET && cost > cap) {
 		snprintf(why, whylen, "cost %lld is above %s %lld: such a request "
-		    "could never be admitted", cost, bucket(ru->algorithm) ?
-		    "burst" : "limit", cap);
+		    "could never be admitted", cost, burst ? "burst" : "limit",
+		    cap);
 		return -1;
 	}
-	if (bucket(ru->algorithm)) {
+	if (burst) {
 		window_us = eff->window_ms * 1000;
-		scale = window_us / gcd(eff->limit, window_us);
+		scale = window_us / conf_gcd(eff->limit, window_us);
 		if (ru->algorithm == RLG_LEAKY_BUCKET ?
 		    (i128)(cap + cost) * scale >= TICKS_MAX :
 		    (i128)cap * scale >= 2 * (i128)TICKS_MAX) {
@@ -550,7 +533,7 @@ apply_override(const struct rule *ru, const struct override *o,
 			return -1;
 		}
 	}
-	eff->burst = bucket(ru->algorithm) ? cap : 0;
+	eff->burst = burst ? cap : 0;
 	return 0;
 }
 
@@ -621,7 +604,7 @@ describe_limit(const struct rule *r, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%lld per %lld ms", r->limit, r->window_ms);
 
-	if (bucket(r->algorithm) && r->burst > 0)
+	if (conf_algorithm_has_burst(r->algorithm) && r->burst > 0)
 		n += snprintf(buf + n, len - (size_t)n, ", burst %lld", r->burst);
 	if (r->algorithm == RLG_SLIDING_WINDOW)
 		snprintf(buf + n, len - (size_t)n, ", precision %lld ms",
@@ -669,7 +652,7 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 		complain("%.*s is given twice", (int)len, arg);
 		return -1;
 	}
-	if (field == &o->burst && !bucket(ru->algorithm)) {
+	if (field == &o->burst && !conf_algorithm_has_burst(ru->algorithm)) {
 		complain("rule %s uses %s, which has no burst (only token_bucket, "
 		    "gcra and leaky_bucket do)", ru->name,
 		    conf_algorithm_name(ru->algorithm));
@@ -895,7 +878,10 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	char num[4][24];
 	const char *hset[12] = { "HSET", okey }, *del[] = { "DEL", okey, NULL };
 	const char *const *cmds[2] = { del, hset };
+	static const char *const field_name[4] = { "limit", "window_ms",
+	    "burst", "precision_ms" };
 	struct override o = { -1, -1, -1, -1, 0 };
+	long long field[4];
 	struct rule eff;
 	redisReply *r;
 	int i, n = 2;
@@ -960,25 +946,16 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		    o.precision_ms == -1 ? " (give precision= as well)" : "");
 		return EXIT_USAGE;
 	}
-	if (o.limit != -1) {
-		snprintf(num[0], sizeof(num[0]), "%lld", o.limit);
-		hset[n++] = "limit";
-		hset[n++] = num[0];
-	}
-	if (o.window_ms != -1) {
-		snprintf(num[1], sizeof(num[1]), "%lld", o.window_ms);
-		hset[n++] = "window_ms";
-		hset[n++] = num[1];
-	}
-	if (o.burst != -1) {
-		snprintf(num[2], sizeof(num[2]), "%lld", o.burst);
-		hset[n++] = "burst";
-		hset[n++] = num[2];
-	}
-	if (o.precision_ms != -1) {
-		snprintf(num[3], sizeof(num[3]), "%lld", o.precision_ms);
-		hset[n++] = "precision_ms";
-		hset[n++] = num[3];
+	field[0] = o.limit;
+	field[1] = o.window_ms;
+	field[2] = o.burst;
+	field[3] = o.precision_ms;
+	for (i = 0; i < 4; i++) {
+		if (field[i] == -1)
+			continue;
+		snprintf(num[i], sizeof(num[i]), "%lld", field[i]);
+		hset[n++] = field_name[i];
+		hset[n++] = num[i];
 	}
 	hset[n] = NULL;
 	/* One transaction: a replaced override, never a mix of two. */

@@ -52,7 +52,8 @@ hash_of(const void *tag, const char *rule, size_t rule_len, const char *key,
 		h = (h ^ (t & 0xff)) * 1099511628211ULL;
 	for (i = 0; i < rule_len; i++)
 		h = (h ^ (unsigned char)rule[i]) * 1099511628211ULL;
-	h = (h ^ 0xff) * 1099511628211ULL;	/* rule "a" key "bc" != "ab" "c" */
+	/* A separator: rule "a" key "bc" is not rule "ab" key "c". */
+	h = (h ^ 0xff) * 1099511628211ULL;
 	for (i = 0; i < key_len; i++)
 		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
 	return h;

@@ -15,7 +15,7 @@
 
 /* What Redis said when it denied, and until when that holds. */
 struct denial {
-	long long	 cost;		/* the denied cost: as costly requests hit */
+	long long	 cost;		/* denied cost: as costly ones hit */
 	long long	 remaining;	/* as Redis replied */
 	long long	 limit;
 	long long	 until_us;	/* monotonic: retry_after has passed */

@@ -24,15 +24,15 @@
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
 #define KEY_MAX			(RLG_MAX_KEY + 256)
-#define OVERRIDE_SUFFIX		":override"	/* rlgate-ctl(8) writes the same */
-#define IGNORED_LOG_MS		10000	/* one line per ignored-override burst */
+#define OVERRIDE_SUFFIX		":override"	/* as rlgate-ctl(8) writes */
+#define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
 
 struct limiter {
 	redisContext	*ctx;
 	long		 epoch;		/* outage count when ctx was made */
 	char		 target[512];	/* what ctx is connected to */
 	char		 sha[RLG_ALGORITHM_COUNT][41];
-	char		 refused[256];	/* why Redis refused a call (-2 below) */
+	char		 refused[256];	/* why Redis refused a call */
 	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
 };
 
@@ -41,24 +41,31 @@ static atomic_llong	down_until_ms;
 static atomic_llong	backoff_ms;
 static atomic_long	outage_epoch;
 static atomic_int	outage_logged;
-static atomic_llong	ignored_logged_ms;	/* last "override ignored" line */
+static atomic_llong	ignored_logged_ms;	/* last "ignored" line */
 static atomic_long	ignored_quiet;		/* ignored since, not logged */
 static pthread_mutex_t	why_lock = PTHREAD_MUTEX_INITIALIZER;
-static char		down_why[256];	/* the last outage's reason, under why_lock */
+static char		down_why[256];	/* last outage's reason, why_lock */
 
 static long long
-mono_ms(void)
+mono_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static long long
+mono_ms(void)
+{
+	return mono_us() / 1000;
 }
 
 static struct timeval
 tv_ms(long long ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	struct timeval tv = { (time_t)(ms / 1000),
+	    (suseconds_t)(ms % 1000) * 1000 };
 
 	return tv;
 }
@@ -139,15 +146,16 @@ load_scripts(struct limiter *l, char *err, size_t errlen)
 		    rlg_scripts[i].source);
 	for (i = 0; i < rlg_nscripts; i++) {
 		if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK) {
-			snprintf(err, errlen, "SCRIPT LOAD: %s", l->ctx->errstr);
+			snprintf(err, errlen, "SCRIPT LOAD: %s",
+			    l->ctx->errstr);
 			return -1;	/* the connection is unusable */
 		}
 		if (rc == 0 && (rep->type != REDIS_REPLY_STRING ||
 		    strcmp(rep->str, rlg_scripts[i].sha1) != 0)) {
 			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s",
-			    rlg_scripts[i].name, rep->type == REDIS_REPLY_ERROR ?
-			    rep->str : "Redis names it differently than "
-			    "this build");
+			    rlg_scripts[i].name,
+			    rep->type == REDIS_REPLY_ERROR ? rep->str :
+			    "Redis names it differently than this build");
 			rc = -1;
 		}
 		freeReplyObject(rep);
@@ -295,7 +303,7 @@ fmt_ll(char *buf, size_t len, long long v)
 	snprintf(buf, len, "%lld", v);
 }
 
-/* Queues EVALSHA for match m; the argv strings live in args. */
+/* The argument strings of one EVALSHA call (see append_call()). */
 struct call {
 	char	 key[KEY_MAX];
 	char	 okey[KEY_MAX + sizeof(OVERRIDE_SUFFIX)];
@@ -342,7 +350,7 @@ append_call(struct limiter *l, const struct conf *c, const struct match *m,
 		argv[4] = k->okey;
 		argl[4] = k->keylen + sizeof(OVERRIDE_SUFFIX) - 1;
 	}
-	argv[4 + o] = "";	/* now: Redis TIME, one clock for all gateways */
+	argv[4 + o] = "";	/* now: Redis TIME, one clock for all */
 	for (i = 0; i < 5; i++)
 		argv[5 + o + i] = k->num[i];
 	/* The keys are counted, not terminated (they may hold any byte): no
@@ -388,18 +396,19 @@ server_refuses(const char *s)
 
 	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
 		n = strlen(codes[i]);
-		if (strncmp(s, codes[i], n) == 0 && (s[n] == ' ' || s[n] == '\0'))
+		if (strncmp(s, codes[i], n) == 0 &&
+		    (s[n] == ' ' || s[n] == '\0'))
 			return 1;
 	}
 	return 0;
 }
 
-/* Does the rule's algorithm have a burst (the scripts' ARGV[5])? */
-static int
-has_burst(const struct rule *ru)
+/* The burst a verdict reports: the rule's own, else the limit used. */
+static long long
+burst_of(const struct rule *ru, long long limit)
 {
-	return ru->algorithm == RLG_TOKEN_BUCKET || ru->algorithm == RLG_GCRA ||
-	    ru->algorithm == RLG_LEAKY_BUCKET;
+	return conf_algorithm_has_burst(ru->algorithm) && ru->burst > 0 ?
+	    ru->burst : limit;
 }
 
 /*
@@ -409,6 +418,7 @@ has_burst(const struct rule *ru)
 static int
 read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 {
+	const redisReply *why;
 	redisReply *rep;
 	long long *f[7];
 	int i, rc = 0;
@@ -420,17 +430,19 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 		if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
 			rc = 1;
 		else if (server_refuses(rep->str)) {
-			snprintf(l->refused, sizeof(l->refused), "%s", rep->str);
+			snprintf(l->refused, sizeof(l->refused), "%s",
+			    rep->str);
 			rc = -2;
 		} else
-			log_error("rule %s: redis: %s", m->rule->name, rep->str);
+			log_error("rule %s: redis: %s", m->rule->name,
+			    rep->str);
 		freeReplyObject(rep);
 		return rc;
 	}
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 7 ||
 	    (m->rule->overrides && rep->elements < 11)) {
-		log_error("rule %s: redis: the script's reply is not %d integers",
-		    m->rule->name, m->rule->overrides ? 11 : 7);
+		log_error("rule %s: redis: the script's reply is not %d "
+		    "integers", m->rule->name, m->rule->overrides ? 11 : 7);
 		freeReplyObject(rep);
 		return 0;
 	}
@@ -452,8 +464,7 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 	}
 	/* Without KEYS[2] the rule's parameters were used. */
 	v->window_ms = m->rule->window_ms;
-	v->burst = has_burst(m->rule) && m->rule->burst > 0 ?
-	    m->rule->burst : v->limit;
+	v->burst = burst_of(m->rule, v->limit);
 	v->override = RLG_OVERRIDE_NONE;
 	if (v->answered && m->rule->overrides) {
 		/* {..., window_ms, burst, precision_ms, override[, why]} */
@@ -467,28 +478,20 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 			v->answered = 0;
 		} else {
 			v->window_ms = rep->element[7]->integer;
-			if (has_burst(m->rule))
+			if (conf_algorithm_has_burst(m->rule->algorithm))
 				v->burst = rep->element[8]->integer;
-			v->override = (enum rlg_override)rep->element[10]->integer;
+			v->override =
+			    (enum rlg_override)rep->element[10]->integer;
+			why = rep->elements > 11 && rep->element[11]->type ==
+			    REDIS_REPLY_STRING ? rep->element[11] : NULL;
 			if (v->override == RLG_OVERRIDE_IGNORED)
-				log_ignored(m, rep->elements > 11 &&
-				    rep->element[11]->type == REDIS_REPLY_STRING ?
-				    rep->element[11]->str : "override ignored",
-				    rep->elements > 11 && rep->element[11]->type ==
-				    REDIS_REPLY_STRING ? rep->element[11]->len : 16);
+				log_ignored(m, why != NULL ? why->str :
+				    "override ignored", why != NULL ? why->len :
+				    strlen("override ignored"));
 		}
 	}
 	freeReplyObject(rep);
 	return 0;
-}
-
-static long long
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Rules in dry run never deny, so nothing of theirs is remembered; nor
@@ -523,7 +526,7 @@ cached(const struct conf *c, const struct match *m, long long now,
 	v->now_us = dn.now_us + (now - dn.at_us);	/* on Redis's clock */
 	v->delay_ms = 0;
 	v->window_ms = ru->window_ms;
-	v->burst = has_burst(ru) && ru->burst > 0 ? ru->burst : ru->limit;
+	v->burst = burst_of(ru, ru->limit);
 	v->override = RLG_OVERRIDE_NONE;
 	return 1;
 }
@@ -588,8 +591,9 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		for (i = 0; i < ntodo; i++) {
 			rc = read_verdict(l, &m[todo[i]], &v[todo[i]]);
 			if (rc < 0) {
-				/* Broken, timed out, or refusing scripts for now
-				 * (BUSY, LOADING...): an outage either way. */
+				/* Broken, timed out, or refusing scripts for
+				 * now (BUSY, LOADING...): an outage either
+				 * way. */
 				metrics_redis_error(l->metrics);
 				mark_down(c, rc == -2 ? l->refused :
 				    l->ctx->errstr[0] ? l->ctx->errstr :
@@ -613,7 +617,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	rc = 0;
 	for (i = 0; i < n; i++) {
 		if (!v[i].answered) {
-			metrics_redis_error(l->metrics);	/* an error reply */
+			/* An error reply. */
+			metrics_redis_error(l->metrics);
 			rc = -1;
 		} else if (!v[i].local)
 			remember(c, &m[i], &v[i], sent);

@@ -22,15 +22,18 @@ enum rlg_override {
 
 /* One rule's decision, as the script returned it. */
 struct verdict {
-	int		 answered;	/* 0: Redis could not decide (see on_error) */
+	int		 answered;	/* 0: Redis could not decide
+					 * (see on_error) */
 	int		 allowed;
 	long long	 remaining;
-	long long	 limit;		/* the limit used (the override's, if any) */
+	long long	 limit;		/* the limit used (the override's,
+					 * if any) */
 	long long	 reset_ms;
 	long long	 retry_after_ms;
 	long long	 now_us;	/* Redis TIME */
 	long long	 delay_ms;
-	int		 local;		/* a denial from the deny cache, not Redis */
+	int		 local;		/* a denial from the deny cache,
+					 * not Redis */
 	/* The other parameters the decision used, when answered: the rule's,
 	 * or its override's. 0 in a verdict not made by limiter_decide():
 	 * readers then take the rule's. */
@@ -52,7 +55,8 @@ struct limiter	*limiter_new(void);
 void		 limiter_free(struct limiter *l);
 
 /* Counts l's round trips, latency and errors into w (NULL: nowhere). */
-void		 limiter_set_metrics(struct limiter *l, struct metrics_worker *w);
+void		 limiter_set_metrics(struct limiter *l,
+		    struct metrics_worker *w);
 
 /*
  * Decides m[0..n) against Redis as configured in c, filling v[0..n).
@@ -63,8 +67,10 @@ void		 limiter_set_metrics(struct limiter *l, struct metrics_worker *w);
  * trip; a rule with overrides = redis passes its override hash
  * (<state key>:override) as KEYS[2] in the same call, and its verdict
  * carries the parameters used. An ignored (invalid) override is logged,
- * at most once per 10 s per process. Connects (or reconnects after c changed the address) as needed,
- * loads the scripts, and runs them again once after NOSCRIPT. Never waits
+ * at most once per 10 s per process. Connects as needed (again after a
+ * reload changed c's Redis address or credentials, or after an outage)
+ * and goes straight to EVALSHA: the scripts are loaded, and the calls
+ * run again once, only after NOSCRIPT. Never waits
  * longer than c's connect timeout plus its timeout per attempt. Returns 0
  * when every match was answered, -1 when some v[i].answered is 0 (the
  * reason is logged once per outage, not per request). Not thread safe:
@@ -77,7 +83,8 @@ int		 limiter_decide(struct limiter *l, const struct conf *c,
  * Checks that Redis at c's address answers and accepts the scripts.
  * Returns 0, or -1 with a sentence in errbuf. For `rlgate -t` and start-up.
  */
-int		 limiter_probe(const struct conf *c, char *errbuf, size_t errlen);
+int		 limiter_probe(const struct conf *c, char *errbuf,
+		    size_t errlen);
 
 /*
  * Is Redis answering? A PING on l's connection (made as limiter_decide()

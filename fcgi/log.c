@@ -47,8 +47,9 @@ log_line(enum rlg_log_level level, const char *fmt, va_list ap)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	len = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	r = snprintf(line + len, sizeof(line) - len, ".%03ldZ rlgate[%ld]: %s: ",
-	    ts.tv_nsec / 1000000, (long)getpid(), level_names[level]);
+	r = snprintf(line + len, sizeof(line) - len,
+	    ".%03ldZ rlgate[%ld]: %s: ", ts.tv_nsec / 1000000, (long)getpid(),
+	    level_names[level]);
 	len += (size_t)r;
 	pre = len;
 	errno = saved_errno;	/* so that %m works */

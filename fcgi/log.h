@@ -17,6 +17,7 @@ void	log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Logs at error level and exits 1. Only during start-up. */
-void	fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void	fatal(const char *fmt, ...)
+	    __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

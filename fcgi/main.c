@@ -42,9 +42,9 @@ extern char **environ;
 /* A configuration in use; freed when the last request using it is done. */
 struct generation {
 	struct conf	*conf;
-	int		 refs;		/* requests using it, +1 while current */
+	int		 refs;		/* requests using it, +1 if current */
 	long long	 number;	/* 1 at start, +1 per reload */
-	long long	 loaded_ms;	/* when it was installed, ms since epoch */
+	long long	 loaded_ms;	/* installed at, ms since epoch */
 };
 
 struct worker {
@@ -56,7 +56,7 @@ struct worker {
 	struct match	 m[RLG_MAX_MATCHES];
 	struct verdict	 v[RLG_MAX_MATCHES];
 	struct metrics_worker *metrics;
-	char		*status;	/* the status endpoint's page, grown as needed */
+	char		*status;	/* status page, grown as needed */
 	size_t		 status_cap;
 };
 
@@ -74,7 +74,8 @@ usage(FILE *f)
 	fprintf(f, "usage: rlgate [-t] [-c file] [-s unix:/path | host:port]\n"
 	    "       rlgate -V | -h\n"
 	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
-	    "  -s addr  listen here instead of on the socket inherited on fd 0\n"
+	    "  -s addr  listen here instead of on the socket inherited on "
+	    "fd 0\n"
 	    "  -t       check the configuration, print \"configuration OK\" "
 	    "or every error\n"
 	    "  -V       print the version\n"
@@ -245,7 +246,8 @@ record(const struct decision *d, long long latency_us)
 static void
 sleep_ms(long long ms)
 {
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+	struct timespec ts = { (time_t)(ms / 1000),
+	    (long)(ms % 1000) * 1000000 };
 
 	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
 		;
@@ -436,7 +438,8 @@ finish(FCGX_Request *r)
 		while (FCGX_GetStr(buf, sizeof(buf), r->in) > 0)
 			;
 		fcntl(r->ipcFd, F_SETFL, 0);
-		if (FCGX_HasSeenEOF(r->in) == EOF && FCGX_GetError(r->in) == 0 &&
+		if (FCGX_HasSeenEOF(r->in) == EOF &&
+		    FCGX_GetError(r->in) == 0 &&
 		    ioctl(r->ipcFd, FIONREAD, &unread) == 0 && unread == 0)
 			FCGX_Detach(r);	/* libfcgi: close() without the wait */
 	}
@@ -504,10 +507,12 @@ open_listener(const char *addr)
 		/* Remove a stale socket, never a live one or another file. */
 		if (lstat(path, &st) == 0) {
 			if (!S_ISSOCK(st.st_mode))
-				fatal("listen %s: exists and is not a socket", addr);
-			if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
-				fatal("listen %s: another process listens there",
+				fatal("listen %s: exists and is not a socket",
 				    addr);
+			if (connect(fd, (struct sockaddr *)&sun,
+			    sizeof(sun)) == 0)
+				fatal("listen %s: another process listens "
+				    "there", addr);
 			unlink(path);
 		}
 		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
@@ -516,7 +521,8 @@ open_listener(const char *addr)
 		 * directory the socket lives in. */
 		chmod(path, 0666);
 	} else {
-		if ((port = conf_split_address(addr, host, sizeof(host))) == NULL)
+		if ((port = conf_split_address(addr, host,
+		    sizeof(host))) == NULL)
 			fatal("listen %s: use unix:/path or host:port", addr);
 		memset(&hints, 0, sizeof(hints));
 		hints.ai_socktype = SOCK_STREAM;
@@ -528,7 +534,8 @@ open_listener(const char *addr)
 			fd = socket(ai->ai_family, ai->ai_socktype, 0);
 			if (fd == -1)
 				continue;
-			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+			    sizeof(one));
 			if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 				break;
 			close(fd);
@@ -629,7 +636,8 @@ run_cgi(struct conf *c)
 		log_error("cgi: cannot run %s: %s", c->cgi_upstream,
 		    strerror(errno));
 		fputs("Status: 500 Internal Server Error\r\n"
-		    "Content-Type: text/plain\r\n\r\nupstream failed\n", stdout);
+		    "Content-Type: text/plain\r\n\r\nupstream failed\n",
+		    stdout);
 		return 1;
 	}
 	fwrite(out, 1, len, stdout);
@@ -715,7 +723,8 @@ main(int argc, char *argv[])
 
 		if (limiter_probe(c, errbuf, sizeof(errbuf)) == -1)
 			log_warn("redis %s: %s; starting anyway (on_error "
-			    "applies until it answers)", c->redis_address, errbuf);
+			    "applies until it answers)", c->redis_address,
+			    errbuf);
 	}
 	nworkers = c->workers;
 	gen_install(c);
@@ -758,7 +767,8 @@ main(int argc, char *argv[])
 		deadline.tv_sec += 10;
 		/* A kept-alive web-server connection can hold a worker in
 		 * read(); do not let it hold the exit forever. */
-		if (pthread_timedjoin_np(workers[i].thread, NULL, &deadline) != 0)
+		if (pthread_timedjoin_np(workers[i].thread, NULL,
+		    &deadline) != 0)
 			log_warn("worker %d did not finish in 10 s", i);
 		else {
 			workers[i].joined = 1;
@@ -786,10 +796,12 @@ main(int argc, char *argv[])
 				continue;
 			clock_gettime(CLOCK_REALTIME, &deadline);
 			deadline.tv_sec += 1;
-			pthread_timedjoin_np(workers[i].thread, NULL, &deadline);
+			pthread_timedjoin_np(workers[i].thread, NULL,
+			    &deadline);
 		}
 	}
-	lost = audit_close(audit, 30000);	/* logs what it could not write */
+	/* audit_close() logs what it could not write. */
+	lost = audit_close(audit, 30000);
 	if (listen_addr != NULL && strncmp(listen_addr, "unix:", 5) == 0)
 		unlink(listen_addr + 5);
 	log_info("stopped");

@@ -37,12 +37,13 @@ struct metrics_worker {
 	atomic_ullong		 lat_sum_us;
 	atomic_ullong		 lat_count;
 	/* [slot][outcome]; slot RLG_METRICS_RULES: no rule (bad requests) */
-	atomic_ullong		 decisions[RLG_METRICS_RULES + 1][RLG_OUT_COUNT];
+	atomic_ullong
+	    decisions[RLG_METRICS_RULES + 1][RLG_OUT_COUNT];
 };
 
 static pthread_mutex_t		 reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct metrics_worker	*workers;		/* under reg_lock */
-static char			*names[RLG_METRICS_RULES];	/* under reg_lock */
+static char			*names[RLG_METRICS_RULES]; /* under reg_lock */
 static int			 nnames;		/* under reg_lock */
 static int			 full_logged;		/* under reg_lock */
 
@@ -108,9 +109,10 @@ metrics_register_rules(struct conf *c)
 			if (nnames == RLG_METRICS_RULES ||
 			    (names[s] = strdup(ru->name)) == NULL) {
 				if (!full_logged)
-					log_warn("metrics: more than %d rule names "
-					    "seen; rule %s is not counted",
-					    RLG_METRICS_RULES, ru->name);
+					log_warn("metrics: more than %d rule "
+					    "names seen; rule %s is not "
+					    "counted", RLG_METRICS_RULES,
+					    ru->name);
 				full_logged = 1;
 				ru->metrics_slot = -1;
 				continue;
@@ -161,7 +163,8 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 			o = RLG_OUT_BAD_REQUEST;
 			break;
 		default:
-			o = d->rule_allowed[i] ? RLG_OUT_ALLOWED : RLG_OUT_DENIED;
+			o = d->rule_allowed[i] ? RLG_OUT_ALLOWED :
+			    RLG_OUT_DENIED;
 			break;
 		}
 		count(w, d->m[i].rule, o);
@@ -172,7 +175,8 @@ void
 metrics_busy(struct metrics_worker *w, int busy)
 {
 	if (w != NULL)
-		atomic_store_explicit(&w->busy, busy != 0, memory_order_relaxed);
+		atomic_store_explicit(&w->busy, busy != 0,
+		    memory_order_relaxed);
 }
 
 void
@@ -241,6 +245,15 @@ header(struct out *o, const char *name, const char *type, const char *help)
 	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* One metric with a single integer sample: HELP, TYPE, the value. */
+static void
+metric(struct out *o, const char *name, const char *type, const char *help,
+    long long v)
+{
+	header(o, name, type, help);
+	put(o, "%s %lld\n", name, v);
+}
+
 size_t
 metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 {
@@ -275,22 +288,23 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 			v = 0;
 			for (w = workers; w != NULL; w = w->next)
 				v += get(&w->decisions[slot][k]);
-			/* Bad requests without a rule: only once there are some. */
+			/* Bad requests without a rule: once there are some. */
 			if (s == nnames && v == 0)
 				continue;
 			/* Rule names are [A-Za-z0-9_.-]: nothing to escape. */
-			put(&o, "rlgate_decisions_total{rule=\"%s\",outcome=\"%s\"} "
-			    "%llu\n", name, outcome_names[k], v);
+			put(&o, "rlgate_decisions_total{rule=\"%s\","
+			    "outcome=\"%s\"} %llu\n", name, outcome_names[k],
+			    v);
 		}
 	}
 	pthread_mutex_unlock(&reg_lock);
 
-	header(&o, "rlgate_requests_total", "counter",
-	    "Requests decided (the status endpoint is not counted).");
-	put(&o, "rlgate_requests_total %llu\n", requests);
-	header(&o, "rlgate_redis_errors_total", "counter",
-	    "Calls to Redis that failed: connect, timeout, error reply.");
-	put(&o, "rlgate_redis_errors_total %llu\n", errors);
+	metric(&o, "rlgate_requests_total", "counter",
+	    "Requests decided (the status endpoint is not counted).",
+	    (long long)requests);
+	metric(&o, "rlgate_redis_errors_total", "counter",
+	    "Calls to Redis that failed: connect, timeout, error reply.",
+	    (long long)errors);
 	header(&o, "rlgate_redis_latency_seconds", "histogram",
 	    "Round trip of one pipelined decision call to Redis.");
 	for (b = 0, cum = 0; b < NBOUNDS; b++) {
@@ -300,32 +314,31 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	}
 	cum += lat[NBOUNDS];
 	put(&o, "rlgate_redis_latency_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n", (double)sum_us / 1e6);
+	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n",
+	    (double)sum_us / 1e6);
 	put(&o, "rlgate_redis_latency_seconds_count %llu\n", lat_count);
 
-	header(&o, "rlgate_audit_rows_written_total", "counter",
-	    "Audit rows committed to the database.");
-	put(&o, "rlgate_audit_rows_written_total %lld\n", p->audit_written);
-	header(&o, "rlgate_audit_rows_queued", "gauge",
-	    "Audit rows waiting in memory to be written.");
-	put(&o, "rlgate_audit_rows_queued %lld\n", p->audit_queued);
-	header(&o, "rlgate_audit_retries_total", "counter",
-	    "Audit writes that failed and were retried.");
-	put(&o, "rlgate_audit_retries_total %lld\n", p->audit_retries);
+	metric(&o, "rlgate_audit_rows_written_total", "counter",
+	    "Audit rows committed to the database.", p->audit_written);
+	metric(&o, "rlgate_audit_rows_queued", "gauge",
+	    "Audit rows waiting in memory to be written.", p->audit_queued);
+	metric(&o, "rlgate_audit_retries_total", "counter",
+	    "Audit writes that failed and were retried.", p->audit_retries);
 	header(&o, "rlgate_audit_lag_seconds", "gauge",
 	    "Age of the oldest audit row waiting to be written.");
-	put(&o, "rlgate_audit_lag_seconds %.3f\n", (double)p->audit_lag_ms / 1e3);
-	header(&o, "rlgate_workers_busy", "gauge",
-	    "Worker threads serving a request (this scrape included).");
-	put(&o, "rlgate_workers_busy %d\n", busy);
-	header(&o, "rlgate_workers", "gauge", "Worker threads.");
-	put(&o, "rlgate_workers %d\n", p->workers);
-	header(&o, "rlgate_deny_cache_entries", "gauge",
-	    "Denials remembered by the deny cache.");
-	put(&o, "rlgate_deny_cache_entries %zu\n", p->deny_cache_entries);
-	header(&o, "rlgate_config_generation", "gauge",
-	    "Configurations loaded since start (1 at start, +1 per reload).");
-	put(&o, "rlgate_config_generation %lld\n", p->generation);
+	put(&o, "rlgate_audit_lag_seconds %.3f\n",
+	    (double)p->audit_lag_ms / 1e3);
+	metric(&o, "rlgate_workers_busy", "gauge",
+	    "Worker threads serving a request (this scrape included).",
+	    (long long)busy);
+	metric(&o, "rlgate_workers", "gauge", "Worker threads.",
+	    (long long)p->workers);
+	metric(&o, "rlgate_deny_cache_entries", "gauge",
+	    "Denials remembered by the deny cache.",
+	    (long long)p->deny_cache_entries);
+	metric(&o, "rlgate_config_generation", "gauge",
+	    "Configurations loaded since start (1 at start, +1 per reload).",
+	    p->generation);
 	header(&o, "rlgate_config_loaded_timestamp_seconds", "gauge",
 	    "When the configuration in force was loaded.");
 	put(&o, "rlgate_config_loaded_timestamp_seconds %.3f\n",
@@ -377,7 +390,8 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	    h->redis_ok ? "true" : "false");
 	put_str(&o, h->redis_address);
 	if (h->redis_ok)
-		put(&o, ",\"latency_ms\":%.3f}", (double)h->redis_latency_us / 1e3);
+		put(&o, ",\"latency_ms\":%.3f}",
+		    (double)h->redis_latency_us / 1e3);
 	else {
 		put(&o, ",\"error\":");
 		put_str(&o, h->redis_error);

@@ -13,7 +13,7 @@
 #include "conf.h"
 #include "respond.h"
 
-#define RLG_METRICS_RULES	1024	/* rule names counted, over all reloads */
+#define RLG_METRICS_RULES	1024	/* rule names counted, all reloads */
 
 /* How a rule's decision counts (the "outcome" label). */
 enum metrics_outcome {
@@ -66,8 +66,8 @@ struct metrics_process {
 	long long	 audit_queued;
 	long long	 audit_retries;
 	long long	 audit_lag_ms;	/* age of the oldest queued row */
-	long long	 generation;	/* configurations loaded so far, 1 at start */
-	long long	 loaded_ms;	/* when the current one was, ms since epoch */
+	long long	 generation;	/* configurations loaded, 1 at start */
+	long long	 loaded_ms;	/* the current one's, ms since epoch */
 	size_t		 deny_cache_entries;
 };
 
@@ -90,7 +90,7 @@ struct metrics_health {
 	struct metrics_process p;
 	const char	*config_path;
 	size_t		 rules;
-	long long	 audit_lag_max_ms;	/* beyond it the audit is unhealthy */
+	long long	 audit_lag_max_ms;	/* beyond: audit unhealthy */
 };
 
 /*

@@ -83,7 +83,8 @@ request_decode(const char *src, size_t len, int plus, char *out,
 	for (i = 0; i < len; i++) {
 		char ch = src[i];
 
-		if (ch == '%' && i + 2 < len && (hi = hexval(src[i + 1])) >= 0 &&
+		if (ch == '%' && i + 2 < len &&
+		    (hi = hexval(src[i + 1])) >= 0 &&
 		    (lo = hexval(src[i + 2])) >= 0) {
 			ch = (char)(hi << 4 | lo);
 			i += 2;
@@ -190,7 +191,8 @@ client_ip(struct request *r, const struct conf *c)
 		 * unless it holds bytes that do not belong in a header
 		 * (Variable-RL_CLIENT) or a log line: then it is unknown. */
 		for (const char *p = remote; *p != '\0'; p++)
-			if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+			if ((unsigned char)*p <= ' ' ||
+			    (unsigned char)*p >= 0x7f)
 				return;
 		snprintf(r->ip, sizeof(r->ip), "%.*s", (int)sizeof(r->ip) - 1,
 		    remote);

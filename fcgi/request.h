@@ -19,7 +19,7 @@
 
 enum rlg_role {
 	RLG_ROLE_RESPONDER,	/* nginx auth_request, check API, CGI */
-	RLG_ROLE_AUTHORIZER	/* lighttpd mode authorizer, Apache mod_authnz_fcgi */
+	RLG_ROLE_AUTHORIZER	/* lighttpd authorizer, mod_authnz_fcgi */
 };
 
 struct request {
@@ -27,7 +27,7 @@ struct request {
 	enum rlg_role	 role;
 	int		 apache;	/* FCGI_APACHE_ROLE is set */
 	const char	*method;	/* REQUEST_METHOD, "GET" when absent */
-	const char	*query;		/* raw query from REQUEST_URI, "" if none */
+	const char	*query;		/* raw, from REQUEST_URI; "" if none */
 	size_t		 query_len;
 	char		 path[RLG_MAX_PATH];	/* percent-decoded once */
 	char		 host[RLG_MAX_HOST];	/* lower case, without port */

@@ -33,7 +33,8 @@ put(struct out *o, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
 	va_end(ap);
-	o->len = n < 0 || (size_t)n >= o->cap - o->len ? o->cap : o->len + (size_t)n;
+	o->len = n < 0 || (size_t)n >= o->cap - o->len ? o->cap :
+	    o->len + (size_t)n;
 }
 
 static void
@@ -157,10 +158,13 @@ respond_decide(struct decision *d, int bad_status)
 			d->rule_reason[i] = RLG_REASON_DRY_RUN;
 			d->rule_allowed[i] = 0;
 		} else {
-			d->rule_reason[i] = v->local && !v->allowed ?
-			    RLG_REASON_LOCAL_CACHE : v->allowed && v->override ==
-			    RLG_OVERRIDE_UNLIMITED ? RLG_REASON_UNLIMITED :
-			    RLG_REASON_LIMIT;
+			if (v->local && !v->allowed)
+				d->rule_reason[i] = RLG_REASON_LOCAL_CACHE;
+			else if (v->allowed &&
+			    v->override == RLG_OVERRIDE_UNLIMITED)
+				d->rule_reason[i] = RLG_REASON_UNLIMITED;
+			else
+				d->rule_reason[i] = RLG_REASON_LIMIT;
 			d->rule_allowed[i] = v->allowed;
 			if (!v->allowed) {
 				denied = 1;
@@ -257,7 +261,8 @@ ratelimit_headers(struct out *o, const struct decision *d)
 	}
 	if ((h == RLG_HEADERS_LEGACY || h == RLG_HEADERS_BOTH) &&
 	    respond_summary(d, &s) == 0)
-		put(o, "X-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"
+		put(o, "X-RateLimit-Limit: %lld\r\n"
+		    "X-RateLimit-Remaining: %lld\r\n"
 		    "X-RateLimit-Reset: %lld\r\n", s.limit, s.remaining,
 		    s.reset_s);
 }
@@ -269,14 +274,16 @@ problem_body(struct out *o, const struct decision *d)
 	size_t i;
 
 	if (d->status == 503) {
-		put(o, "{\"type\":\"about:blank\",\"title\":\"Service Unavailable\","
-		    "\"status\":503,\"detail\":\"the rate-limit store cannot be "
-		    "reached; try again shortly\"}\n");
+		put(o, "{\"type\":\"about:blank\","
+		    "\"title\":\"Service Unavailable\",\"status\":503,"
+		    "\"detail\":\"the rate-limit store cannot be reached; "
+		    "try again shortly\"}\n");
 		return;
 	}
 	if (d->status != d->conf->deny_status || d->bad_detail != NULL) {
-		put(o, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%d,"
-		    "\"detail\":", respond_reason_phrase(d->status), d->status);
+		put(o, "{\"type\":\"about:blank\",\"title\":\"%s\","
+		    "\"status\":%d,\"detail\":",
+		    respond_reason_phrase(d->status), d->status);
 		put_json_str(o, d->bad_detail ? d->bad_detail : "bad request",
 		    strlen(d->bad_detail ? d->bad_detail : "bad request"));
 		if (d->bad_rule != NULL)
@@ -284,8 +291,9 @@ problem_body(struct out *o, const struct decision *d)
 		put(o, "}\n");
 		return;
 	}
-	put(o, "{\"type\":\"" PROBLEM_QUOTA "\",\"title\":\"Too Many Requests\","
-	    "\"status\":%d,\"detail\":\"", d->status);
+	put(o, "{\"type\":\"" PROBLEM_QUOTA "\","
+	    "\"title\":\"Too Many Requests\",\"status\":%d,\"detail\":\"",
+	    d->status);
 	for (i = 0; i < d->n; i++) {
 		if (!over_limit(d, i))
 			continue;
@@ -293,7 +301,8 @@ problem_body(struct out *o, const struct decision *d)
 		    d->v[i].limit, window_of(d, i));
 		sep = "; ";
 	}
-	put(o, "; retry in %lld ms\",\"violated-policies\":[", d->retry_after_ms);
+	put(o, "; retry in %lld ms\",\"violated-policies\":[",
+	    d->retry_after_ms);
 	sep = "";
 	for (i = 0; i < d->n; i++) {
 		if (!over_limit(d, i))
@@ -309,8 +318,9 @@ decision_body(struct out *o, const struct decision *d)
 {
 	size_t i;
 
-	put(o, "{\"allowed\":%s,\"status\":%d,\"request_id\":\"%s\",\"client\":",
-	    d->allowed ? "true" : "false", d->status, d->req->id);
+	put(o, "{\"allowed\":%s,\"status\":%d,\"request_id\":\"%s\","
+	    "\"client\":", d->allowed ? "true" : "false", d->status,
+	    d->req->id);
 	put_json_str(o, d->req->ip, strlen(d->req->ip));
 	put(o, ",\"delay_ms\":%lld,\"policies\":[", d->delay_ms);
 	for (i = 0; i < d->n; i++) {
@@ -327,7 +337,8 @@ decision_body(struct out *o, const struct decision *d)
 			put(o, ",\"limit\":null,\"window_ms\":null");
 		else
 			put(o, ",\"limit\":%lld,\"window_ms\":%lld",
-			    v->answered ? v->limit : ru->limit, window_of(d, i));
+			    v->answered ? v->limit : ru->limit,
+			    window_of(d, i));
 		if (limited(d, i))
 			put(o, ",\"remaining\":%lld,\"reset_ms\":%lld,"
 			    "\"retry_after_ms\":%lld,\"delay_ms\":%lld",
@@ -345,7 +356,8 @@ respond_write(const struct decision *d, char *buf, size_t buflen)
 	struct respond_summary s;
 
 	/* lighttpd drops every header written before Status: it goes first. */
-	put(&o, "Status: %d %s\r\n", d->status, respond_reason_phrase(d->status));
+	put(&o, "Status: %d %s\r\n", d->status,
+	    respond_reason_phrase(d->status));
 	if (d->req->role == RLG_ROLE_AUTHORIZER && d->allowed) {
 		if (respond_summary(d, &s) == 0)
 			put(&o, "Variable-RATELIMIT_REMAINING: %lld\r\n"

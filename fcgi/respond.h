@@ -25,7 +25,7 @@ enum rlg_reason {
 	RLG_REASON_DRY_RUN,
 	RLG_REASON_BAD_REQUEST,
 	RLG_REASON_LOCAL_CACHE,	/* denied by the deny cache, without Redis */
-	RLG_REASON_UNLIMITED	/* an "unlimited" override: admitted uncounted */
+	RLG_REASON_UNLIMITED	/* an "unlimited" override: not counted */
 };
 
 /* One request's decision. The pointers are borrowed, not owned. */
@@ -39,10 +39,12 @@ struct decision {
 	const char		*bad_detail;
 
 	/* Filled in by respond_decide(): */
-	int			 status;	/* 200, deny_status, 503, 400, 414 */
+	/* status: 200, deny_status, 503, 400 or 414; retry_after_ms: the
+	 * longest wait among the denials; delay_ms: leaky_bucket's wait. */
+	int			 status;
 	int			 allowed;	/* the request goes through */
-	long long		 retry_after_ms;/* longest wait among the denials */
-	long long		 delay_ms;	/* leaky_bucket: hold this long */
+	long long		 retry_after_ms;
+	long long		 delay_ms;
 	int			 rule_allowed[RLG_MAX_MATCHES];
 	enum rlg_reason		 rule_reason[RLG_MAX_MATCHES];
 };

@@ -40,7 +40,8 @@ rule_fits(const struct rule *ru, const struct request *r)
 	}
 	if (ru->host != NULL) {
 		n = strlen(ru->host);
-		if (strncasecmp(r->host, ru->host, n) != 0 || r->host[n] != '\0')
+		if (strncasecmp(r->host, ru->host, n) != 0 ||
+		    r->host[n] != '\0')
 			return 0;
 	}
 	return 1;
@@ -219,14 +220,16 @@ rule_match(const struct conf *c, const struct request *r, struct match *out,
 		if (ru->cost_tmpl.nparts > 0) {
 			char buf[32];
 
-			len = rule_expand(&ru->cost_tmpl, ru, r, buf, sizeof(buf));
+			len = rule_expand(&ru->cost_tmpl, ru, r, buf,
+			    sizeof(buf));
 			if (len == -1 && !ru->on_missing_deny) {
 				m->cost = 1;	/* absent cost: one unit */
 			} else if (len < 0 || conf_parse_int(buf, 1,
 			    ru->burst > 0 ? ru->burst : ru->limit, &m->cost,
 			    &e) == -1) {
 				*bad = ru;
-				*errstr = len == -1 ? "the request cost is missing" :
+				*errstr = len == -1 ?
+				    "the request cost is missing" :
 				    "the request cost is not a whole number "
 				    "between 1 and the rule's capacity";
 				return -1;

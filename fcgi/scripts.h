@@ -1,6 +1,7 @@
 /*
  * scripts: the Lua files of lua/, embedded at build time by fcgi/embed.sh.
- * The limiter loads them into Redis; nothing else uses them.
+ * The limiter runs them in Redis; main only checks, at load, that every
+ * rule's algorithm has one.
  */
 #ifndef RLG_SCRIPTS_H
 #define RLG_SCRIPTS_H
@@ -8,9 +9,9 @@
 #include <stddef.h>
 
 struct rlg_script {
-	const char	*name;		/* file name without .lua: "fixed_window" */
+	const char	*name;		/* file name without .lua */
 	const char	*source;
-	const char	*sha1;		/* what Redis calls it: EVALSHA needs no load */
+	const char	*sha1;		/* for EVALSHA, known at build */
 };
 
 extern const struct rlg_script	rlg_scripts[];

@@ -107,7 +107,7 @@ out:
 int
 db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 {
-	struct columns want;
+	struct columns want = { .n = 0 };
 	struct stat sb;
 	size_t i;
 
@@ -118,7 +118,7 @@ db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 	}
 	if (expected_columns(&want) == -1) {
 		snprintf(err, errlen, "cannot apply the audit schema in memory");
-		return -1;
+		goto fail;
 	}
 	for (i = 0; i < n; i++) {
 		struct rdb *d = &dbs->v[i];

@@ -73,31 +73,7 @@ struct ctx {
 int64_t
 verify_default_precision(int64_t window_ms)
 {
-	int64_t best = 1;
-
-	/* As conf.c: window/10 when it divides the window, else the largest
-	 * divisor below it, so that blocks tile the window. */
-	for (int64_t i = 1; i <= window_ms / i; i++) {
-		if (window_ms % i != 0)
-			continue;
-		if (i * 10 <= window_ms && i > best)
-			best = i;
-		if (window_ms / i * 10 <= window_ms && window_ms / i > best)
-			best = window_ms / i;
-	}
-	return best;
-}
-
-static int64_t
-gcd64(int64_t a, int64_t b)
-{
-	while (b != 0) {
-		int64_t t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a < 0 ? -a : a;
+	return conf_default_precision(window_ms);
 }
 
 static const char *
@@ -503,6 +479,21 @@ struct episode {
 };
 
 /*
+ * rows more decisions over the promise, the last stamped last_ms; opens
+ * the episode (at first_ms, its worst starting at worst) if none is open.
+ */
+static void
+episode_extend(struct episode *e, int64_t first_ms, int64_t last_ms,
+    int64_t rows, i128 worst)
+{
+	if (!e->open)
+		*e = (struct episode){ .open = 1, .first_ms = first_ms,
+		    .worst = worst };
+	e->decisions += rows;
+	e->last_ms = last_ms;
+}
+
+/*
  * sliding_log: any (t - W, t] admits at most limit. Taking every true time
  * as its ms stamp is a consistent choice, and under it an interval holds
  * the same decisions as the ms interval; two decisions stamped less than
@@ -543,11 +534,7 @@ check_log(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
 		for (; r[i].ts <= t - W; i++)
 			sum -= r[i].cost;
 		if (sum > p->limit) {
-			if (!e.open) {
-				e = (struct episode){ .open = 1, .first_ms = t };
-			}
-			e.decisions += rows;
-			e.last_ms = t;
+			episode_extend(&e, t, t, rows, 0);
 			if (sum > e.worst_admitted) {
 				e.worst_admitted = sum;
 				e.a_ms = t - W + 1;
@@ -601,10 +588,7 @@ check_blocks(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p
 		for (; window_start(r[i].ts, P) / P <= k - nb; i++)
 			sum -= r[i].cost;
 		if (sum > p->limit) {
-			if (!e.open)
-				e = (struct episode){ .open = 1, .first_ms = first };
-			e.decisions += rows;
-			e.last_ms = r[j - 1].ts;
+			episode_extend(&e, first, r[j - 1].ts, rows, 0);
 			if (sum > e.worst_admitted) {
 				e.worst_admitted = sum;
 				e.a_ms = (k - nb + 1) * P;
@@ -672,11 +656,7 @@ check_bucket(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p
 		S += r[b].cost;
 		prev = r[b].ts;
 		if (tokens < floor_) {
-			if (!e.open)
-				e = (struct episode){ .open = 1, .first_ms = r[b].ts,
-				    .worst = -tokens - 1 };
-			e.decisions++;
-			e.last_ms = r[b].ts;
+			episode_extend(&e, r[b].ts, r[b].ts, 1, -tokens - 1);
 			if (-tokens > e.worst) {
 				e.worst = -tokens;
 				e.worst_admitted = S;
@@ -773,11 +753,7 @@ check_leaky(struct ctx *c, struct rec *r, size_t n, const struct pinfo *p,
 		i128 z = (i128)prefix * Wus - N * 1000 * leave;
 
 		if (b > 0 && z - zmin >= slack) {
-			if (!sp.open)
-				sp = (struct episode){ .open = 1, .first_ms = r[b].ts,
-				    .worst = -1 };
-			sp.decisions++;
-			sp.last_ms = r[b].ts;
+			episode_extend(&sp, r[b].ts, r[b].ts, 1, -1);
 			/* The first pair: where the outlet first ran too fast. */
 			if (sp.worst < 0) {
 				sp.worst = z - zmin;
@@ -796,10 +772,7 @@ check_leaky(struct ctx *c, struct rec *r, size_t n, const struct pinfo *p,
 
 		if ((i128)(r[b].delay - 1) * p->limit >= (i128)p->burst * p->window_ms &&
 		    r[b].delay > 0) {
-			if (!wt.open)
-				wt = (struct episode){ .open = 1, .first_ms = r[b].ts };
-			wt.decisions++;
-			wt.last_ms = r[b].ts;
+			episode_extend(&wt, r[b].ts, r[b].ts, 1, 0);
 			if (r[b].delay > wt.extra) {
 				wt.extra = r[b].delay;
 				wt.a_ms = r[b].ts;
@@ -951,7 +924,8 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			int64_t retry = sqlite3_column_int64(st, 10);
 
 			if (retry > 0)
-				pv->pi[pid].retry_gcd = gcd64(pv->pi[pid].retry_gcd,
+				pv->pi[pid].retry_gcd = conf_gcd(
+				    pv->pi[pid].retry_gcd,
 				    sqlite3_column_int64(st, 3) + retry);
 			continue;
 		}
@@ -1001,7 +975,7 @@ static void
 infer_precision(struct pinfo *pi)
 {
 	if (pi->retry_gcd != 0) {
-		pi->precision_ms = gcd64(pi->retry_gcd, pi->window_ms);
+		pi->precision_ms = conf_gcd(pi->retry_gcd, pi->window_ms);
 		pi->precision_from = "denials";
 	} else {
 		pi->precision_ms = verify_default_precision(pi->window_ms);

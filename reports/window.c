@@ -155,19 +155,7 @@ window_parse_time(const char *s, int64_t *out_ms, const char **errstr)
 char *
 window_format_duration(int64_t ms, char *buf, size_t len)
 {
-	static const struct { int64_t ms; const char *unit; } units[] = {
-		{ 86400000, "d" }, { 3600000, "h" }, { 60000, "m" }, { 1000, "s" },
-	};
-
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (ms != 0 && ms % units[i].ms == 0) {
-			snprintf(buf, len, "%lld%s", (long long)(ms / units[i].ms),
-			    units[i].unit);
-			return buf;
-		}
-	}
-	snprintf(buf, len, "%lldms", (long long)ms);
-	return buf;
+	return conf_format_duration(ms, buf, len);
 }
 
 int64_t
