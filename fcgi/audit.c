@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "clock.h"
 #include "log.h"
 
 /* A write waits this long for another writer's lock; opening (schema,
@@ -101,15 +102,6 @@ struct audit {
 	pthread_t		 thread;
 };
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 {
@@ -155,7 +147,7 @@ busy_wait(void *arg, int calls)
 {
 	struct audit *a = arg;
 	struct timespec ts = { 0, 1000000 };
-	long long now = now_ms();
+	long long now = mono_ms();
 
 	if (calls == 0)
 		a->busy_since = now;
@@ -343,10 +335,10 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
-	stop = now_ms() + AUDIT_TXN_MS;
+	stop = mono_ms() + AUDIT_TXN_MS;
 	for (i = 0; i < n; i++) {
 		/* Commit early rather than make another process time out. */
-		if (i % 1024 == 1023 && now_ms() >= stop)
+		if (i % 1024 == 1023 && mono_ms() >= stop)
 			break;
 		if ((rc = bind_row(a->insert, rows[i])) != SQLITE_OK)
 			goto fail;
@@ -406,7 +398,7 @@ writer_main(void *arg)
 	int failing = 0, reported = 0;
 
 	pthread_mutex_lock(&a->mu);
-	due = now_ms() + a->flush_interval_ms;
+	due = mono_ms() + a->flush_interval_ms;
 	for (;;) {
 		if (a->count == 0) {
 			if (a->closing)
@@ -414,10 +406,10 @@ writer_main(void *arg)
 			a->writer_waiting = 1;
 			pthread_cond_wait(&a->wake, &a->mu);
 			a->writer_waiting = 0;
-			due = now_ms() + a->flush_interval_ms;
+			due = mono_ms() + a->flush_interval_ms;
 			continue;
 		}
-		now = now_ms();
+		now = mono_ms();
 		if (failing) {
 			at = retry_at;
 			if (a->closing && a->give_up_at < at)
@@ -443,7 +435,7 @@ writer_main(void *arg)
 			a->txn[i] = a->ring[(a->head + i) % a->cap];
 		pthread_mutex_unlock(&a->mu);
 
-		attempt_at = now_ms();
+		attempt_at = mono_ms();
 		if ((done = write_rows(a, a->txn, n)) > 0) {
 			n = (size_t)done;
 			/* Out of the ring first: audit_stats() reads its
@@ -463,7 +455,7 @@ writer_main(void *arg)
 				    "written, %zu waiting", a->path, n,
 				    a->count);
 			failing = reported = 0;
-			due = now_ms() + a->flush_interval_ms;
+			due = mono_ms() + a->flush_interval_ms;
 			if (a->count >= a->batch ||
 			    (a->closing && a->count > 0)) {
 				/*
@@ -481,7 +473,7 @@ writer_main(void *arg)
 
 		pthread_mutex_lock(&a->mu);
 		a->failures++;
-		now = now_ms();
+		now = mono_ms();
 		if (!failing) {
 			failing = 1;
 			failing_since = attempt_at;
@@ -693,7 +685,7 @@ audit_close(struct audit *a, long long give_up_ms)
 	pthread_mutex_lock(&a->mu);
 	a->stopping = 1;
 	a->closing = 1;
-	a->give_up_at = now_ms() + (give_up_ms > 0 ? give_up_ms : 0);
+	a->give_up_at = mono_ms() + (give_up_ms > 0 ? give_up_ms : 0);
 	pthread_cond_broadcast(&a->wake);
 	pthread_cond_broadcast(&a->room);
 	while (a->pushers > 0)

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1724,6 +1725,8 @@ handler(void *user, const char *section, const char *name, const char *value)
 
 /* ---- the interface ------------------------------------------------ */
 
+static atomic_ulong	conf_ids;
+
 static struct conf *
 conf_new(struct loader *l, const char *path)
 {
@@ -1733,6 +1736,8 @@ conf_new(struct loader *l, const char *path)
 		l->oom = 1;
 		return NULL;
 	}
+	/* Lets holders tell configurations apart without comparing them. */
+	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
 	c->workers = 16;
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;

@@ -123,6 +123,7 @@ struct rule {
 
 struct conf {
 	char			*path;
+	unsigned long		 id;		/* unique per conf_load() in a process */
 
 	/* [gateway] */
 	char			*listen;	/* NULL = the socket on fd 0 */

@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "denycache.h"
+#include "clock.h"
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
@@ -31,6 +32,7 @@ struct limiter {
 	redisContext	*ctx;
 	long		 epoch;		/* outage count when ctx was made */
 	char		 target[512];	/* what ctx is connected to */
+	unsigned long	 conf_id;	/* the conf target was last checked for */
 	char		 sha[RLG_ALGORITHM_COUNT][41];
 	char		 refused[256];	/* why Redis refused a call */
 	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
@@ -45,21 +47,6 @@ static atomic_llong	ignored_logged_ms;	/* last "ignored" line */
 static atomic_long	ignored_quiet;		/* ignored since, not logged */
 static pthread_mutex_t	why_lock = PTHREAD_MUTEX_INITIALIZER;
 static char		down_why[256];	/* last outage's reason, why_lock */
-
-static long long
-mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static long long
-mono_ms(void)
-{
-	return mono_us() / 1000;
-}
 
 static struct timeval
 tv_ms(long long ms)
@@ -230,6 +217,7 @@ connect_redis(struct limiter *l, const struct conf *c, char *err,
 	if (dial(l, c, err, errlen) == -1)
 		return -1;
 	target_of(c, l->target, sizeof(l->target));
+	l->conf_id = c->id;
 	l->epoch = atomic_load(&outage_epoch);
 	return 0;
 }
@@ -273,10 +261,15 @@ ensure_connected(struct limiter *l, const struct conf *c)
 	char target[512], err[256];
 	long long until, now;
 
-	target_of(c, target, sizeof(target));
-	if (l->ctx != NULL && (strcmp(target, l->target) != 0 ||
-	    l->epoch != atomic_load(&outage_epoch)))
-		disconnect(l);	/* reloaded, or made before an outage */
+	/* Only a reload can change where Redis is: look once per conf. */
+	if (l->ctx != NULL && l->conf_id != c->id) {
+		target_of(c, target, sizeof(target));
+		if (strcmp(target, l->target) != 0)
+			disconnect(l);
+		l->conf_id = c->id;
+	}
+	if (l->ctx != NULL && l->epoch != atomic_load(&outage_epoch))
+		disconnect(l);	/* made before an outage */
 	if (l->ctx != NULL)
 		return 0;
 	until = atomic_load(&down_until_ms);

@@ -23,6 +23,7 @@
 #include <fcgiapp.h>
 
 #include "audit.h"
+#include "clock.h"
 #include "conf.h"
 #include "denycache.h"
 #include "limiter.h"
@@ -82,15 +83,6 @@ usage(FILE *f)
 	    "  -h       print this help\n", RLG_DEFAULT_CONF);
 }
 
-static long long
-now_us(int clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static struct generation *
 gen_acquire(void)
 {
@@ -126,7 +118,7 @@ gen_install(struct conf *c)
 		fatal("out of memory");
 	g->conf = c;
 	g->refs = 1;
-	g->loaded_ms = now_us(CLOCK_REALTIME) / 1000;
+	g->loaded_ms = wall_ms();
 	pthread_mutex_lock(&gen_lock);
 	g->number = ++generations;
 	old = current;
@@ -191,7 +183,7 @@ record(const struct decision *d, long long latency_us)
 	row.client_ip = d->req->ip;
 	row.status = d->status;
 	row.latency_us = latency_us;
-	row.ts_ms = ts_ms = now_us(CLOCK_REALTIME) / 1000;
+	row.ts_ms = ts_ms = wall_ms();
 	row.cost = row.limit_value = row.window_ms = row.burst = -1;
 	row.remaining = row.retry_after_ms = row.delay_ms = -1;
 
@@ -262,7 +254,7 @@ serve(const struct conf *c, struct limiter *lim, char **envp,
     struct request *req, struct decision *d, struct match *m,
     struct verdict *v, char *out)
 {
-	long long start = now_us(CLOCK_MONOTONIC);
+	long long start = mono_us();
 	const char *errstr = NULL;
 	int bad_status, n = 0;
 	size_t len;
@@ -284,7 +276,7 @@ serve(const struct conf *c, struct limiter *lim, char **envp,
 	d->n = (size_t)n;
 	respond_decide(d, bad_status);
 	len = respond_write(d, out, RLG_MAX_RESPONSE);
-	record(d, now_us(CLOCK_MONOTONIC) - start);
+	record(d, mono_us() - start);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
 	if (d->allowed && d->delay_ms > 0)
 		sleep_ms(d->delay_ms);
@@ -296,7 +288,7 @@ static void
 process_numbers(struct metrics_process *p)
 {
 	struct audit_stats st;
-	long long now = now_us(CLOCK_REALTIME) / 1000;
+	long long now = wall_ms();
 
 	memset(p, 0, sizeof(*p));
 	p->workers = nworkers;

@@ -197,6 +197,18 @@ check "SIGHUP with a good file: loaded" wait_for 5 reloaded
 is "the new limit applies at once (3 per minute: 2 more)" "200 200 429" "$(status "$BASE/reload/item") $(status "$BASE/reload/item") $(status "$BASE/reload/item")"
 is "rlgate kept running through both reloads" 0 "$(kill -0 "$RLGATE_PID"; echo $?)"
 
+# A reload that moves Redis: every worker's connection follows it.
+OLD_REDIS_PORT=$REDIS_PORT
+start_redis || exit 1
+sed "s/^address = 127.0.0.1:$OLD_REDIS_PORT$/address = 127.0.0.1:$REDIS_PORT/" "$T/rlgate.good" > "$T/rlgate.ini"
+kill -HUP "$RLGATE_PID"
+moved() { [ "$(grep -c 'reload: .* loaded' "$T/rlgate.log")" -ge 2 ]; }
+check "SIGHUP with a new Redis address: loaded" wait_for 5 moved
+for i in $(seq 24); do status "$BASE/load/item" >/dev/null; done
+# Workers that had a connection to the old Redis would have counted there.
+is "all 24 decisions after the move come from the new Redis" 24 "$(rcli HGET 'rl:{load:127.0.0.1}' count)"
+is "and the old Redis saw none of them" "" "$(redis-cli -p "$OLD_REDIS_PORT" HGET 'rl:{load:127.0.0.1}' count)"
+
 # A RESPONDER request with a body (a check API called with POST): rlgate
 # does not read bodies, but must drain them and still answer in full.
 head -c 200000 /dev/urandom > "$T/post.bin"
