@@ -10,6 +10,12 @@
 #       fastcgi.server block)
 #   b   lighttpd + tests/tools/allow_fcgi, a trivial always-allow FastCGI
 #       authorizer on libfcgi with as many threads as rlgate (the floor)
+#   r   the same with one Redis PING per request on each thread's own
+#       connection (allow_fcgi -r): the floor of any gateway that waits for
+#       Redis on every request, as the design's does
+#   s   the same round trip running lua/fixed_window.lua instead of PING
+#       (allow_fcgi -r -e): the floor with c1's one script; what c1 adds
+#       over s is rlgate's own code, and d1 over c1 the audit
 #   c1  lighttpd + rlgate, audit off, one rule matching every request
 #   d1  the same, audit on
 #   c3  rlgate, audit off, three rules (three algorithms) on every request
@@ -42,7 +48,7 @@ ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
-CONFIGS=${BENCH_ONLY:-a b c1 d1 c3 d3}
+CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3}
 JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
 RLGATE=${RLGATE_BIN:-$RLGATE}
 ALLOW=$TOP/tests/tools/allow_fcgi
@@ -63,6 +69,8 @@ label() {
 	case $1 in
 	a)  echo "lighttpd alone";;
 	b)  echo "lighttpd + allow_fcgi (floor)";;
+	r)  echo "allow_fcgi + Redis PING";;
+	s)  echo "allow_fcgi + fixed_window.lua";;
 	c1) echo "rlgate, audit off, 1 rule";;
 	d1) echo "rlgate, audit on, 1 rule";;
 	c3) echo "rlgate, audit off, 3 rules";;
@@ -153,8 +161,11 @@ start() {
 	local cfg=$1 bport=9
 	if [ "$cfg" != a ]; then
 		bport=$(free_port)
-		if [ "$cfg" = b ]; then
-			"$ALLOW" -s "127.0.0.1:$bport" -w "$WORKERS" 2>>"$T/allow.log" &
+		if [ "$cfg" = b ] || [ "$cfg" = r ] || [ "$cfg" = s ]; then
+			"$ALLOW" -s "127.0.0.1:$bport" -w "$WORKERS" \
+			    $([ "$cfg" != b ] && echo "-r 127.0.0.1:$REDIS_PORT") \
+			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
+			    2>>"$T/allow-$cfg.log" &
 		else
 			rlgate_ini "$cfg" > "$T/rlgate-$cfg.ini"
 			"$RLGATE" -c "$T/rlgate-$cfg.ini" -s "127.0.0.1:$bport" \
@@ -307,10 +318,11 @@ read -r AF_P50 AF_P99 AF_P999 AF_MAX <<<"$(sed -n 's/^push: *p50 \([0-9.]*\) us,
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table, the targets, the JSON ------------------------------------
-SUMMARY=$T/summary	# cfg kind conns rps p50_us p99_us cpu_h cpu_b cpu_r runs ratio p99_added_us
-# Medians over the rounds; the ratio to the floor and the p99 added over
-# it are taken run by run (each against the floor's run next to it in the
-# same round), then their median: a drifting load cancels out.
+SUMMARY=$T/summary	# cfg kind conns rps p50_us p99_us cpu_h cpu_b cpu_r runs ratio p99_added_us, then the same against r and s
+# Medians over the rounds; the ratio to a floor (b, r and s) and the p99
+# added over it are taken run by run (each against the floor's run next
+# to it in the same round), then their median: a drifting load cancels
+# out.
 awk '
 function median(s,   a, n, i, j, t) {
 	n = split(s, a, " ")
@@ -322,30 +334,34 @@ function median(s,   a, n, i, j, t) {
   rps[k] = rps[k] " " $5; p50[k] = p50[k] " " $6; p99[k] = p99[k] " " $7
   ch[k] = ch[k] " " $11; cb[k] = cb[k] " " $12; cr[k] = cr[k] " " $13; runs[k] = runs[k] (runs[k] == "" ? "" : ",") $5
   R[$1, $2, $3, $4] = $5; P[$1, $2, $3, $4] = $7; rounds[$2] = 1 }
-END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, " ")
+# against FLOOR: " ratio p99_added" (medians; null without that floor)
+function against(floor, f,   r, rat, add, mr, ma) {
 	rat = ""; add = ""
-	for (r in rounds) if (((f[1], r, f[2], f[3]) in R) && (("b", r, f[2], f[3]) in R) && R["b", r, f[2], f[3]] > 0) {
-		rat = rat " " R[f[1], r, f[2], f[3]] / R["b", r, f[2], f[3]]
-		add = add " " P[f[1], r, f[2], f[3]] - P["b", r, f[2], f[3]] }
+	for (r in rounds) if (((f[1], r, f[2], f[3]) in R) && ((floor, r, f[2], f[3]) in R) && R[floor, r, f[2], f[3]] > 0) {
+		rat = rat " " R[f[1], r, f[2], f[3]] / R[floor, r, f[2], f[3]]
+		add = add " " P[f[1], r, f[2], f[3]] - P[floor, r, f[2], f[3]] }
 	mr = median(rat); ma = median(add)
-	printf "%s %.0f %.0f %.0f %.0f %.0f %.0f %s %s %s\n", k, median(rps[k]), median(p50[k]), median(p99[k]), median(ch[k]), median(cb[k]), median(cr[k]), runs[k], (mr == "" ? "null" : sprintf("%.2f", mr)), (ma == "" ? "null" : sprintf("%.0f", ma)) } }
+	return sprintf(" %s %s", (mr == "" ? "null" : sprintf("%.2f", mr)), (ma == "" ? "null" : sprintf("%.0f", ma)))
+}
+END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, " ")
+	printf "%s %.0f %.0f %.0f %.0f %.0f %.0f %s%s%s%s\n", k, median(rps[k]), median(p50[k]), median(p99[k]), median(ch[k]), median(cb[k]), median(cr[k]), runs[k], against("b", f), against("r", f), against("s", f) } }
 ' "$RESULTS" > "$SUMMARY"
 
-get() {	# get CFG KIND CONNS FIELD(4=rps 5=p50 6=p99 7=cpu_h 8=cpu_b 9=cpu_r 11=ratio 12=p99 added)
+get() {	# get CFG KIND CONNS FIELD(4=rps 5=p50 6=p99 7=cpu_h 8=cpu_b 9=cpu_r 11=ratio 12=p99 added; 13 14 against r, 15 16 against s)
 	awk -v c="$1" -v k="$2" -v n="$3" -v f="$4" '$1 == c && $2 == k && $3 == n { print $f }' "$SUMMARY"
 }
 ms() { awk -v u="$1" 'BEGIN { if (u == "" || u == "null") print "null"; else printf "%.2f", u / 1000 }'; }
 
 echo
-echo "# medians of $ROUNDS rounds; x b: median of the ratios to the floor (b) run next to it"
-printf '%-34s %5s %9s %9s %9s %7s %7s   %s\n' configuration conns req/s "p50 ms" "p99 ms" "x b" \
+echo "# medians of $ROUNDS rounds; x b, x r, x s: median of the ratios to that floor's run next to it"
+printf '%-34s %5s %9s %9s %9s %5s %5s %5s %7s   %s\n' configuration conns req/s "p50 ms" "p99 ms" "x b" "x r" "x s" \
     "cpu us" "(lighttpd/backend/redis per request)"
 for cfg in $CONFIGS; do
 	for c in $CONNS; do
 		r=$(get "$cfg" sat "$c" 4); [ -n "$r" ] || continue
-		printf '%-34s %5s %9s %9s %9s %7s %7s   %s\n' "$cfg $(label "$cfg")" "$c" "$r" \
+		printf '%-34s %5s %9s %9s %9s %5s %5s %5s %7s   %s\n' "$cfg $(label "$cfg")" "$c" "$r" \
 		    "$(ms "$(get "$cfg" sat "$c" 5)")" "$(ms "$(get "$cfg" sat "$c" 6)")" \
-		    "$(get "$cfg" sat "$c" 11)" \
+		    "$(get "$cfg" sat "$c" 11)" "$(get "$cfg" sat "$c" 13)" "$(get "$cfg" sat "$c" 15)" \
 		    "$(( $(get "$cfg" sat "$c" 7) + $(get "$cfg" sat "$c" 8) + $(get "$cfg" sat "$c" 9) ))" \
 		    "$(get "$cfg" sat "$c" 7)/$(get "$cfg" sat "$c" 8)/$(get "$cfg" sat "$c" 9)"
 	done
@@ -354,8 +370,10 @@ if [ "$THINK" -gt 0 ]; then
 	echo "# paced: 50 connections, each waiting ${THINK} ms between a response and its next request"
 	for cfg in $CONFIGS; do
 		r=$(get "$cfg" paced 50 4); [ -n "$r" ] || continue
-		printf '%-34s %5s %9s %9s %9s\n' "$cfg $(label "$cfg")" 50 "$r" \
-		    "$(ms "$(get "$cfg" paced 50 5)")" "$(ms "$(get "$cfg" paced 50 6)")"
+		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" 50 "$r" \
+		    "$(ms "$(get "$cfg" paced 50 5)")" "$(ms "$(get "$cfg" paced 50 6)")" \
+		    "$(ms "$(get "$cfg" paced 50 12)")" "$(ms "$(get "$cfg" paced 50 14)")" \
+		    "$(ms "$(get "$cfg" paced 50 16)")"
 	done
 fi
 
@@ -404,19 +422,21 @@ mkdir -p "$(dirname "$JSON")"
 	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['
-	awk -v q='"' '
-	function lab(c) { return c == "a" ? "lighttpd alone" : c == "b" ? "lighttpd + allow_fcgi (floor)" : c == "c1" ? "rlgate, audit off, 1 rule" : c == "d1" ? "rlgate, audit on, 1 rule" : c == "c3" ? "rlgate, audit off, 3 rules" : "rlgate, audit on, 3 rules" }
-	{ printf "%s    {\"config\": \"%s\", \"label\": \"%s\", \"kind\": \"%s\", \"conns\": %d, \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": {\"lighttpd\": %d, \"backend\": %d, \"redis\": %d}, \"rps_runs\": [%s], \"ratio_to_floor\": %s, \"p99_added_ms\": %s}", (NR > 1 ? ",\n" : ""), $1, lab($1), $2, $3, $4, $5 / 1000, $6 / 1000, $7, $8, $9, $10, $11, ($12 == "null" ? "null" : sprintf("%.3f", $12 / 1000)) }
+	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '
+	BEGIN { n = split(labels, l, ";"); for (i = 1; i <= n; i++) { j = index(l[i], "="); lab[substr(l[i], 1, j - 1)] = substr(l[i], j + 1) } }
+	function ms(u) { return u == "null" ? "null" : sprintf("%.3f", u / 1000) }
+	{ printf "%s    {\"config\": \"%s\", \"label\": \"%s\", \"kind\": \"%s\", \"conns\": %d, \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": {\"lighttpd\": %d, \"backend\": %d, \"redis\": %d}, \"rps_runs\": [%s], \"ratio_to_floor\": %s, \"p99_added_ms\": %s, \"ratio_to_r\": %s, \"p99_added_over_r_ms\": %s, \"ratio_to_s\": %s, \"p99_added_over_s_ms\": %s}", (NR > 1 ? ",\n" : ""), $1, lab[$1], $2, $3, $4, $5 / 1000, $6 / 1000, $7, $8, $9, $10, $11, ms($12), $13, ms($14), $15, ms($16) }
 	END { print "" }' "$SUMMARY"
 	echo '  ],'
 	echo '  "ratios": {'
 	first=1
-	for cfg in c1 d1 c3 d3; do for c in $CONNS; do
-		r=$(get "$cfg" sat "$c" 11)
+	for floor in b:11 r:13 s:15; do for cfg in r s c1 d1 c3 d3; do for c in $CONNS; do
+		[ "$cfg" != "${floor%:*}" ] || continue
+		r=$(get "$cfg" sat "$c" "${floor#*:}")
 		[ -n "$r" ] && [ "$r" != null ] || continue
 		[ $first = 1 ] || printf ',\n'; first=0
-		printf '    "%s/b@%s": %s' "$cfg" "$c" "$r"
-	done; done
+		printf '    "%s/%s@%s": %s' "$cfg" "${floor%:*}" "$c" "$r"
+	done; done; done
 	printf '\n  },\n  "audit_rows": ['
 	awk '{ printf "%s\n    {\"config\": \"%s\", \"responses\": %d, \"requests_recorded\": %d, \"rows\": %d, \"rules\": %d, \"lost\": %d, \"exit\": %d}", (NR > 1 ? "," : ""), $1, $2, $4, $3, $5, ($2 > $4 ? $2 - $4 : 0), $6 }' "$ROWS"
 	printf '\n  ],\n'
