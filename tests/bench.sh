@@ -16,6 +16,9 @@
 #   s   the same round trip running lua/fixed_window.lua instead of PING
 #       (allow_fcgi -r -e): the floor with c1's one script; what c1 adds
 #       over s is rlgate's own code, and d1 over c1 the audit
+#   e   tests/tools/event_fcgi: s's work done by one thread with epoll,
+#       the Redis calls of all requests ready at once in one write: what
+#       an event-driven gateway could save over DESIGN.md's threads
 #   c1  lighttpd + rlgate, audit off, one rule matching every request
 #   d1  the same, audit on
 #   c3  rlgate, audit off, three rules (three algorithms) on every request
@@ -48,14 +51,15 @@ ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
-CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3}
+CONFIGS=${BENCH_ONLY:-a b r s e c1 d1 c3 d3}
 JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
 RLGATE=${RLGATE_BIN:-$RLGATE}
 ALLOW=$TOP/tests/tools/allow_fcgi
+EVENT=$TOP/tests/tools/event_fcgi
 AUDIT_BENCH=$TOP/tests/tools/audit_bench
 URL_PATH=/bench/item
 
-for f in "$RLGATE" "$ALLOW" "$AUDIT_BENCH" "$FREEPORT"; do
+for f in "$RLGATE" "$ALLOW" "$EVENT" "$AUDIT_BENCH" "$FREEPORT"; do
 	[ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
 done
 command -v wrk >/dev/null || { echo "bench: wrk is missing (make deps)" >&2; exit 1; }
@@ -71,6 +75,7 @@ label() {
 	b)  echo "lighttpd + allow_fcgi (floor)";;
 	r)  echo "allow_fcgi + Redis PING";;
 	s)  echo "allow_fcgi + fixed_window.lua";;
+	e)  echo "event_fcgi + fixed_window.lua";;
 	c1) echo "rlgate, audit off, 1 rule";;
 	d1) echo "rlgate, audit on, 1 rule";;
 	c3) echo "rlgate, audit off, 3 rules";;
@@ -166,6 +171,9 @@ start() {
 			    $([ "$cfg" != b ] && echo "-r 127.0.0.1:$REDIS_PORT") \
 			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
 			    2>>"$T/allow-$cfg.log" &
+		elif [ "$cfg" = e ]; then
+			"$EVENT" -s "127.0.0.1:$bport" -r "127.0.0.1:$REDIS_PORT" \
+			    -e "$TOP/lua/fixed_window.lua" 2>>"$T/event.log" &
 		else
 			rlgate_ini "$cfg" > "$T/rlgate-$cfg.ini"
 			"$RLGATE" -c "$T/rlgate-$cfg.ini" -s "127.0.0.1:$bport" \
@@ -430,7 +438,7 @@ mkdir -p "$(dirname "$JSON")"
 	echo '  ],'
 	echo '  "ratios": {'
 	first=1
-	for floor in b:11 r:13 s:15; do for cfg in r s c1 d1 c3 d3; do for c in $CONNS; do
+	for floor in b:11 r:13 s:15; do for cfg in r s e c1 d1 c3 d3; do for c in $CONNS; do
 		[ "$cfg" != "${floor%:*}" ] || continue
 		r=$(get "$cfg" sat "$c" "${floor#*:}")
 		[ -n "$r" ] && [ "$r" != null ] || continue
