@@ -19,20 +19,19 @@
  * SIGTERM/SIGINT: exit 0 after printing the number of requests answered
  * (on stderr: "allow_fcgi: N requests").
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fcgiapp.h>
 #include <hiredis/hiredis.h>
+
+#include "tool.h"
 
 static const char reply[] = "Status: 200\r\n\r\n";
 static const char failed[] = "Status: 500\r\n\r\n";
@@ -119,34 +118,6 @@ worker_main(void *arg)
 	return NULL;
 }
 
-static int
-open_tcp(const char *addr)
-{
-	struct sockaddr_in sin;
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	int fd, one = 1;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
-		return -1;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-	sin.sin_port = htons((unsigned short)atoi(colon + 1));
-	if (inet_pton(AF_INET, host[0] ? host : "127.0.0.1",
-	    &sin.sin_addr) != 1)
-		return -1;
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    listen(fd, 1024) == -1) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -154,22 +125,15 @@ main(int argc, char **argv)
 	pthread_t *t;
 	sigset_t sigs;
 	int c, i, n = 16, sig;
-	FILE *f;
-	long len;
 
 	while ((c = getopt(argc, argv, "e:r:s:w:")) != -1) {
 		switch (c) {
 		case 'e':
-			if ((f = fopen(optarg, "r")) == NULL ||
-			    fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
-			    fseek(f, 0, SEEK_SET) != 0 ||
-			    (script = calloc(1, (size_t)len + 1)) == NULL ||
-			    fread(script, 1, (size_t)len, f) != (size_t)len) {
+			if ((script = tool_read_file(optarg)) == NULL) {
 				fprintf(stderr, "allow_fcgi: %s: cannot read\n",
 				    optarg);
 				return 1;
 			}
-			fclose(f);
 			break;
 		case 'r':
 			colon = strrchr(optarg, ':');
@@ -188,7 +152,7 @@ main(int argc, char **argv)
 	if (addr == NULL || n < 1 || n > 1024 ||
 	    (script != NULL && redis_port == 0))
 		goto usage;
-	if ((listen_fd = open_tcp(addr)) == -1) {
+	if ((listen_fd = tool_tcp(addr, 1)) == -1) {
 		fprintf(stderr, "allow_fcgi: %s: %s\n", addr, strerror(errno));
 		return 1;
 	}

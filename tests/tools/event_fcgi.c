@@ -15,20 +15,18 @@
  * SIGTERM/SIGINT: exit 0 after printing the number of requests answered
  * and the mean number of calls per Redis write (on stderr).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+
+#include "tool.h"
 
 #define MAX_FD		65536
 #define IN_MAX		16384	/* a request's records must fit */
@@ -60,36 +58,6 @@ on_signal(int sig)
 {
 	(void)sig;
 	stopping = 1;
-}
-
-static int
-tcp_socket(const char *addr, int listening)
-{
-	struct sockaddr_in sin;
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	int fd, one = 1;
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
-		return -1;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-	sin.sin_port = htons((unsigned short)atoi(colon + 1));
-	if (inet_pton(AF_INET, host[0] ? host : "127.0.0.1",
-	    &sin.sin_addr) != 1)
-		return -1;
-	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
-		return -1;
-	setsockopt(fd, listening ? SOL_SOCKET : IPPROTO_TCP,
-	    listening ? SO_REUSEADDR : TCP_NODELAY, &one, sizeof(one));
-	if (listening ? bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-	    listen(fd, 1024) == -1 :
-	    connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 static void
@@ -182,8 +150,6 @@ main(int argc, char **argv)
 	redisReader *reader;
 	redisReply *rep;
 	char sha[41] = "", buf[65536], *text;
-	FILE *f;
-	long len;
 	int c, lfd, rfd, i, n, fd, ok;
 
 	while ((c = getopt(argc, argv, "e:r:s:")) != -1) {
@@ -196,14 +162,10 @@ main(int argc, char **argv)
 	}
 	if (addr == NULL || raddr == NULL || script == NULL)
 		goto usage;
-	if ((f = fopen(script, "r")) == NULL || fseek(f, 0, SEEK_END) != 0 ||
-	    (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-	    (text = calloc(1, (size_t)len + 1)) == NULL ||
-	    fread(text, 1, (size_t)len, f) != (size_t)len) {
+	if ((text = tool_read_file(script)) == NULL) {
 		fprintf(stderr, "event_fcgi: %s: cannot read\n", script);
 		return 1;
 	}
-	fclose(f);
 	{	/* SCRIPT LOAD on a blocking connection of its own */
 		redisContext *rc;
 		char host[64];
@@ -230,8 +192,8 @@ main(int argc, char **argv)
 	if (cmd_len < 0 || (pending = calloc(MAX_FD, sizeof(*pending))) ==
 	    NULL || (reader = redisReaderCreate()) == NULL)
 		return 1;
-	if ((lfd = tcp_socket(addr, 1)) == -1 ||
-	    (rfd = tcp_socket(raddr, 0)) == -1) {
+	if ((lfd = tool_tcp(addr, 1)) == -1 ||
+	    (rfd = tool_tcp(raddr, 0)) == -1) {
 		fprintf(stderr, "event_fcgi: %s or %s: %s\n", addr, raddr,
 		    strerror(errno));
 		return 1;
