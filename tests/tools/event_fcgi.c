@@ -106,17 +106,11 @@ readable(int fd)
 {
 	struct conn *c = conns[fd];
 	size_t off = 0, clen, plen;
-	ssize_t n;
+	ssize_t n = -1;
 
-	while ((n = read(fd, c->in + c->len, IN_MAX - c->len)) > 0)
+	while (c->len < IN_MAX &&
+	    (n = read(fd, c->in + c->len, IN_MAX - c->len)) > 0)
 		c->len += (size_t)n;
-	if (n == 0 || (n == -1 && errno != EAGAIN) || c->len == IN_MAX) {
-		if (!c->queued)
-			drop(fd);
-		else	/* closed early: kept (not reused) until its reply */
-			epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
-		return;
-	}
 	while (c->len - off >= 8) {
 		unsigned char *h = c->in + off;
 
@@ -140,6 +134,12 @@ readable(int fd)
 	}
 	memmove(c->in, c->in + off, c->len - off);
 	c->len -= off;
+	if (n == 0 || (n == -1 && errno != EAGAIN) || c->len == IN_MAX) {
+		if (!c->queued)
+			drop(fd);
+		else	/* closed early: kept (not reused) until its reply */
+			epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+	}
 }
 
 int
