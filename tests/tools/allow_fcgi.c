@@ -10,9 +10,9 @@
  * trip the design puts on every request, with nothing else of rlgate's
  * (no script, no audit). With -e as well, the round trip runs that script
  * instead of PING, as rlgate would for one rule: EVALSHA with the key
- * allow_fcgi:floor and ARGV "" 1 1000000000 1000 (a limit never reached
- * by any of rlgate's scripts). A failed round trip is a 500 and a new
- * connection.
+ * allow_fcgi:floor and ARGV "" 1 1000000000 1000 (cost 1 against a limit
+ * of 10^9 per second: always admitted). A failed round trip is a 500 and
+ * a new connection.
  *
  *   allow_fcgi -s HOST:PORT [-w WORKERS] [-r REDIS_HOST:PORT [-e SCRIPT]]
  *
