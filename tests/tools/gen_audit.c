@@ -287,6 +287,26 @@ close_db(sqlite3 *db, sqlite3_stmt *ins, const char *path)
 	sqlite3_close(db);
 }
 
+/* Moves heap[p] down until no child of it arrives earlier. */
+static void
+sift_down(const struct key *keys, size_t *heap, size_t n, size_t p)
+{
+	for (;;) {
+		size_t l = 2 * p + 1, m = p, t;
+
+		if (l < n && keys[heap[l]].next_us < keys[heap[m]].next_us)
+			m = l;
+		if (l + 1 < n && keys[heap[l + 1]].next_us < keys[heap[m]].next_us)
+			m = l + 1;
+		if (m == p)
+			return;
+		t = heap[p];
+		heap[p] = heap[m];
+		heap[m] = t;
+		p = m;
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -375,18 +395,8 @@ main(int argc, char **argv)
 
 		for (size_t i = 0; i < n; i++)
 			heap[i] = i;
-#define LESS(x, y) (keys[heap[x]].next_us < keys[heap[y]].next_us)
-#define SWAP(x, y) do { size_t t_ = heap[x]; heap[x] = heap[y]; heap[y] = t_; } while (0)
 		for (size_t i = n / 2 + 1; i-- > 0;)
-			for (size_t p = i;;) {
-				size_t l = 2 * p + 1, m = p;
-
-				if (l < n && LESS(l, m)) m = l;
-				if (l + 1 < n && LESS(l + 1, m)) m = l + 1;
-				if (m == p) break;
-				SWAP(p, m);
-				p = m;
-			}
+			sift_down(keys, heap, n, i);
 		for (long long row = 0; row < nrows; row++) {
 			struct key *k = &keys[heap[0]];
 			const struct grule *r = &rules[k->rule];
@@ -426,15 +436,7 @@ main(int argc, char **argv)
 			}
 			sqlite3_reset(st);
 			k->next_us = now + gap_us(rate);
-			for (size_t p = 0;;) {
-				size_t l = 2 * p + 1, m = p;
-
-				if (l < n && LESS(l, m)) m = l;
-				if (l + 1 < n && LESS(l + 1, m)) m = l + 1;
-				if (m == p) break;
-				SWAP(p, m);
-				p = m;
-			}
+			sift_down(keys, heap, n, 0);
 		}
 		free(heap);
 	}
