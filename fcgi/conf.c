@@ -1192,7 +1192,7 @@ static int
 set_template(struct loader *l, const struct key *k, void *base,
     const char *v)
 {
-	struct tmpl *field = FIELD(base, k, struct tmpl), t = { NULL, 0 };
+	struct tmpl *field = FIELD(base, k, struct tmpl), t = { 0 };
 	char why[512];
 
 	if (tmpl_parse(l, v, &t, why, sizeof(why)) == -1 ||
@@ -1211,7 +1211,7 @@ static int
 set_cost(struct loader *l, const struct key *k, void *base, const char *v)
 {
 	struct rule *r = base;
-	struct tmpl t = { NULL, 0 };
+	struct tmpl t = { 0 };
 	char why[512];
 	const char *e;
 
@@ -1332,6 +1332,36 @@ check_script_limits(struct loader *l, struct rule *r)
 	}
 }
 
+/* Sets t's escape tables (see struct tmpl) for a rule named rule_name. */
+static void
+tmpl_escapes(struct tmpl *t, const char *rule_name)
+{
+	size_t i, j;
+	int has_path = 0;
+
+	for (i = 0; i < 256; i++)
+		t->esc[i] = i <= ' ' || i == 0x7f || i == '%' || i == '{' ||
+		    i == '}';
+	for (i = 0; i < t->nparts; i++) {
+		const struct tmpl_part *p = &t->parts[i];
+
+		if (p->kind == RLG_PART_PATH)
+			has_path = 1;
+		if (p->kind == RLG_PART_LITERAL)
+			for (j = 0; j < p->len; j++)
+				t->esc[(unsigned char)p->text[j]] = 1;
+		if (p->kind == RLG_PART_RULE)
+			for (j = 0; rule_name[j] != '\0'; j++)
+				t->esc[(unsigned char)rule_name[j]] = 1;
+	}
+	memcpy(t->esc_path, t->esc, sizeof(t->esc));
+	/* A {path} is where a raw '/' says "the path starts here": its own
+	 * '/' stay as they are even when the literal text has one. */
+	t->esc_path['/'] = 0;
+	if (has_path)
+		t->esc['/'] = 1;
+}
+
 /* Checks what needs the whole [rule:NAME] section: required keys and
  * contradictions between keys. */
 static void
@@ -1341,6 +1371,9 @@ finish_rule(struct loader *l)
 	const char *algo = conf_algorithm_name(r->algorithm);
 	char a[32], b[32], hint[32];
 	long long cap;
+
+	tmpl_escapes(&r->key, r->name);
+	tmpl_escapes(&r->cost_tmpl, r->name);
 
 	if (!given(l, K_LIMIT))
 		lerr(l, r->line, l->secname, "limit", "is missing: every rule "

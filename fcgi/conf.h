@@ -81,6 +81,19 @@ struct tmpl_part {
 struct tmpl {
 	struct tmpl_part	*parts;
 	size_t			 nparts;
+	/*
+	 * Which bytes of a request value rule_expand() writes as %XX: '%'
+	 * itself, the braces, blanks and control bytes (keys show up in
+	 * logs), every literal character of the template and of the rule's
+	 * name when the template has {rule} (constant text too, written as
+	 * it is), and '/' in values other than the {path} when the template
+	 * has one (the path's own '/' never). Then the constant text and the
+	 * {path} can only be split one way, so two different requests never
+	 * share a key by choosing their values. esc_path is for the {path}.
+	 * Set once the rule is complete.
+	 */
+	unsigned char		 esc[256];
+	unsigned char		 esc_path[256];
 };
 
 struct cidr {

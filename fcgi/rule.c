@@ -47,45 +47,6 @@ rule_fits(const struct rule *ru, const struct request *r)
 	return 1;
 }
 
-/*
- * Which bytes of a request value are written as %XX: '%' itself, the
- * braces, blanks and control bytes (keys show up in logs), every literal
- * character of the template and of the rule's name when the template has
- * {rule} (constant text too, written as it is), and '/' in values other
- * than the {path} when the template has one (the path's own '/' never).
- * Then the constant text and the {path} can only be split one way, so two
- * different requests never share a key by choosing their values.
- */
-static void
-escape_set(const struct tmpl *t, const char *rule_name, int for_path,
-    unsigned char esc[256])
-{
-	size_t i, j;
-	int has_path = 0;
-
-	for (i = 0; i < 256; i++)
-		esc[i] = i <= ' ' || i == 0x7f || i == '%' || i == '{' ||
-		    i == '}';
-	for (i = 0; i < t->nparts; i++) {
-		const struct tmpl_part *p = &t->parts[i];
-
-		if (p->kind == RLG_PART_PATH)
-			has_path = 1;
-		if (p->kind == RLG_PART_LITERAL)
-			for (j = 0; j < p->len; j++)
-				esc[(unsigned char)p->text[j]] = 1;
-		if (p->kind == RLG_PART_RULE)
-			for (j = 0; rule_name[j] != '\0'; j++)
-				esc[(unsigned char)rule_name[j]] = 1;
-	}
-	/* A {path} is where a raw '/' says "the path starts here": its own
-	 * '/' stay as they are even when the literal text has one. */
-	if (for_path)
-		esc['/'] = 0;
-	else if (has_path)
-		esc['/'] = 1;
-}
-
 static int
 append_escaped(char *out, size_t outlen, size_t *len, const char *s,
     size_t n, const unsigned char esc[256])
@@ -113,7 +74,6 @@ long
 rule_expand(const struct tmpl *t, const struct rule *ru,
     const struct request *r, char *out, size_t outlen)
 {
-	unsigned char esc[256], esc_path[256];
 	char qbuf[RLG_MAX_KEY];
 	size_t len = 0, i;
 	const char *v;
@@ -122,8 +82,6 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 	if (outlen == 0)
 		return -2;
 	out[0] = '\0';
-	escape_set(t, ru->name, 0, esc);
-	escape_set(t, ru->name, 1, esc_path);
 	for (i = 0; i < t->nparts; i++) {
 		const struct tmpl_part *p = &t->parts[i];
 		size_t vlen;
@@ -171,7 +129,7 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 			if (n == -1)
 				return -1;
 			if (append_escaped(out, outlen, &len, qbuf, (size_t)n,
-			    esc) == -1)
+			    t->esc) == -1)
 				return -2;
 			continue;
 		}
@@ -181,7 +139,7 @@ rule_expand(const struct tmpl *t, const struct rule *ru,
 			return -1;
 		vlen = strlen(v);
 		if (append_escaped(out, outlen, &len, v, vlen,
-		    p->kind == RLG_PART_PATH ? esc_path : esc) == -1)
+		    p->kind == RLG_PART_PATH ? t->esc_path : t->esc) == -1)
 			return -2;
 	}
 	return (long)len;
