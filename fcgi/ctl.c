@@ -416,14 +416,6 @@ state_type(enum rlg_algorithm a)
 	}
 }
 
-static size_t
-redis_key(const struct conf *c, const struct rule *ru, const char *key,
-    char *out, size_t outlen)
-{
-	return (size_t)snprintf(out, outlen, "%s{%s:%s}", c->key_prefix,
-	    ru->name, key);
-}
-
 /* Sends argv and reads the reply; NULL (and a message) when Redis fails. */
 static redisReply *
 call(redisContext *rc, const struct conf *c, int argc, const char **argv)
@@ -611,14 +603,6 @@ describe_limit(const struct rule *r, char *buf, size_t len)
 		    r->precision_ms);
 }
 
-static size_t
-override_key(const struct conf *c, const struct rule *ru, const char *key,
-    char *out, size_t outlen)
-{
-	return (size_t)snprintf(out, outlen, "%s{%s:%s}:override",
-	    c->key_prefix, ru->name, key);
-}
-
 /* Parses one NAME=VALUE of the command line into o. Returns 0 or -1. */
 static int
 parse_assignment(const struct rule *ru, const char *arg, struct override *o)
@@ -734,8 +718,8 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	size_t i;
 	int j, rc_exit = EXIT_REDIS;
 
-	redis_key(c, ru, key, rkey, sizeof(rkey));
-	override_key(c, ru, key, okey, sizeof(okey));
+	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
+	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
 	/* One MULTI: the clock, the state and the override from the same
 	 * instant. */
 	for (i = 0; i < ncmds; i++) {
@@ -859,7 +843,7 @@ cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
 	const char *argv[2] = { "DEL", rkey };
 	redisReply *r;
 
-	redis_key(c, ru, key, rkey, sizeof(rkey));
+	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
 	if ((r = call(rc, c, 2, argv)) == NULL)
 		return EXIT_REDIS;
 	if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
@@ -886,7 +870,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	redisReply *r;
 	int i, n = 2;
 
-	override_key(c, ru, key, okey, sizeof(okey));
+	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
 	describe_limit(ru, was, sizeof(was));
 	if (argc == 0) {		/* show it */
 		const char *get[] = { "HGETALL", okey };

@@ -25,7 +25,6 @@
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
 #define KEY_MAX			(RLG_MAX_KEY + 256)
-#define OVERRIDE_SUFFIX		":override"	/* as rlgate-ctl(8) writes */
 #define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
 
 struct limiter {
@@ -296,56 +295,58 @@ fmt_ll(char *buf, size_t len, long long v)
 	snprintf(buf, len, "%lld", v);
 }
 
-/* The argument strings of one EVALSHA call (see append_call()). */
-struct call {
-	char	 key[KEY_MAX];
-	char	 okey[KEY_MAX + sizeof(OVERRIDE_SUFFIX)];
-	char	 num[5][24];
-	size_t	 keylen;
-};
+size_t
+limiter_key(const struct conf *c, const struct rule *ru, const char *key,
+    size_t keylen, int override, char *out, size_t outlen)
+{
+	size_t n = (size_t)snprintf(out, outlen, "%s{%s:", c->key_prefix,
+	    ru->name);
+	const char *tail = override ? "}" RLG_OVERRIDE_SUFFIX : "}";
+	size_t tlen = strlen(tail);
 
+	if (n + keylen + tlen < outlen) {
+		memcpy(out + n, key, keylen);
+		memcpy(out + n + keylen, tail, tlen + 1);
+	}
+	return n + keylen + tlen;
+}
+
+/*
+ * Appends the EVALSHA call of match m to l's pipeline. hiredis copies the
+ * arguments into its buffer: nothing here outlives the call.
+ */
 static void
-append_call(struct limiter *l, const struct conf *c, const struct match *m,
-    struct call *k)
+append_call(struct limiter *l, const struct conf *c, const struct match *m)
 {
 	const struct rule *ru = m->rule;
 	const char *argv[11];
-	size_t argl[11];
-	int i, n, o;
+	size_t argl[11], keylen;
+	char key[KEY_MAX + sizeof(RLG_OVERRIDE_SUFFIX)], num[5][24];
+	int i, o;
 
-	n = snprintf(k->key, sizeof(k->key), "%s{%s:", c->key_prefix,
-	    ru->name);
-	memcpy(k->key + n, m->key, m->key_len);
-	k->key[n + m->key_len] = '}';
-	k->keylen = (size_t)n + m->key_len + 1;
-	fmt_ll(k->num[0], sizeof(k->num[0]), m->cost);
-	fmt_ll(k->num[1], sizeof(k->num[1]), ru->limit);
-	fmt_ll(k->num[2], sizeof(k->num[2]), ru->window_ms);
-	k->num[3][0] = k->num[4][0] = '\0';
+	/* overrides = redis: the override hash as KEYS[2], same hash tag
+	 * and so the same slot; the script reads it in the same call. Both
+	 * keys are one buffer: KEYS[1] is the override key's beginning. */
+	o = ru->overrides ? 1 : 0;
+	keylen = limiter_key(c, ru, m->key, m->key_len, o, key, sizeof(key));
+	fmt_ll(num[0], sizeof(num[0]), m->cost);
+	fmt_ll(num[1], sizeof(num[1]), ru->limit);
+	fmt_ll(num[2], sizeof(num[2]), ru->window_ms);
+	num[3][0] = num[4][0] = '\0';
 	if (ru->burst > 0)
-		fmt_ll(k->num[3], sizeof(k->num[3]), ru->burst);
+		fmt_ll(num[3], sizeof(num[3]), ru->burst);
 	if (ru->precision_ms > 0)
-		fmt_ll(k->num[4], sizeof(k->num[4]), ru->precision_ms);
+		fmt_ll(num[4], sizeof(num[4]), ru->precision_ms);
 
 	argv[0] = "EVALSHA";
 	argv[1] = l->sha[ru->algorithm];
-	argv[2] = "1";
-	argv[3] = k->key;
-	argl[3] = k->keylen;
-	/* overrides = redis: the override hash as KEYS[2], same hash tag
-	 * and so the same slot; the script reads it in the same call. */
-	o = ru->overrides ? 1 : 0;
-	if (o) {
-		argv[2] = "2";
-		memcpy(k->okey, k->key, k->keylen);
-		memcpy(k->okey + k->keylen, OVERRIDE_SUFFIX,
-		    sizeof(OVERRIDE_SUFFIX) - 1);
-		argv[4] = k->okey;
-		argl[4] = k->keylen + sizeof(OVERRIDE_SUFFIX) - 1;
-	}
+	argv[2] = o ? "2" : "1";
+	argv[3] = argv[3 + o] = key;
+	argl[3 + o] = keylen;
+	argl[3] = keylen - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 : 0);
 	argv[4 + o] = "";	/* now: Redis TIME, one clock for all */
 	for (i = 0; i < 5; i++)
-		argv[5 + o + i] = k->num[i];
+		argv[5 + o + i] = num[i];
 	/* The keys are counted, not terminated (they may hold any byte): no
 	 * strlen() on them, which would read past their end. */
 	for (i = 0; i < 10 + o; i++)
@@ -551,7 +552,6 @@ int
 limiter_decide(struct limiter *l, const struct conf *c,
     const struct match *m, size_t n, struct verdict *v)
 {
-	struct call calls[RLG_MAX_MATCHES];
 	size_t i, retry[RLG_MAX_MATCHES], nretry = 0;
 	long long sent;
 	int rc, pass;
@@ -580,7 +580,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		memcpy(todo, retry, nretry * sizeof(*todo));
 		nretry = 0;
 		for (i = 0; i < ntodo; i++)
-			append_call(l, c, &m[todo[i]], &calls[todo[i]]);
+			append_call(l, c, &m[todo[i]]);
 		for (i = 0; i < ntodo; i++) {
 			rc = read_verdict(l, &m[todo[i]], &v[todo[i]]);
 			if (rc < 0) {

@@ -12,6 +12,19 @@
 #include "conf.h"
 #include "rule.h"
 
+/*
+ * The Redis key of rule ru's state for the filled-in key template value
+ * key (keylen bytes, any bytes): <key_prefix>{<rule>:<key>}, one hash tag
+ * per rule and key. With override, the key of its override hash instead:
+ * the same followed by RLG_OVERRIDE_SUFFIX (the same hash slot). Writes at
+ * most outlen bytes and a NUL when there is room; returns the key's
+ * length, as snprintf does (outlen or more: cut).
+ */
+#define RLG_OVERRIDE_SUFFIX	":override"
+size_t		 limiter_key(const struct conf *c, const struct rule *ru,
+		    const char *key, size_t keylen, int override, char *out,
+		    size_t outlen);
+
 /* What a rule's override in Redis did to a decision (overrides = redis). */
 enum rlg_override {
 	RLG_OVERRIDE_NONE,	/* none there: the rule's own parameters */
