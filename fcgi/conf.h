@@ -196,6 +196,17 @@ const char	*conf_algorithm_name(enum rlg_algorithm a);
 int		 conf_algorithm_has_burst(enum rlg_algorithm a);
 
 /*
+ * What rule ru can hold at once with limit (its own, or an override's):
+ * its burst when set, else the limit. The cap of a request's cost. (Only
+ * the algorithms with a burst have one: conf refuses it elsewhere.)
+ */
+static inline long long
+conf_capacity(const struct rule *ru, long long limit)
+{
+	return ru->burst > 0 ? ru->burst : limit;
+}
+
+/*
  * The one bounded number parser: a decimal integer in [min, max], the whole
  * string. Returns 0 and stores it in *out, or -1 and points *errstr at a
  * static phrase ("is not a number", "is too small", "is too large").

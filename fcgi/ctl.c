@@ -270,7 +270,7 @@ rate_of(const struct rule *ru)
 	long long window_us = ru->window_ms * 1000;
 	long long g = conf_gcd(window_us, ru->limit);
 	struct rate r = { window_us / g, ru->limit / g,
-	    ru->burst > 0 ? ru->burst : ru->limit };
+	    conf_capacity(ru, ru->limit) };
 
 	return r;
 }

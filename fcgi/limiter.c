@@ -397,14 +397,6 @@ server_refuses(const char *s)
 	return 0;
 }
 
-/* The burst a verdict reports: the rule's own, else the limit used. */
-static long long
-burst_of(const struct rule *ru, long long limit)
-{
-	return conf_algorithm_has_burst(ru->algorithm) && ru->burst > 0 ?
-	    ru->burst : limit;
-}
-
 /*
  * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
  * -2 when Redis refuses scripts for now (l->refused says why).
@@ -458,7 +450,7 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 	}
 	/* Without KEYS[2] the rule's parameters were used. */
 	v->window_ms = m->rule->window_ms;
-	v->burst = burst_of(m->rule, v->limit);
+	v->burst = conf_capacity(m->rule, v->limit);
 	v->override = RLG_OVERRIDE_NONE;
 	if (v->answered && m->rule->overrides) {
 		/* {..., window_ms, burst, precision_ms, override[, why]} */
@@ -520,7 +512,7 @@ cached(const struct conf *c, const struct match *m, long long now,
 	v->now_us = dn.now_us + (now - dn.at_us);	/* on Redis's clock */
 	v->delay_ms = 0;
 	v->window_ms = ru->window_ms;
-	v->burst = burst_of(ru, ru->limit);
+	v->burst = conf_capacity(ru, ru->limit);
 	v->override = RLG_OVERRIDE_NONE;
 	return 1;
 }

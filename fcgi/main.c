@@ -210,7 +210,7 @@ record(const struct decision *d, long long latency_us)
 		row.cost = d->m[i].cost;
 		row.limit_value = ru->limit;
 		row.window_ms = ru->window_ms;
-		row.burst = ru->burst > 0 ? ru->burst : ru->limit;
+		row.burst = conf_capacity(ru, ru->limit);
 		row.ts_ms = ts_ms;
 		row.remaining = row.retry_after_ms = row.delay_ms = -1;
 		if (v->answered) {

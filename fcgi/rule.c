@@ -183,7 +183,7 @@ rule_match(const struct conf *c, const struct request *r, struct match *out,
 			if (len == -1 && !ru->on_missing_deny) {
 				m->cost = 1;	/* absent cost: one unit */
 			} else if (len < 0 || conf_parse_int(buf, 1,
-			    ru->burst > 0 ? ru->burst : ru->limit, &m->cost,
+			    conf_capacity(ru, ru->limit), &m->cost,
 			    &e) == -1) {
 				*bad = ru;
 				*errstr = len == -1 ?
