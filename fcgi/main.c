@@ -188,7 +188,7 @@ record(const struct decision *d, long long latency_us)
 	row.remaining = row.retry_after_ms = row.delay_ms = -1;
 
 	if (d->n == 0) {
-		if (d->bad_rule == NULL && d->bad_detail == NULL &&
+		if (d->bad_detail == NULL &&
 		    !d->conf->audit_unmatched)
 			return;
 		row.rule = d->bad_rule ? d->bad_rule->name : NULL;

@@ -142,7 +142,7 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 		return;
 	bump(&w->requests, 1);
 	if (d->n == 0) {
-		if (d->bad_rule != NULL || d->bad_detail != NULL)
+		if (d->bad_detail != NULL)
 			count(w, d->bad_rule, RLG_OUT_BAD_REQUEST);
 		return;
 	}
@@ -158,9 +158,6 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 			break;
 		case RLG_REASON_LOCAL_CACHE:
 			o = RLG_OUT_LOCAL_CACHE;
-			break;
-		case RLG_REASON_BAD_REQUEST:
-			o = RLG_OUT_BAD_REQUEST;
 			break;
 		default:
 			o = d->rule_allowed[i] ? RLG_OUT_ALLOWED :
@@ -202,7 +199,7 @@ metrics_redis_error(struct metrics_worker *w)
 		bump(&w->redis_errors, 1);
 }
 
-int
+static int
 metrics_workers_busy(void)
 {
 	struct metrics_worker *w;

@@ -101,7 +101,4 @@ struct metrics_health {
 size_t	 metrics_health_json(const struct metrics_health *h, char *out,
 	    size_t outlen, int *healthy);
 
-/* Sum of the busy workers, for /health. */
-int	 metrics_workers_busy(void);
-
 #endif

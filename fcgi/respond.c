@@ -137,7 +137,7 @@ respond_decide(struct decision *d, int bad_status)
 
 	d->retry_after_ms = 0;
 	d->delay_ms = 0;
-	if (d->bad_rule != NULL || d->bad_detail != NULL) {
+	if (d->bad_detail != NULL) {
 		d->status = bad_status > 0 ? bad_status : 400;
 		d->allowed = 0;
 		return;
@@ -382,5 +382,5 @@ respond_write(const struct decision *d, char *buf, size_t buflen)
 		put(&o, "Content-Type: application/problem+json\r\n\r\n");
 		problem_body(&o, d);
 	}
-	return o.len < o.cap ? o.len : o.cap;
+	return o.len;
 }

@@ -35,7 +35,9 @@ struct decision {
 	const struct match	*m;
 	const struct verdict	*v;
 	size_t			 n;
-	const struct rule	*bad_rule;	/* set for a bad request */
+	/* A bad request: bad_detail says why (always set then), bad_rule
+	 * is the rule whose key or cost it lacks (or NULL). */
+	const struct rule	*bad_rule;
 	const char		*bad_detail;
 
 	/* Filled in by respond_decide(): */
