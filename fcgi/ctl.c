@@ -659,10 +659,14 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	return 0;
 }
 
-/* MULTI + cmds + EXEC, each argv NULL-terminated. Returns 0 or -1. */
+/*
+ * MULTI + cmds + EXEC, each argv NULL-terminated. Returns 0 or -1. With
+ * exec, *exec is EXEC's reply (one element per command; the caller frees
+ * it); else it is freed here.
+ */
 static int
 transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
-    size_t ncmds)
+    size_t ncmds, redisReply **exec)
 {
 	redisReply *r;
 	size_t i;
@@ -688,7 +692,10 @@ transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
 				    "MULTI/EXEC did not run");
 			bad = 1;
 		}
-		freeReplyObject(r);
+		if (i == ncmds + 1 && exec != NULL && !bad)
+			*exec = r;
+		else
+			freeReplyObject(r);
 	}
 	return bad ? -1 : 0;
 }
@@ -697,54 +704,35 @@ static int
 cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
 {
-	static const char *const cmds[][6] = {
-		{ "MULTI" }, { "TIME" }, { "TYPE", NULL }, { "PTTL", NULL },
-		{ "HGETALL", NULL }, { "GET", NULL },
-		{ "ZRANGE", NULL, "0", "-1", "WITHSCORES" },
-		{ "HGETALL", NULL },	/* the override hash */
-		{ "EXEC" },
-	};
-	static const int argcs[] = { 1, 1, 2, 2, 2, 2, 5, 2, 1 };
-	const size_t ncmds = sizeof(argcs) / sizeof(argcs[0]);
-	redisReply *r = NULL, *ex = NULL, **el;
-	const char *type, *argv[6];
 	char rkey[RLG_MAX_KEY + 160], okey[RLG_MAX_KEY + 180], why[256];
+	const char *const time_[] = { "TIME", NULL };
+	const char *const type_[] = { "TYPE", rkey, NULL };
+	const char *const pttl[] = { "PTTL", rkey, NULL };
+	const char *const hash[] = { "HGETALL", rkey, NULL };
+	const char *const get[] = { "GET", rkey, NULL };
+	const char *const zset[] = { "ZRANGE", rkey, "0", "-1", "WITHSCORES",
+	    NULL };
+	const char *const ohash[] = { "HGETALL", okey, NULL };
+	const char *const *cmds[] = { time_, type_, pttl, hash, get, zset,
+	    ohash };
+	const size_t ncmds = sizeof(cmds) / sizeof(cmds[0]);
+	redisReply *ex = NULL, **el;
+	const char *type;
 	char lim[96], own[96];
 	long long cost, now, sec, usec, ttl;
 	enum rlg_override ost = RLG_OVERRIDE_NONE;
 	struct override o;
 	struct rule eff;
 	struct view v;
-	size_t i;
-	int j, rc_exit = EXIT_REDIS;
+	int rc_exit = EXIT_REDIS;
 
 	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
 	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
 	/* One MULTI: the clock, the state and the override from the same
 	 * instant. */
-	for (i = 0; i < ncmds; i++) {
-		for (j = 0; j < argcs[i]; j++)
-			argv[j] = cmds[i][j] != NULL ? cmds[i][j] :
-			    i == ncmds - 2 ? okey : rkey;
-		redisAppendCommandArgv(rc, argcs[i], argv, NULL);
-	}
-	for (i = 0; i < ncmds; i++) {
-		if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
-			complain("redis %s: %s", c->redis_address, rc->errstr);
-			goto done;
-		}
-		if (i + 1 < ncmds) {
-			if (r->type == REDIS_REPLY_ERROR) {
-				complain("redis %s: %s: %s", c->redis_address,
-				    cmds[i][0], r->str);
-				freeReplyObject(r);
-				goto done;
-			}
-			freeReplyObject(r);
-		} else
-			ex = r;
-	}
-	if (ex->type != REDIS_REPLY_ARRAY || ex->elements != ncmds - 2) {
+	if (transaction(rc, c, cmds, ncmds, &ex) == -1)
+		goto done;
+	if (ex->elements != ncmds) {
 		complain("redis %s: MULTI/EXEC did not run", c->redis_address);
 		goto done;
 	}
@@ -907,7 +895,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		hset[2] = "unlimited";
 		hset[3] = "1";
 		hset[4] = NULL;
-		if (transaction(rc, c, cmds, 2) == -1)
+		if (transaction(rc, c, cmds, 2, NULL) == -1)
 			return EXIT_REDIS;
 		printf("%s: unlimited from the next request (admitted, nothing "
 		    "counted; the rule: %s)\n", okey, was);
@@ -943,7 +931,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	}
 	hset[n] = NULL;
 	/* One transaction: a replaced override, never a mix of two. */
-	if (transaction(rc, c, cmds, 2) == -1)
+	if (transaction(rc, c, cmds, 2, NULL) == -1)
 		return EXIT_REDIS;
 	describe_limit(&eff, now, sizeof(now));
 	printf("%s: %s from the next request (the rule: %s)\n", okey, now, was);
