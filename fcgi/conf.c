@@ -32,7 +32,6 @@ _Static_assert(RLG_MAX_LINE < INI_MAX_LINE,
 #define MAX_ERRORS	100		/* then stop: the rest is likely noise */
 #define MAX_RULE_NAME	64
 #define MAX_KEY_PREFIX	64
-#define MAX_COUNT	1000000000LL	/* limit, burst, cost */
 #define MS_SECOND	1000LL
 #define MS_MINUTE	(60 * MS_SECOND)
 #define MS_HOUR		(60 * MS_MINUTE)
@@ -281,14 +280,14 @@ static const struct key keys[NKEYS] = {
 	[K_ALGORITHM] = { S_RULE, "algorithm", set_enum, R(algorithm),
 	    0, 0, algorithms, "an algorithm", 0 },
 	[K_LIMIT] = { S_RULE, "limit", set_llong, R(limit),
-	    1, MAX_COUNT, NULL, NULL, 0 },
+	    1, RLG_MAX_COUNT, NULL, NULL, 0 },
 	[K_WINDOW] = { S_RULE, "window", set_duration, R(window_ms),
 	    1, 366 * MS_DAY, NULL, NULL, 0 },
 	[K_BURST] = { S_RULE, "burst", set_llong, R(burst),
-	    1, MAX_COUNT, NULL, NULL, 0 },
+	    1, RLG_MAX_COUNT, NULL, NULL, 0 },
 	[K_PRECISION] = { S_RULE, "precision", set_duration,
 	    R(precision_ms), 1, 366 * MS_DAY, NULL, NULL, 0 },
-	[K_COST] = { S_RULE, "cost", set_cost, 0, 1, MAX_COUNT,
+	[K_COST] = { S_RULE, "cost", set_cost, 0, 1, RLG_MAX_COUNT,
 	    NULL, NULL, 0 },
 	[K_ON_MISSING] = { S_RULE, "on_missing", set_enum,
 	    R(on_missing_deny), 0, 0, on_missings, "a missing-field policy", 0 },
@@ -1277,59 +1276,175 @@ conf_gcd(long long a, long long b)
 	return a < 0 ? -a : a;
 }
 
-/*
- * The scripts keep exact integer arithmetic in Lua numbers (doubles), and
- * bound what they store; they refuse other arguments per request. Refuse
- * them here instead, once, with the line.
- */
-static void
-check_script_limits(struct loader *l, struct rule *r)
+const char *
+conf_param_name(enum rlg_param p)
 {
-	long long window_us = r->window_ms * 1000, cap, span;
-	unsigned __int128 need;
-	char a[32];
+	static const char *const names[] = {
+		[RLG_PARAM_OK] = "",
+		[RLG_PARAM_COST] = "cost",
+		[RLG_PARAM_LIMIT] = "limit",
+		[RLG_PARAM_WINDOW] = "window",
+		[RLG_PARAM_BURST] = "burst",
+		[RLG_PARAM_PRECISION] = "precision"
+	};
 
-	cap = r->burst > 0 ? r->burst : r->limit;
-	switch (r->algorithm) {
+	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "";
+}
+
+/*
+ * The scripts keep exact integer arithmetic in Lua numbers (doubles) and
+ * bound what they store; they refuse other arguments per request. This is
+ * each script's args(), check for check: what it refuses is refused here
+ * (at load time, by rlgate-ctl before it writes an override), and nothing
+ * else. The products below are exact in __int128; the scripts' are exact
+ * too below 2^53 and round to at least 2^53 above, so the comparisons agree.
+ */
+enum rlg_param
+conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
+    long long burst, long long precision_ms, long long cost, char *why,
+    size_t len)
+{
+	const char *name = conf_algorithm_name(alg);
+	long long max_limit = alg == RLG_SLIDING_LOG ? RLG_MAX_LOG_LIMIT :
+	    RLG_MAX_COUNT;
+	long long window_us, scale, cap;
+	char a[32], b[32], c[48], hint[32];
+
+	if (cost < 1 || cost > RLG_MAX_COUNT) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", cost,
+		    RLG_MAX_COUNT);
+		return RLG_PARAM_COST;
+	}
+	if (alg == RLG_SLIDING_LOG && limit > max_limit) {
+		snprintf(why, len, "%lld is more than sliding_log keeps (one "
+		    "entry per admitted unit, at most %lld); use sliding_window "
+		    "or gcra for large limits", limit, max_limit);
+		return RLG_PARAM_LIMIT;
+	}
+	if (limit < 1 || limit > max_limit) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", limit,
+		    max_limit);
+		return RLG_PARAM_LIMIT;
+	}
+	if (window_ms < 1 || window_ms > RLG_MAX_WINDOW_MS) {
+		snprintf(why, len, "%lld ms is out of range (use 1ms to %s)",
+		    window_ms, conf_format_duration(RLG_MAX_WINDOW_MS, a,
+		    sizeof(a)));
+		return RLG_PARAM_WINDOW;
+	}
+	conf_format_duration(window_ms, b, sizeof(b));
+	switch (alg) {
+	case RLG_FIXED_WINDOW:
 	case RLG_SLIDING_LOG:
-		if (r->limit > 100000)
-			lerr(l, l->seen[K_LIMIT], l->secname, "limit", "%lld is "
-			    "more than sliding_log keeps (one entry per admitted "
-			    "unit, at most 100000); use sliding_window or gcra "
-			    "for large limits", r->limit);
-		break;
 	case RLG_SLIDING_WINDOW:
-		if (r->precision_ms > 0 && r->window_ms % r->precision_ms == 0 &&
-		    r->window_ms / r->precision_ms > 10000)
-			lerr(l, given(l, K_PRECISION) ? l->seen[K_PRECISION] :
-			    r->line, l->secname, "precision", "%s makes %lld "
-			    "blocks per window; at most 10000 are kept (set a "
-			    "coarser precision that divides the window)",
-			    conf_format_duration(r->precision_ms, a, sizeof(a)),
-			    r->window_ms / r->precision_ms);
-		break;
+		if (alg == RLG_SLIDING_WINDOW) {
+			conf_format_duration(conf_default_precision(window_ms),
+			    hint, sizeof(hint));
+			if (precision_ms == RLG_PARAM_UNSET &&
+			    window_ms % 10 != 0) {
+				snprintf(why, len, "is not set and the window "
+				    "(%s) is not a multiple of 10ms; use a "
+				    "divisor of the window, e.g. %s", b, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (precision_ms == RLG_PARAM_UNSET)
+				precision_ms = window_ms / 10;
+			if (precision_ms < 1) {
+				snprintf(why, len, "%lld ms is too small; use "
+				    "a divisor of the window, e.g. %s",
+				    precision_ms, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			conf_format_duration(precision_ms, a, sizeof(a));
+			if (precision_ms > window_ms) {
+				snprintf(why, len, "%s is longer than the "
+				    "window (%s); use a divisor of the window, "
+				    "e.g. %s", a, b, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (window_ms % precision_ms != 0) {
+				snprintf(why, len, "the window (%s) is not a "
+				    "whole number of blocks of %s; use a "
+				    "divisor of the window, e.g. %s", b, a,
+				    hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (window_ms / precision_ms > RLG_MAX_BLOCKS) {
+				snprintf(why, len, "%s makes %lld blocks per "
+				    "window; at most %lld are kept (set a "
+				    "coarser precision that divides the "
+				    "window)", a, window_ms / precision_ms,
+				    RLG_MAX_BLOCKS);
+				return RLG_PARAM_PRECISION;
+			}
+		}
+		if (cost > limit) {
+			snprintf(why, len, "%lld is more than the rule can ever "
+			    "admit (limit = %lld), so every request would be "
+			    "denied; lower the cost or raise limit", cost, limit);
+			return RLG_PARAM_COST;
+		}
+		return RLG_PARAM_OK;
 	case RLG_TOKEN_BUCKET:
 	case RLG_GCRA:
 	case RLG_LEAKY_BUCKET:
-		/* Time per unit is window/limit, kept as an exact fraction
-		 * with denominator limit/gcd: capacity times it must stay
-		 * below 2^52 microseconds. */
-		span = window_us / conf_gcd(r->limit, window_us);
-		need = (unsigned __int128)(r->algorithm == RLG_LEAKY_BUCKET ?
-		    2 * cap : cap) * (unsigned __int128)span;
-		if (need >= ((unsigned __int128)1 << 52))
-			lerr(l, l->seen[K_LIMIT] ? l->seen[K_LIMIT] : r->line,
-			    l->secname, "limit", "%lld per %s cannot be kept "
-			    "exactly by %s with a capacity of %lld (the time "
-			    "per unit is too fine a fraction); use a limit that "
-			    "divides the window in microseconds, e.g. a round "
-			    "number", r->limit,
-			    conf_format_duration(r->window_ms, a, sizeof(a)),
-			    conf_algorithm_name(r->algorithm), cap);
 		break;
 	default:
-		break;
+		snprintf(why, len, "algorithm %d is unknown", (int)alg);
+		return RLG_PARAM_LIMIT;
 	}
+	cap = burst == RLG_PARAM_UNSET ? limit : burst;
+	if (cap < (alg == RLG_LEAKY_BUCKET ? 0 : 1) || cap > RLG_MAX_COUNT) {
+		snprintf(why, len, "%lld is out of range (use %d to %lld)", cap,
+		    alg == RLG_LEAKY_BUCKET ? 0 : 1, RLG_MAX_COUNT);
+		return RLG_PARAM_BURST;
+	}
+	/* leaky_bucket admits any cost into an empty queue. */
+	if (alg != RLG_LEAKY_BUCKET && cost > cap) {
+		snprintf(why, len, "%lld is more than the rule can ever admit "
+		    "(burst = %lld), so every request would be denied; lower "
+		    "the cost or raise burst", cost, cap);
+		return RLG_PARAM_COST;
+	}
+	/* Time per unit is window/limit, kept as an exact fraction with
+	 * denominator limit/gcd: what the state holds, in units of
+	 * gcd/window_us, must stay exact. */
+	window_us = window_ms * 1000;
+	scale = window_us / conf_gcd(limit, window_us);
+	if (alg == RLG_LEAKY_BUCKET ?
+	    (__int128)(cap + cost) * scale >= RLG_EXACT_MAX :
+	    (__int128)cap * scale >= RLG_EXACT) {
+		if (alg == RLG_LEAKY_BUCKET)
+			snprintf(c, sizeof(c), " and a cost of %lld", cost);
+		else
+			c[0] = '\0';
+		snprintf(why, len, "%lld per %s cannot be kept exactly by %s "
+		    "with a capacity of %lld%s (the time per unit is too fine "
+		    "a fraction: %s * window_us / gcd(limit, window_us) must "
+		    "stay below 2^%d); use a limit that divides the window in "
+		    "microseconds, e.g. a round number", limit, b, name, cap,
+		    c, alg == RLG_LEAKY_BUCKET ? "(burst + cost)" : "burst",
+		    alg == RLG_LEAKY_BUCKET ? 52 : 53);
+		return RLG_PARAM_LIMIT;
+	}
+	return RLG_PARAM_OK;
+}
+
+/* The line of the key p stands for: where it is set, else the rule's. */
+static int
+param_line(const struct loader *l, const struct rule *r, enum rlg_param p)
+{
+	static const enum key_id param_key[] = {
+		[RLG_PARAM_COST] = K_COST,
+		[RLG_PARAM_LIMIT] = K_LIMIT,
+		[RLG_PARAM_WINDOW] = K_WINDOW,
+		[RLG_PARAM_BURST] = K_BURST,
+		[RLG_PARAM_PRECISION] = K_PRECISION
+	};
+
+	if (p == RLG_PARAM_OK || !given(l, param_key[p]))
+		return r->line;
+	return l->seen[param_key[p]];
 }
 
 /* Sets t's escape tables (see struct tmpl) for a rule named rule_name. */
@@ -1369,8 +1484,7 @@ finish_rule(struct loader *l)
 {
 	struct rule *r = &l->c->rules[l->rule];
 	const char *algo = conf_algorithm_name(r->algorithm);
-	char a[32], b[32], hint[32];
-	long long cap;
+	char why[512];
 
 	tmpl_escapes(&r->key, r->name);
 	tmpl_escapes(&r->cost_tmpl, r->name);
@@ -1391,48 +1505,32 @@ finish_rule(struct loader *l)
 		lerr(l, l->seen[K_PRECISION], l->secname, "precision", "%s has "
 		    "no precision (only sliding_window does); remove it or "
 		    "change the algorithm", algo);
-	if (r->algorithm == RLG_SLIDING_WINDOW &&
-	    l->state[K_WINDOW] == KS_OK) {
-		/* The divisor the messages below suggest. */
-		conf_format_duration(conf_default_precision(r->window_ms),
-		    hint, sizeof(hint));
-		if (!given(l, K_PRECISION))
-			r->precision_ms = conf_default_precision(r->window_ms);
-		else if (l->state[K_PRECISION] == KS_OK &&
-		    r->precision_ms > r->window_ms)
-			lerr(l, l->seen[K_PRECISION], l->secname, "precision",
-			    "%s is longer than the window (%s); use a divisor "
-			    "of the window, e.g. %s",
-			    conf_format_duration(r->precision_ms, a, sizeof(a)),
-			    conf_format_duration(r->window_ms, b, sizeof(b)),
-			    hint);
-		else if (l->state[K_PRECISION] == KS_OK &&
-		    r->window_ms % r->precision_ms != 0)
-			lerr(l, l->seen[K_PRECISION], l->secname, "precision",
-			    "the window (%s) is not a whole number of blocks "
-			    "of %s; use a divisor of the window, e.g. %s",
-			    conf_format_duration(r->window_ms, b, sizeof(b)),
-			    conf_format_duration(r->precision_ms, a, sizeof(a)),
-			    hint);
-	}
-	/* A constant cost above what the rule can ever hold would deny
-	 * every request it applies to. */
-	if (l->state[K_COST] == KS_OK && r->cost_tmpl.nparts == 0 &&
-	    l->state[K_LIMIT] == KS_OK && l->state[K_BURST] != KS_BAD) {
-		int by_burst = conf_algorithm_has_burst(r->algorithm) &&
-		    r->burst > 0;
+	if (r->algorithm == RLG_SLIDING_WINDOW && !given(l, K_PRECISION) &&
+	    l->state[K_WINDOW] == KS_OK)
+		r->precision_ms = conf_default_precision(r->window_ms);
+	/* What the rule's script would refuse on every request. A cost
+	 * template is checked at its worst: the request's cost is refused
+	 * above the burst (or limit) before it reaches the script. Without a
+	 * window (reported above) only the cost against what the rule holds
+	 * is checked: that does not depend on the window, and 1ms in one
+	 * block passes every check that does. */
+	if (l->state[K_LIMIT] == KS_OK && l->state[K_BURST] != KS_BAD &&
+	    l->state[K_PRECISION] != KS_BAD && l->state[K_COST] != KS_BAD) {
+		int has_burst = conf_algorithm_has_burst(r->algorithm) &&
+		    r->burst > 0, win = l->state[K_WINDOW] == KS_OK;
+		long long cost = r->cost_tmpl.nparts > 0 ?
+		    conf_capacity(r, r->limit) : r->cost;
+		enum rlg_param p;
 
-		cap = by_burst ? r->burst : r->limit;
-		if (r->cost > cap)
-			lerr(l, l->seen[K_COST], l->secname, "cost", "%lld is "
-			    "more than the rule can ever admit (%s = %lld), so "
-			    "every request would be denied; lower the cost or "
-			    "raise %s", r->cost, by_burst ? "burst" : "limit",
-			    cap, by_burst ? "burst" : "limit");
+		p = conf_check_params(r->algorithm, r->limit,
+		    win ? r->window_ms : 1,
+		    has_burst ? r->burst : RLG_PARAM_UNSET,
+		    r->algorithm != RLG_SLIDING_WINDOW ? RLG_PARAM_UNSET :
+		    win ? r->precision_ms : 1, cost, why, sizeof(why));
+		if (p != RLG_PARAM_OK && (win || p == RLG_PARAM_COST))
+			lerr(l, param_line(l, r, p), l->secname,
+			    conf_param_name(p), "%s", why);
 	}
-	if (l->state[K_LIMIT] == KS_OK && l->state[K_WINDOW] == KS_OK &&
-	    l->state[K_BURST] != KS_BAD && l->state[K_PRECISION] != KS_BAD)
-		check_script_limits(l, r);
 	/* A process remembers a denial until its retry_after without asking
 	 * Redis, so it would not see a limit raised there meanwhile. */
 	if (r->deny_cache && r->overrides)

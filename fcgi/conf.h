@@ -32,6 +32,28 @@ enum rlg_algorithm {
 	RLG_ALGORITHM_COUNT
 };
 
+/*
+ * What the scripts in lua/ accept (their args() functions are the contract;
+ * conf_check_params() mirrors them).
+ */
+#define RLG_MAX_COUNT		1000000000LL	/* limit, burst, cost: 1e9 */
+#define RLG_MAX_LOG_LIMIT	100000LL	/* sliding_log's limit */
+#define RLG_MAX_WINDOW_MS	100000000000LL	/* window_ms: 1e11 */
+#define RLG_MAX_BLOCKS		10000LL		/* sliding_window blocks */
+#define RLG_EXACT_MAX		(1LL << 52)	/* the scripts' MAX */
+#define RLG_EXACT		(1LL << 53)	/* the scripts' EXACT */
+#define RLG_PARAM_UNSET		(-1LL)		/* an empty burst or precision */
+
+/* The parameter a refusal of conf_check_params() is about. */
+enum rlg_param {
+	RLG_PARAM_OK,
+	RLG_PARAM_COST,
+	RLG_PARAM_LIMIT,
+	RLG_PARAM_WINDOW,
+	RLG_PARAM_BURST,
+	RLG_PARAM_PRECISION
+};
+
 enum rlg_headers {
 	RLG_HEADERS_IETF,
 	RLG_HEADERS_LEGACY,
@@ -120,7 +142,8 @@ struct rule {
 	/* sliding_window: as set, or conf_default_precision(); 0 for the
 	 * others */
 	long long		 precision_ms;
-	/* when cost_tmpl.nparts == 0; never above burst (or limit) */
+	/* when cost_tmpl.nparts == 0; never above burst (or limit) but
+	 * for leaky_bucket */
 	long long		 cost;
 	struct tmpl		 cost_tmpl;
 	int			 on_missing_deny;
@@ -233,6 +256,23 @@ char		*conf_format_duration(long long ms, char *buf, size_t len);
  * below window/10 (at least 1 ms), so that the blocks tile the window.
  */
 long long	 conf_default_precision(long long window_ms);
+
+/*
+ * Would the algorithm's script accept these arguments? The very checks of
+ * its args() in lua/, in its order: cost, limit, window_ms, burst and
+ * precision_ms (ARGV[2..6]; burst and precision_ms RLG_PARAM_UNSET when
+ * empty, then the script's default; each ignored by the scripts that do not
+ * take it). Returns RLG_PARAM_OK, or the parameter to blame with a sentence
+ * in why (len bytes) saying what is wrong and what would do, naming values
+ * as the configuration file writes them (durations as "1s"), without the
+ * parameter's name (conf_param_name()).
+ */
+enum rlg_param	 conf_check_params(enum rlg_algorithm alg, long long limit,
+		    long long window_ms, long long burst, long long precision_ms,
+		    long long cost, char *why, size_t len);
+
+/* The parameter's key in the file: "cost", "limit", "window", ... */
+const char	*conf_param_name(enum rlg_param p);
 
 /* The greatest common divisor of a and b, never negative. */
 long long	 conf_gcd(long long a, long long b);

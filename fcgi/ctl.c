@@ -26,7 +26,7 @@
 #define EXIT_USAGE	1	/* bad command line, configuration or rule */
 #define EXIT_REDIS	2	/* Redis cannot be reached or failed */
 
-#define TICKS_MAX	4503599627370496LL	/* 2^52, the scripts' cap */
+#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the scripts' cap */
 
 typedef __int128 i128;
 
@@ -457,8 +457,9 @@ apply_override(const struct rule *ru, const struct override *o,
     struct rule *eff, char *why, size_t whylen)
 {
 	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	long long window_us, scale, cap;
 	int burst = conf_algorithm_has_burst(ru->algorithm);
+	enum rlg_param p;
+	char msg[512];
 
 	*eff = *ru;
 	if (o->limit != -1)
@@ -469,63 +470,21 @@ apply_override(const struct rule *ru, const struct override *o,
 		eff->burst = o->burst;
 	if (o->precision_ms != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
 		eff->precision_ms = o->precision_ms;
-	if (eff->limit < 1 || eff->limit > (ru->algorithm == RLG_SLIDING_LOG ?
-	    100000 : 1000000000)) {
-		snprintf(why, whylen, "limit must be 1 to %d, got %lld",
-		    ru->algorithm == RLG_SLIDING_LOG ? 100000 : 1000000000,
-		    eff->limit);
+	/* Unset (the rule's 0), the scripts' burst is the limit in use. */
+	if (burst && o->burst == -1 && ru->burst <= 0)
+		eff->burst = RLG_PARAM_UNSET;
+	p = conf_check_params(ru->algorithm, eff->limit, eff->window_ms,
+	    burst ? eff->burst : RLG_PARAM_UNSET,
+	    ru->algorithm == RLG_SLIDING_WINDOW ? eff->precision_ms :
+	    RLG_PARAM_UNSET, cost, msg, sizeof(msg));
+	if (p != RLG_PARAM_OK) {
+		snprintf(why, whylen, "%s: %s", conf_param_name(p), msg);
 		return -1;
 	}
-	if (eff->window_ms < 1 || eff->window_ms > 100000000000LL) {
-		snprintf(why, whylen, "window_ms must be 1 to 100000000000, got "
-		    "%lld", eff->window_ms);
-		return -1;
-	}
-	if (o->burst != -1 && burst &&
-	    (o->burst < (ru->algorithm == RLG_LEAKY_BUCKET ? 0 : 1) ||
-	    o->burst > 1000000000)) {
-		snprintf(why, whylen, "burst must be %d to 1000000000, got %lld",
-		    ru->algorithm == RLG_LEAKY_BUCKET ? 0 : 1, o->burst);
-		return -1;
-	}
-	/* Unset, the scripts' burst is the limit in use. */
-	cap = burst && (o->burst != -1 || ru->burst > 0) ?
-	    eff->burst : eff->limit;
-	if (ru->algorithm == RLG_SLIDING_WINDOW) {
-		if (eff->precision_ms < 1 || eff->precision_ms > eff->window_ms ||
-		    eff->window_ms % eff->precision_ms != 0) {
-			snprintf(why, whylen, "precision_ms %lld does not divide "
-			    "window_ms %lld: blocks must tile the window",
-			    eff->precision_ms, eff->window_ms);
-			return -1;
-		}
-		if (eff->window_ms / eff->precision_ms > 10000) {
-			snprintf(why, whylen, "window_ms %lld / precision_ms %lld "
-			    "is more than 10000 blocks: use a coarser precision",
-			    eff->window_ms, eff->precision_ms);
-			return -1;
-		}
-	}
-	if (ru->algorithm != RLG_LEAKY_BUCKET && cost > cap) {
-		snprintf(why, whylen, "cost %lld is above %s %lld: such a request "
-		    "could never be admitted", cost, burst ? "burst" : "limit",
-		    cap);
-		return -1;
-	}
-	if (burst) {
-		window_us = eff->window_ms * 1000;
-		scale = window_us / conf_gcd(eff->limit, window_us);
-		if (ru->algorithm == RLG_LEAKY_BUCKET ?
-		    (i128)(cap + cost) * scale >= TICKS_MAX :
-		    (i128)cap * scale >= 2 * (i128)TICKS_MAX) {
-			snprintf(why, whylen, "burst %lld is too large for limit "
-			    "%lld per %lld ms to be kept exactly (use a shorter "
-			    "window or a limit sharing more factors with it)", cap,
-			    eff->limit, eff->window_ms);
-			return -1;
-		}
-	}
-	eff->burst = burst ? cap : 0;
+	if (burst && eff->burst == RLG_PARAM_UNSET)
+		eff->burst = eff->limit;
+	if (!burst)
+		eff->burst = 0;
 	return 0;
 }
 
@@ -649,10 +608,12 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 		return -1;
 	}
 	if (dur ? conf_parse_duration(v, &n, &e) == -1 :
-	    conf_parse_int(v, 1, 1000000000, &n, &e) ==
-	    -1) {
-		complain("%s: \"%s\" %s%s", arg, v, e, dur ? "" :
-		    " (use a whole number, 1 to 1000000000)");
+	    conf_parse_int(v, 1, RLG_MAX_COUNT, &n, &e) == -1) {
+		if (dur)
+			complain("%s: \"%s\" %s", arg, v, e);
+		else
+			complain("%s: \"%s\" %s (use a whole number, 1 to "
+			    "%lld)", arg, v, e, RLG_MAX_COUNT);
 		return -1;
 	}
 	*field = n;
@@ -704,7 +665,7 @@ static int
 cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
 {
-	char rkey[RLG_MAX_KEY + 160], okey[RLG_MAX_KEY + 180], why[256];
+	char rkey[RLG_MAX_KEY + 160], okey[RLG_MAX_KEY + 180], why[640];
 	const char *const time_[] = { "TIME", NULL };
 	const char *const type_[] = { "TYPE", rkey, NULL };
 	const char *const pttl[] = { "PTTL", rkey, NULL };
@@ -846,7 +807,7 @@ static int
 cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key, int argc, char **argv)
 {
-	char okey[RLG_MAX_KEY + 180], why[256], was[96], now[96];
+	char okey[RLG_MAX_KEY + 180], why[640], was[96], now[96];
 	char num[4][24];
 	const char *hset[12] = { "HSET", okey }, *del[] = { "DEL", okey, NULL };
 	const char *const *cmds[2] = { del, hset };

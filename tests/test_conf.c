@@ -1025,6 +1025,58 @@ test_script_limits(void **state)
 	    "window = 1d\n[rule:s]\nalgorithm = sliding_log\n"
 	    "limit = 100000\nwindow = 1m\n");
 	conf_free(c);
+	/* token_bucket and gcra refuse burst * window_us / gcd at 2^53, not
+	 * 2^52: 999983 per 2h is 999983 * 7.2e9 = 7.2e15, between the two,
+	 * and the scripts take it. */
+	c = load_ok("[rule:r]\nalgorithm = token_bucket\nlimit = 999983\n"
+	    "window = 2h\n[rule:s]\nalgorithm = gcra\nlimit = 999983\n"
+	    "window = 2h\n");
+	conf_free(c);
+	/* 3h: 1.08e16, above 2^53; burst counts, not the limit alone. */
+	expect_one("[rule:r]\nalgorithm = token_bucket\nlimit = 999983\n"
+	    "window = 3h\n", "3: [rule:r] limit: 999983 per 3h cannot be "
+	    "kept exactly by token_bucket with a capacity of 999983", NULL);
+	expect_one("[rule:r]\nalgorithm = gcra\nlimit = 999983\n"
+	    "window = 2h\nburst = 1999966\n", "3: [rule:r] limit: 999983 per "
+	    "2h cannot be kept exactly by gcra with a capacity of 1999966",
+	    NULL);
+	/* leaky_bucket: (burst + cost) * window_us / gcd below 2^52, so
+	 * 999983 per 1h (3.6e15 with cost 1) loads, 2h does not. */
+	c = load_ok("[rule:r]\nalgorithm = leaky_bucket\nlimit = 999983\n"
+	    "window = 1h\n");
+	conf_free(c);
+	expect_one("[rule:r]\nalgorithm = leaky_bucket\nlimit = 999983\n"
+	    "window = 2h\n", "3: [rule:r] limit: 999983 per 2h cannot be "
+	    "kept exactly by leaky_bucket with a capacity of 999983 and a "
+	    "cost of 1", NULL);
+}
+
+/* leaky_bucket admits a request of any cost into an empty queue. */
+static void
+test_leaky_bucket_cost(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[rule:r]\nalgorithm = leaky_bucket\nlimit = 10\n"
+	    "window = 1s\nburst = 5\ncost = 6\n[rule:s]\n"
+	    "algorithm = leaky_bucket\nlimit = 10\nwindow = 1s\ncost = 50\n");
+	assert_int_equal(c->rules[0].cost, 6);
+	assert_int_equal(c->rules[1].cost, 50);
+	conf_free(c);
+	/* The bound that remains: (burst + cost) * window_us / gcd < 2^52;
+	 * 7 per 1d (scale 8.64e10 / 1): burst 7 + cost 52000 is 4.5e15. */
+	expect_one("[rule:r]\nalgorithm = leaky_bucket\nlimit = 7\n"
+	    "window = 1d\ncost = 52130\n", "3: [rule:r] limit: 7 per 1d "
+	    "cannot be kept exactly by leaky_bucket with a capacity of 7 and a "
+	    "cost of 52130", NULL);
+	c = load_ok("[rule:r]\nalgorithm = leaky_bucket\nlimit = 7\n"
+	    "window = 1d\ncost = 52000\n");
+	conf_free(c);
+	/* The others still refuse what they could never admit. */
+	expect_one("[rule:r]\nalgorithm = gcra\nlimit = 10\nwindow = 1s\n"
+	    "burst = 5\ncost = 6\n", "6: [rule:r] cost: 6 is more than the "
+	    "rule can ever admit (burst = 5)", NULL);
 }
 
 static void
@@ -1450,6 +1502,7 @@ main(void)
 		cmocka_unit_test(test_templates),
 		cmocka_unit_test(test_split_address),
 		cmocka_unit_test(test_script_limits),
+		cmocka_unit_test(test_leaky_bucket_cost),
 		cmocka_unit_test(test_cost),
 		cmocka_unit_test(test_missing_keys),
 		cmocka_unit_test(test_algorithm_keys),
