@@ -105,14 +105,13 @@ is "audit: millisecond timestamps from the last minute" 111 "$(sql "SELECT count
 check "audit: no denial is timed before an admission (Redis TIME order)" [ "$(sql "SELECT (SELECT min(ts_ms) FROM decisions WHERE key='org1/user/list' AND allowed=0) >= (SELECT max(ts_ms) FROM decisions WHERE key='org1/user/list' AND allowed=1)")" = 1 ]
 
 # 4. What a client sees: a 429 with everything, and content unchanged.
-hdr() { tr -d '\r' < "$1" | sed -n "s/^$2: //Ip" | head -1; }
 is "429 status line" "HTTP/1.1 429 Too Many Requests" "$(head -1 "$T/h429" | tr -d '\r')"
-retry=$(hdr "$T/h429" Retry-After)
+retry=$(resp_header "$T/h429" Retry-After)
 check "429 Retry-After is 1 second (window 1s, rounded up)" [ "$retry" = 1 ]
-is "429 RateLimit-Policy" '"user_list";q=100;w=1' "$(hdr "$T/h429" RateLimit-Policy)"
-is "429 RateLimit" '"user_list";r=0;t=1' "$(hdr "$T/h429" RateLimit)"
-is "429 Cache-Control" "no-store" "$(hdr "$T/h429" Cache-Control)"
-is "429 Content-Type" "application/problem+json" "$(hdr "$T/h429" Content-Type)"
+is "429 RateLimit-Policy" '"user_list";q=100;w=1' "$(resp_header "$T/h429" RateLimit-Policy)"
+is "429 RateLimit" '"user_list";r=0;t=1' "$(resp_header "$T/h429" RateLimit)"
+is "429 Cache-Control" "no-store" "$(resp_header "$T/h429" Cache-Control)"
+is "429 Content-Type" "application/problem+json" "$(resp_header "$T/h429" Content-Type)"
 check "429 body is the quota-exceeded problem" grep -q '^{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"[^"]*","violated-policies":\["user_list"\],"retry_after_ms":[1-9][0-9]*}$' "$T/b429"
 curl -s -o "$T/b200" "$BASE/user/list?org=org3"
 check "an allowed request gets the protected file unchanged" cmp -s "$T/b200" "$DOCROOT/user/list"
@@ -165,7 +164,7 @@ t0=$(date +%s%N)
 is "redis down, on_error=allow: admitted" 200 "$(status --max-time 3 "$BASE/open/item")"
 is "redis down, on_error=deny: 503" 503 "$(status --max-time 3 "$BASE/closed/item")"
 curl -s -D "$T/h503" -o /dev/null --max-time 3 "$BASE/closed/item"
-is "503 carries Retry-After: 1" 1 "$(hdr "$T/h503" Retry-After)"
+is "503 carries Retry-After: 1" 1 "$(resp_header "$T/h503" Retry-After)"
 for i in $(seq 20); do status --max-time 3 "$BASE/open/item" >/dev/null; done
 t1=$(date +%s%N)
 # 23 requests: a hang would take seconds each; this bounds behaviour, not speed.
