@@ -423,3 +423,5 @@ check_denied() {
 
 # at_least MIN VALUE: VALUE is a whole number >= MIN (false when empty).
 at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }
+# between MIN MAX VALUE: VALUE is a whole number from MIN to MAX.
+between() { at_least "$1" "$3" && [ "$3" -le "$2" ]; }
