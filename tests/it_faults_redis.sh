@@ -96,8 +96,6 @@ codes() {
 		END { for (c in n) printf "%s:%d ", c, n[c] }' "$1" | sed 's/ $//'
 }
 count_code() { awk -v c="$2" '$2 == c { n++ } END { print n + 0 }' "$1"; }
-rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
-rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
 # all_rows_in N WHERE: waits until the audit holds N rows for WHERE.
 all_rows_in() { wait_for 10 rows_at_least "$1" "$2"; }
 # until_200 URL: polls URL until it answers 200; prints the ms it took.

@@ -56,8 +56,6 @@ accesslog.filename = "'"$T"'/access.log"' || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
 LOG=$T/rlgate.log
 
-rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
-rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
 logged() { [ "$(grep -c "$1" "$LOG")" -ge "$2" ]; }
 statuses() { local out="" i; for i in $(seq "$2"); do out="$out $(status "$BASE/reload/item?k=$1")"; done; echo $out; }
 

@@ -105,6 +105,10 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # sql QUERY: runs QUERY on $AUDIT_DB.
 sql() { sqlite3 -batch -noheader "$AUDIT_DB" "$1"; }
+# rows WHERE: decisions in $AUDIT_DB matching the SQL condition WHERE.
+rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
+# rows_at_least N WHERE: at least N of them.
+rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
 
 # lighttpd_from_shipped [EXTRA-LINES]: conf/lighttpd.conf with only its var.
 # lines changed to this test's port, docroot and rlgate address, so that
