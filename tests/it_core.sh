@@ -206,11 +206,17 @@ sed "s/^address = 127.0.0.1:$OLD_REDIS_PORT$/address = 127.0.0.1:$REDIS_PORT/" "
 kill -HUP "$RLGATE_PID"
 moved() { [ "$(grep -c 'reload: .* loaded' "$T/rlgate.log")" -ge 2 ]; }
 check "SIGHUP with a new Redis address: loaded" wait_for 5 moved
+# EVALSHA calls the old Redis ran (empty when it does not answer).
+old_evals() { redis-cli -p "$OLD_REDIS_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }
+old_evals_still() { [ -n "$1" ] && [ "$(old_evals)" = "$1" ]; }
+e0=$(old_evals)
 for i in $(seq 24); do status "$BASE/load/item" >/dev/null; done
 # Workers that had a connection to the old Redis would have counted there.
 is "all 24 decisions after the move come from the new Redis" 24 "$(rcli HGET 'rl:{load:127.0.0.1}' count)"
 # EXISTS answers 0 only from a live server (a dead one prints nothing).
 is "and the old Redis saw none of them" 0 "$(redis-cli -p "$OLD_REDIS_PORT" EXISTS 'rl:{load:127.0.0.1}')"
+# The key lives for the rule's 1 s window: the script calls do not expire.
+check "and ran no script for them (EVALSHA calls still ${e0:-none})" old_evals_still "$e0"
 
 # A RESPONDER request with a body (a check API called with POST): rlgate
 # does not read bodies, but must drain them and still answer in full.
