@@ -89,6 +89,12 @@ done
 "$TOP/reports/rlgate-report" --verify "$AUDIT_DB" > "$T/verify.out" 2>&1
 is "rlgate-report --verify: every algorithm kept its promise" 0 $?
 check "and it says so" grep -qi 'held' "$T/verify.out"
+# reports/output.c: one "ok   rule NAME (...)" or "FAIL rule NAME (...)" line
+# per rule replayed, then "ok: every limit held" when nothing failed. Every
+# one of the 12 rules (x_ and s_ per algorithm) admitted something.
+is "and it says so, in its last line" "ok: every limit held" "$(tail -1 "$T/verify.out")"
+is "all 12 rules replayed and ok, none failed" "12 0" \
+	"$(grep -c '^ok   rule [xs]_[a-z_]* (' "$T/verify.out") $(grep -c '^FAIL rule ' "$T/verify.out")"
 
 # The same check must fail when the record shows more than the promise.
 cp "$AUDIT_DB" "$T/forged.db"
@@ -98,5 +104,12 @@ sqlite3 "$T/forged.db" "INSERT INTO decisions (ts_ms, request_id, rule, key, alg
 "$TOP/reports/rlgate-report" --verify "$T/forged.db" > "$T/forged.out" 2>&1
 is "--verify fails on forged admissions" 1 $?
 check "naming the rule" grep -q 'x_sliding_log' "$T/forged.out"
+check "naming the rule, in its FAIL line" grep -q '^FAIL rule x_sliding_log (' "$T/forged.out"
+is "only that rule fails, the 11 others stay ok" "1 11" \
+	"$(grep -c '^FAIL rule ' "$T/forged.out") $(grep -c '^ok   rule ' "$T/forged.out")"
+# The doubled admissions all fall in the burst of 30, well inside 1 min:
+# one run over the limit, for the one key.
+is "one VIOLATION line, for x_sliding_log's key" "1 1" "$(grep -c '^VIOLATION ' "$T/forged.out") $(grep -c '^VIOLATION rule x_sliding_log key 127.0.0.1 (sliding_log): ' "$T/forged.out")"
+is "and the summary says a promise did not hold" "1 violation: a promise did not hold" "$(tail -1 "$T/forged.out")"
 
 finish

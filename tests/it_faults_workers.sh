@@ -48,8 +48,6 @@ accesslog.filename = "'"$T"'/access.log"' || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
 
 vm() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$RLGATE_PID/status"; }
-rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
-rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
 
 # Redis slow: 20 ms scripts back to back from another client, until told.
 BUSY_LUA="local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]

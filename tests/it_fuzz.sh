@@ -34,5 +34,8 @@ for f in $targets; do
 		ls "$T/$name"/crash-* "$T/$name"/leak-* "$T/$name"/timeout-* 2>/dev/null
 	fi
 	is "$f: ${secs}s of fuzzing (${runs:-0} inputs) found nothing" 0 "$rc"
+	# A target that stops at once (or never runs its inputs) finds nothing
+	# too: the run must have executed inputs.
+	check "$f: at least 100 inputs executed (${runs:-none})" at_least 100 "$runs"
 done
 finish

@@ -84,6 +84,9 @@ check "load: 120 decisions under the rule's own limit" wait_for 60 rows_after ac
 t0=$(redis_ms)
 "$CTL" override api acme limit=50 > "$T/ctl1.out"
 is "rlgate-ctl override: exit 0" 0 $?
+is "rlgate-ctl override: says what applies from the next request" \
+	"rl:{api:acme}:override: 50 per 3600000 ms from the next request (the rule: 20 per 3600000 ms)" \
+	"$(cat "$T/ctl1.out")"
 t1=$(redis_ms)
 check "load: 120 decisions after the raise" wait_for 60 rows_after acme "$t1" 120
 "$CTL" peek api acme > "$T/peek.out"
@@ -93,12 +96,18 @@ check "peek: the window counted 50" grep -q '^state .*count=50$' "$T/peek.out"
 
 t2=$(redis_ms)
 "$CTL" override api acme unlimited > "$T/ctl2.out"
+is "rlgate-ctl override unlimited: says so" \
+	"rl:{api:acme}:override: unlimited from the next request (admitted, nothing counted; the rule: 20 per 3600000 ms)" \
+	"$(cat "$T/ctl2.out")"
 t3=$(redis_ms)
 check "load: 120 decisions while unlimited" wait_for 60 rows_after acme "$t3" 120
 is "unlimited: nothing was counted (the window still holds 50)" 50 "$(rcli HGET 'rl:{api:acme}' count)"
 
 t4=$(redis_ms)
 "$CTL" override api acme clear > "$T/ctl3.out"
+is "rlgate-ctl override clear: says so" \
+	"rl:{api:acme}:override: cleared; the rule's 20 per 3600000 ms applies from the next request" \
+	"$(cat "$T/ctl3.out")"
 t5=$(redis_ms)
 check "load: 120 decisions after clearing" wait_for 60 rows_after acme "$t5" 120
 kill "$AB_PID" 2>/dev/null
@@ -234,11 +243,23 @@ check "and says how to turn them on" grep -q 'rule fixed has overrides = none: .
 "$CTL" override nosuch acme limit=5 > /dev/null 2> "$T/ctl.err"
 is "unknown rule: exit 1" 1 $?
 check "unknown rule: named, with the rules there are" grep -q 'has no rule "nosuch" (its rules: user_list, api, fixed)' "$T/ctl.err"
-for bad in "limit=0" "limit=many" "window=10x" "burst=5" "precision=100ms" "colour=red" "limit=5 limit=6" "unlimited limit=5" "limit=1000000001"; do
-	"$CTL" override api acme $bad > /dev/null 2> "$T/ctl.err"
+# Each bad value, and what the refusal must say (fcgi/ctl.c, fcgi/conf.c).
+while IFS='|' read -r bad why; do
+	"$CTL" override api acme $bad < /dev/null > /dev/null 2> "$T/ctl.err"
 	rc=$?
 	check "override api acme $bad: refused, exit 1 ($(head -1 "$T/ctl.err"))" [ "$rc" = 1 -a -s "$T/ctl.err" ]
-done
+	check "override api acme $bad: the error says: $why" grep -qF -- "$why" "$T/ctl.err"
+done <<'EOF'
+limit=0|limit=0: "0" is too small (use a whole number, 1 to 1000000000)
+limit=many|limit=many: "many" is not a whole number
+window=10x|window=10x: "10x" is not a duration (use 500ms, 1s, 1m, 1h, 1d)
+burst=5|rule api uses fixed_window, which has no burst
+precision=100ms|rule api uses fixed_window, which has no precision
+colour=red|"colour" is not an override (use limit, window, burst or precision)
+limit=5 limit=6|limit is given twice
+unlimited limit=5|unlimited stands alone
+limit=1000000001|limit=1000000001: "1000000001" is too large
+EOF
 is "refused values wrote nothing" "" "$(rcli HGETALL 'rl:{api:acme}:override')"
 dead=$(free_port)
 sed "s/^address = .*/address = 127.0.0.1:$dead/" "$T/rlgate.ini" > "$T/dead.ini"

@@ -105,6 +105,10 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # sql QUERY: runs QUERY on $AUDIT_DB.
 sql() { sqlite3 -batch -noheader "$AUDIT_DB" "$1"; }
+# rows WHERE: decisions in $AUDIT_DB matching the SQL condition WHERE.
+rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
+# rows_at_least N WHERE: at least N of them.
+rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
 
 # lighttpd_from_shipped [EXTRA-LINES]: conf/lighttpd.conf with only its var.
 # lines changed to this test's port, docroot and rlgate address, so that
@@ -423,3 +427,5 @@ check_denied() {
 
 # at_least MIN VALUE: VALUE is a whole number >= MIN (false when empty).
 at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }
+# between MIN MAX VALUE: VALUE is a whole number from MIN to MAX.
+between() { at_least "$1" "$3" && [ "$3" -le "$2" ]; }
