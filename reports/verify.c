@@ -64,10 +64,6 @@ struct ctx {
 	const struct filter *f;
 	size_t		 vcap;
 	int		 oom;
-	/* fixed_window collects into a scratch list first (see check_fixed). */
-	struct violation *tmp;
-	size_t		 ntmp, tmpcap;
-	int		 to_tmp;
 };
 
 int64_t
@@ -110,27 +106,24 @@ add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
     int64_t from_ms, int64_t to_ms, int64_t admitted, int64_t decisions,
     const char *allowed, const char *fmt, ...)
 {
-	struct violation **vv = c->to_tmp ? &c->tmp : &c->v->v;
-	size_t *n = c->to_tmp ? &c->ntmp : &c->v->nv;
-	size_t *cap = c->to_tmp ? &c->tmpcap : &c->vcap;
 	struct violation *x;
 	va_list ap;
 
 	/* Kept when it touches [since, until); to_ms may equal from_ms. */
 	if (to_ms < c->f->since_ms || from_ms >= c->f->until_ms)
 		return;
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct violation *nv = realloc(*vv, ncap * sizeof(*nv));
+	if (c->v->nv == c->vcap) {
+		size_t ncap = c->vcap ? c->vcap * 2 : 64;
+		struct violation *nv = realloc(c->v->v, ncap * sizeof(*nv));
 
 		if (nv == NULL) {
 			c->oom = 1;
 			return;
 		}
-		*vv = nv;
-		*cap = ncap;
+		c->v->v = nv;
+		c->vcap = ncap;
 	}
-	x = &(*vv)[(*n)++];
+	x = &c->v->v[c->v->nv++];
 	memset(x, 0, sizeof(*x));
 	x->rule = p->rule;
 	intern_pair_get(&c->p->keys, kid, &x->rule, &x->key);
@@ -395,7 +388,7 @@ check_fixed(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
     uint32_t kid)
 {
 	struct fw w = { 0 };
-	size_t G = 0;
+	size_t G = 0, before = c->v->nv;
 
 	w.r = r;
 	w.gms = malloc(n * sizeof(*w.gms));
@@ -424,37 +417,22 @@ check_fixed(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
 	/*
 	 * First a narrow search (the usual case: one reconstruction fits);
 	 * only if that finds a violation after cutting alternatives short,
-	 * a wide one, so that a reported violation is a real one.
+	 * a wide one in its place, so that a reported violation is a real one.
+	 * (A violation owns no memory: dropping the narrow pass's is a count.)
 	 */
-	c->to_tmp = 1;
-	c->ntmp = 0;
 	if (check_fixed_pass(c, &w, p, kid, 16) == -1)
 		goto oom;
-	if (c->ntmp > 0 && w.dropped) {
-		c->ntmp = 0;
+	if (c->v->nv > before && w.dropped) {
+		c->v->nv = before;
 		if (check_fixed_pass(c, &w, p, kid, 1 << 20) == -1)
 			goto oom;
-		if (c->ntmp > 0 && w.dropped)
+		if (c->v->nv > before && w.dropped)
 			c->v->approximate = 1;
-	}
-	c->to_tmp = 0;
-	for (size_t i = 0; i < c->ntmp; i++) {
-		if (c->v->nv == c->vcap) {
-			size_t ncap = c->vcap ? c->vcap * 2 : 64;
-			struct violation *nv = realloc(c->v->v, ncap * sizeof(*nv));
-
-			if (nv == NULL)
-				goto oom;
-			c->v->v = nv;
-			c->vcap = ncap;
-		}
-		c->v->v[c->v->nv++] = c->tmp[i];
 	}
 	goto out;
 oom:
 	c->oom = 1;
 out:
-	c->to_tmp = 0;
 	free(w.gms);
 	free(w.gcost);
 	free(w.P);
@@ -1145,13 +1123,11 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 	qsort(v->rules, v->nrules, sizeof(*v->rules), cmp_rule);
 	if (v->nv > 0)
 		qsort(v->v, v->nv, sizeof(*v->v), cmp_violation);
-	free(c.tmp);
 	/* The records are not needed any more; the strings are. */
 	free(pv->recs);
 	pv->recs = NULL;
 	return 0;
 oom:
-	free(c.tmp);
 	snprintf(err, errlen, "out of memory");
 	return -1;
 }
