@@ -476,7 +476,8 @@ episode_extend(struct episode *e, int64_t first_ms, int64_t last_ms,
  * as its ms stamp is a consistent choice, and under it an interval holds
  * the same decisions as the ms interval; two decisions stamped less than
  * W ms apart are less than W apart whatever their true times. So the check
- * on ms stamps is exact: decisions stamped within W - 1 ms of each other.
+ * on ms stamps is exact: decisions stamped within W - 1 ms of each other,
+ * which is check_blocks with blocks of 1 ms.
  */
 static void
 log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
@@ -494,34 +495,6 @@ log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 	    d, sizeof(d)), fmt_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
 	    (long long)p->limit, (long long)e->decisions, e->decisions == 1 ? "" : "s",
 	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
-}
-
-static void
-check_log(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
-    uint32_t kid)
-{
-	struct episode e = { 0 };
-	int64_t sum = 0, W = p->window_ms;
-	size_t i = 0, j = 0;
-
-	while (j < n) {
-		int64_t t = r[j].ts, rows = 0;
-
-		for (; j < n && r[j].ts == t; j++, rows++)
-			sum += r[j].cost;
-		for (; r[i].ts <= t - W; i++)
-			sum -= r[i].cost;
-		if (sum > p->limit) {
-			episode_extend(&e, t, t, rows, 0);
-			if (sum > e.worst_admitted) {
-				e.worst_admitted = sum;
-				e.a_ms = t - W + 1;
-				e.b_ms = t + 1;
-			}
-		} else
-			log_flush(c, p, kid, &e);
-	}
-	log_flush(c, p, kid, &e);
 }
 
 /*
@@ -548,12 +521,20 @@ blocks_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	    e->decisions == 1 ? "" : "s", fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
 }
 
+typedef void flush_fn(struct ctx *, const struct pinfo *, uint32_t, struct episode *);
+
+/*
+ * Any nb = W / P consecutive blocks of P ms admit at most limit; flush
+ * reports an episode. sliding_window: P is the precision, flush
+ * blocks_flush. sliding_log: P = 1, flush log_flush (a block is one ms, so
+ * the nb blocks ending in ms t are the ms interval (t - W, t]).
+ */
 static void
 check_blocks(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
-    uint32_t kid)
+    uint32_t kid, int64_t P, flush_fn *flush)
 {
 	struct episode e = { 0 };
-	int64_t P = p->precision_ms, nb = p->window_ms / P, sum = 0;
+	int64_t nb = p->window_ms / P, sum = 0;
 	size_t i = 0, j = 0;
 
 	if (nb < 1)
@@ -573,9 +554,9 @@ check_blocks(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p
 				e.b_ms = (k + 1) * P;
 			}
 		} else
-			blocks_flush(c, p, kid, &e);
+			flush(c, p, kid, &e);
 	}
-	blocks_flush(c, p, kid, &e);
+	flush(c, p, kid, &e);
 }
 
 /*
@@ -1088,10 +1069,10 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 			check_fixed(&c, r, j - i, p, r->kid);
 			break;
 		case RLG_SLIDING_LOG:
-			check_log(&c, r, j - i, p, r->kid);
+			check_blocks(&c, r, j - i, p, r->kid, 1, log_flush);
 			break;
 		case RLG_SLIDING_WINDOW:
-			check_blocks(&c, r, j - i, p, r->kid);
+			check_blocks(&c, r, j - i, p, r->kid, p->precision_ms, blocks_flush);
 			break;
 		case RLG_TOKEN_BUCKET:
 		case RLG_GCRA:

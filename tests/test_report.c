@@ -141,8 +141,8 @@ replay(enum rlg_algorithm alg, int64_t limit, int64_t window_ms, int64_t burst,
 		r[i] = (struct rec){ BASE + ts[i], kid, 0, (uint32_t)i, 1, delay ? delay[i] : 0 };
 	switch (alg) {
 	case RLG_FIXED_WINDOW:	check_fixed(&c, r, n, &p, kid); break;
-	case RLG_SLIDING_LOG:	check_log(&c, r, n, &p, kid); break;
-	case RLG_SLIDING_WINDOW: check_blocks(&c, r, n, &p, kid); break;
+	case RLG_SLIDING_LOG:	check_blocks(&c, r, n, &p, kid, 1, log_flush); break;
+	case RLG_SLIDING_WINDOW: check_blocks(&c, r, n, &p, kid, precision_ms, blocks_flush); break;
 	case RLG_LEAKY_BUCKET:	check_leaky(&c, r, n, &p, kid); break;
 	default:		check_bucket(&c, r, n, &p, kid); break;
 	}
