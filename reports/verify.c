@@ -72,18 +72,6 @@ verify_default_precision(int64_t window_ms)
 	return conf_default_precision(window_ms);
 }
 
-static const char *
-fmt_time(int64_t ms, char buf[RLG_TIME_LEN])
-{
-	return window_format_time(ms, buf);
-}
-
-static const char *
-fmt_dur(int64_t ms, char *buf, size_t len)
-{
-	return window_format_duration(ms, buf, len);
-}
-
 /* A bound to the us: "1.999999", "2", "40.5" (never rounded up to look kept). */
 static const char *
 fmt_dec(double v, char *buf, size_t len)
@@ -370,8 +358,10 @@ check_fixed_pass(struct ctx *c, struct fw *w, const struct pinfo *p, uint32_t ki
 		snprintf(d, sizeof(d), "%lld", (long long)N);
 		add(c, p, kid, "window", w->gms[dead_g], w->gms[dead_g] + W, dead_load, 1, d,
 		    "window [%s, %s) (%s from its first decision) admitted %lld, limit %lld",
-		    fmt_time(w->gms[dead_g], t1), fmt_time(w->gms[dead_g] + W, t2),
-		    fmt_dur(W, dw, sizeof(dw)), (long long)dead_load, (long long)N);
+		    window_format_time(w->gms[dead_g], t1),
+		    window_format_time(w->gms[dead_g] + W, t2),
+		    window_format_duration(W, dw, sizeof(dw)), (long long)dead_load,
+		    (long long)N);
 		/* Go on as if that window had been full. */
 		{
 			size_t ge = fw_lb(w, dead_g + 1, w->gms[dead_g] + W);
@@ -491,10 +481,11 @@ log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "interval", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "interval (%s - %s, %s] admitted %lld, limit %lld (%lld decision%s over "
-	    "the limit from %s to %s)", fmt_time(e->b_ms - 1, t1), fmt_dur(p->window_ms,
-	    d, sizeof(d)), fmt_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
+	    "the limit from %s to %s)", window_format_time(e->b_ms - 1, t1),
+	    window_format_duration(p->window_ms, d, sizeof(d)),
+	    window_format_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
 	    (long long)p->limit, (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    window_format_time(e->first_ms, t3), window_format_time(e->last_ms, t4));
 }
 
 /*
@@ -514,11 +505,13 @@ blocks_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "blocks", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "blocks [%s, %s) (%lld of %s, precision from %s) admitted %lld, limit %lld "
-	    "(%lld decision%s over the limit from %s to %s)", fmt_time(e->a_ms, t1),
-	    fmt_time(e->b_ms, t2), (long long)(p->window_ms / p->precision_ms),
-	    fmt_dur(p->precision_ms, d, sizeof(d)), p->precision_from,
+	    "(%lld decision%s over the limit from %s to %s)",
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)(p->window_ms / p->precision_ms),
+	    window_format_duration(p->precision_ms, d, sizeof(d)), p->precision_from,
 	    (long long)e->worst_admitted, (long long)p->limit, (long long)e->decisions,
-	    e->decisions == 1 ? "" : "s", fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    e->decisions == 1 ? "" : "s", window_format_time(e->first_ms, t3),
+	    window_format_time(e->last_ms, t4));
 }
 
 typedef void flush_fn(struct ctx *, const struct pinfo *, uint32_t, struct episode *);
@@ -584,11 +577,12 @@ bucket_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %s (burst %lld "
 	    "+ %lld.999 ms x %lld per %s) (%lld decision%s over it from %s to %s)",
-	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)span,
-	    (long long)e->worst_admitted, lim, (long long)p->burst, (long long)span,
-	    (long long)p->limit, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)span, (long long)e->worst_admitted, lim, (long long)p->burst,
+	    (long long)span, (long long)p->limit,
+	    window_format_duration(p->window_ms, d, sizeof(d)), (long long)e->decisions,
+	    e->decisions == 1 ? "" : "s", window_format_time(e->first_ms, t3),
+	    window_format_time(e->last_ms, t4));
 }
 
 static void
@@ -653,11 +647,12 @@ spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode
 	    "departures stamped %s and %s are %lld ms apart (under %lld.999 ms "
 	    "however the ms were truncated), but the %lld cost unit%s leaving first "
 	    "need %.3f ms at %lld per %s (%lld decision%s left too early, until %s)",
-	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)(e->b_ms - e->a_ms),
-	    (long long)(e->b_ms - e->a_ms + 1), (long long)e->worst_admitted,
-	    e->worst_admitted == 1 ? "" : "s", need, (long long)p->limit,
-	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions,
-	    e->decisions == 1 ? "" : "s", fmt_time(e->last_ms, t3));
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)(e->b_ms - e->a_ms), (long long)(e->b_ms - e->a_ms + 1),
+	    (long long)e->worst_admitted, e->worst_admitted == 1 ? "" : "s", need,
+	    (long long)p->limit, window_format_duration(p->window_ms, d, sizeof(d)),
+	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    window_format_time(e->last_ms, t3));
 }
 
 static void
@@ -673,10 +668,11 @@ wait_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e
 	fmt_dec(maxw, lim, sizeof(lim));
 	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %s ms "
-	    "(%lld decision%s waited too long, until %s)", fmt_time(e->a_ms, t1),
-	    (long long)e->extra, (long long)p->burst, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)p->limit, lim, (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->last_ms, t2));
+	    "(%lld decision%s waited too long, until %s)", window_format_time(e->a_ms, t1),
+	    (long long)e->extra, (long long)p->burst,
+	    window_format_duration(p->window_ms, d, sizeof(d)), (long long)p->limit,
+	    lim, (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    window_format_time(e->last_ms, t2));
 }
 
 static int
