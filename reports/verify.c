@@ -113,7 +113,6 @@ add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
 	}
 	x = &c->v->v[c->v->nv++];
 	memset(x, 0, sizeof(*x));
-	x->rule = p->rule;
 	intern_pair_get(&c->p->keys, kid, &x->rule, &x->key);
 	x->algorithm = p->algname;
 	x->limit = p->limit;
