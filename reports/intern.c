@@ -7,7 +7,8 @@
 
 #include "intern.h"
 
-uint64_t
+/* 64-bit FNV-1a. */
+static uint64_t
 intern_hash(const void *bytes, size_t len)
 {
 	const unsigned char *p = bytes;

@@ -43,7 +43,4 @@ void		 intern_pair_get(const struct intern *in, uint32_t id,
 /* Frees everything; in may be zeroed or half-built. */
 void		 intern_free(struct intern *in);
 
-/* 64-bit FNV-1a, also used for other hash tables in reports/. */
-uint64_t	 intern_hash(const void *bytes, size_t len);
-
 #endif
