@@ -77,10 +77,8 @@ intern_id(struct intern *in, const void *bytes, size_t len)
 }
 
 const char *
-intern_bytes(const struct intern *in, uint32_t id, size_t *len)
+intern_bytes(const struct intern *in, uint32_t id)
 {
-	if (len != NULL)
-		*len = in->v[id].len;
 	return in->v[id].bytes;
 }
 

@@ -28,8 +28,8 @@ struct intern {
 /* The id of bytes[0..len), adding a copy when new; RLG_INTERN_FAIL when out of memory. */
 uint32_t	 intern_id(struct intern *in, const void *bytes, size_t len);
 
-/* The bytes of an id (NUL-terminated) and, when len is not NULL, their length. */
-const char	*intern_bytes(const struct intern *in, uint32_t id, size_t *len);
+/* The bytes of an id, NUL-terminated. */
+const char	*intern_bytes(const struct intern *in, uint32_t id);
 
 /*
  * A pair of optional strings (rule and key) as one id: a or b may be NULL,

@@ -757,7 +757,7 @@ param_id(struct priv *pv, const char *rule, const char *alg, int64_t limit,
 		return RLG_INTERN_FAIL;
 	if (id == pv->npi) {
 		struct pinfo *pi;
-		const char *b = intern_bytes(&pv->params, id, NULL);
+		const char *b = intern_bytes(&pv->params, id);
 
 		if (pv->npi == pv->pcap) {
 			size_t ncap = pv->pcap ? pv->pcap * 2 : 16;
