@@ -825,7 +825,10 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	filter_sql(&f, sql, sizeof(sql));
 	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
 		return -1;
-	filter_bind(&f, st);
+	if (filter_bind(&f, st) == -1) {
+		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
+		goto out;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rule = (const char *)sqlite3_column_text(st, 0);
 		const char *key = (const char *)sqlite3_column_text(st, 1);
