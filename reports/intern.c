@@ -7,7 +7,8 @@
 
 #include "intern.h"
 
-uint64_t
+/* 64-bit FNV-1a. */
+static uint64_t
 intern_hash(const void *bytes, size_t len)
 {
 	const unsigned char *p = bytes;
@@ -76,10 +77,8 @@ intern_id(struct intern *in, const void *bytes, size_t len)
 }
 
 const char *
-intern_bytes(const struct intern *in, uint32_t id, size_t *len)
+intern_bytes(const struct intern *in, uint32_t id)
 {
-	if (len != NULL)
-		*len = in->v[id].len;
 	return in->v[id].bytes;
 }
 

@@ -28,8 +28,8 @@ struct intern {
 /* The id of bytes[0..len), adding a copy when new; RLG_INTERN_FAIL when out of memory. */
 uint32_t	 intern_id(struct intern *in, const void *bytes, size_t len);
 
-/* The bytes of an id (NUL-terminated) and, when len is not NULL, their length. */
-const char	*intern_bytes(const struct intern *in, uint32_t id, size_t *len);
+/* The bytes of an id, NUL-terminated. */
+const char	*intern_bytes(const struct intern *in, uint32_t id);
 
 /*
  * A pair of optional strings (rule and key) as one id: a or b may be NULL,
@@ -42,8 +42,5 @@ void		 intern_pair_get(const struct intern *in, uint32_t id,
 
 /* Frees everything; in may be zeroed or half-built. */
 void		 intern_free(struct intern *in);
-
-/* 64-bit FNV-1a, also used for other hash tables in reports/. */
-uint64_t	 intern_hash(const void *bytes, size_t len);
 
 #endif

@@ -484,6 +484,5 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 			    t->v[i].total, 100.0 * ratio(&t->v[i]));
 		break;
 	}
-	(void)m;
 	return ferror(fp) ? -1 : 0;
 }

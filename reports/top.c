@@ -56,7 +56,11 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 		filter_sql(f, sql, sizeof(sql));
 		if ((st = db_prepare(&dbs->v[i], sql, err, errlen)) == NULL)
 			goto out;
-		filter_bind(f, st);
+		if (filter_bind(f, st) == -1) {
+			snprintf(err, errlen, "%s: cannot bind the filter", dbs->v[i].path);
+			sqlite3_finalize(st);
+			goto out;
+		}
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			const char *rule = (const char *)sqlite3_column_text(st, 0);
 			const char *key = (const char *)sqlite3_column_text(st, 1);

@@ -64,28 +64,12 @@ struct ctx {
 	const struct filter *f;
 	size_t		 vcap;
 	int		 oom;
-	/* fixed_window collects into a scratch list first (see check_fixed). */
-	struct violation *tmp;
-	size_t		 ntmp, tmpcap;
-	int		 to_tmp;
 };
 
 int64_t
 verify_default_precision(int64_t window_ms)
 {
 	return conf_default_precision(window_ms);
-}
-
-static const char *
-fmt_time(int64_t ms, char buf[RLG_TIME_LEN])
-{
-	return window_format_time(ms, buf);
-}
-
-static const char *
-fmt_dur(int64_t ms, char *buf, size_t len)
-{
-	return window_format_duration(ms, buf, len);
 }
 
 /* A bound to the us: "1.999999", "2", "40.5" (never rounded up to look kept). */
@@ -110,29 +94,25 @@ add(struct ctx *c, const struct pinfo *p, uint32_t kid, const char *check,
     int64_t from_ms, int64_t to_ms, int64_t admitted, int64_t decisions,
     const char *allowed, const char *fmt, ...)
 {
-	struct violation **vv = c->to_tmp ? &c->tmp : &c->v->v;
-	size_t *n = c->to_tmp ? &c->ntmp : &c->v->nv;
-	size_t *cap = c->to_tmp ? &c->tmpcap : &c->vcap;
 	struct violation *x;
 	va_list ap;
 
 	/* Kept when it touches [since, until); to_ms may equal from_ms. */
 	if (to_ms < c->f->since_ms || from_ms >= c->f->until_ms)
 		return;
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct violation *nv = realloc(*vv, ncap * sizeof(*nv));
+	if (c->v->nv == c->vcap) {
+		size_t ncap = c->vcap ? c->vcap * 2 : 64;
+		struct violation *nv = realloc(c->v->v, ncap * sizeof(*nv));
 
 		if (nv == NULL) {
 			c->oom = 1;
 			return;
 		}
-		*vv = nv;
-		*cap = ncap;
+		c->v->v = nv;
+		c->vcap = ncap;
 	}
-	x = &(*vv)[(*n)++];
+	x = &c->v->v[c->v->nv++];
 	memset(x, 0, sizeof(*x));
-	x->rule = p->rule;
 	intern_pair_get(&c->p->keys, kid, &x->rule, &x->key);
 	x->algorithm = p->algname;
 	x->limit = p->limit;
@@ -377,8 +357,10 @@ check_fixed_pass(struct ctx *c, struct fw *w, const struct pinfo *p, uint32_t ki
 		snprintf(d, sizeof(d), "%lld", (long long)N);
 		add(c, p, kid, "window", w->gms[dead_g], w->gms[dead_g] + W, dead_load, 1, d,
 		    "window [%s, %s) (%s from its first decision) admitted %lld, limit %lld",
-		    fmt_time(w->gms[dead_g], t1), fmt_time(w->gms[dead_g] + W, t2),
-		    fmt_dur(W, dw, sizeof(dw)), (long long)dead_load, (long long)N);
+		    window_format_time(w->gms[dead_g], t1),
+		    window_format_time(w->gms[dead_g] + W, t2),
+		    window_format_duration(W, dw, sizeof(dw)), (long long)dead_load,
+		    (long long)N);
 		/* Go on as if that window had been full. */
 		{
 			size_t ge = fw_lb(w, dead_g + 1, w->gms[dead_g] + W);
@@ -395,7 +377,7 @@ check_fixed(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
     uint32_t kid)
 {
 	struct fw w = { 0 };
-	size_t G = 0;
+	size_t G = 0, before = c->v->nv;
 
 	w.r = r;
 	w.gms = malloc(n * sizeof(*w.gms));
@@ -424,37 +406,22 @@ check_fixed(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
 	/*
 	 * First a narrow search (the usual case: one reconstruction fits);
 	 * only if that finds a violation after cutting alternatives short,
-	 * a wide one, so that a reported violation is a real one.
+	 * a wide one in its place, so that a reported violation is a real one.
+	 * (A violation owns no memory: dropping the narrow pass's is a count.)
 	 */
-	c->to_tmp = 1;
-	c->ntmp = 0;
 	if (check_fixed_pass(c, &w, p, kid, 16) == -1)
 		goto oom;
-	if (c->ntmp > 0 && w.dropped) {
-		c->ntmp = 0;
+	if (c->v->nv > before && w.dropped) {
+		c->v->nv = before;
 		if (check_fixed_pass(c, &w, p, kid, 1 << 20) == -1)
 			goto oom;
-		if (c->ntmp > 0 && w.dropped)
+		if (c->v->nv > before && w.dropped)
 			c->v->approximate = 1;
-	}
-	c->to_tmp = 0;
-	for (size_t i = 0; i < c->ntmp; i++) {
-		if (c->v->nv == c->vcap) {
-			size_t ncap = c->vcap ? c->vcap * 2 : 64;
-			struct violation *nv = realloc(c->v->v, ncap * sizeof(*nv));
-
-			if (nv == NULL)
-				goto oom;
-			c->v->v = nv;
-			c->vcap = ncap;
-		}
-		c->v->v[c->v->nv++] = c->tmp[i];
 	}
 	goto out;
 oom:
 	c->oom = 1;
 out:
-	c->to_tmp = 0;
 	free(w.gms);
 	free(w.gcost);
 	free(w.P);
@@ -498,7 +465,8 @@ episode_extend(struct episode *e, int64_t first_ms, int64_t last_ms,
  * as its ms stamp is a consistent choice, and under it an interval holds
  * the same decisions as the ms interval; two decisions stamped less than
  * W ms apart are less than W apart whatever their true times. So the check
- * on ms stamps is exact: decisions stamped within W - 1 ms of each other.
+ * on ms stamps is exact: decisions stamped within W - 1 ms of each other,
+ * which is check_blocks with blocks of 1 ms.
  */
 static void
 log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
@@ -512,38 +480,11 @@ log_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e)
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "interval", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "interval (%s - %s, %s] admitted %lld, limit %lld (%lld decision%s over "
-	    "the limit from %s to %s)", fmt_time(e->b_ms - 1, t1), fmt_dur(p->window_ms,
-	    d, sizeof(d)), fmt_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
+	    "the limit from %s to %s)", window_format_time(e->b_ms - 1, t1),
+	    window_format_duration(p->window_ms, d, sizeof(d)),
+	    window_format_time(e->b_ms - 1, t2), (long long)e->worst_admitted,
 	    (long long)p->limit, (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
-}
-
-static void
-check_log(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
-    uint32_t kid)
-{
-	struct episode e = { 0 };
-	int64_t sum = 0, W = p->window_ms;
-	size_t i = 0, j = 0;
-
-	while (j < n) {
-		int64_t t = r[j].ts, rows = 0;
-
-		for (; j < n && r[j].ts == t; j++, rows++)
-			sum += r[j].cost;
-		for (; r[i].ts <= t - W; i++)
-			sum -= r[i].cost;
-		if (sum > p->limit) {
-			episode_extend(&e, t, t, rows, 0);
-			if (sum > e.worst_admitted) {
-				e.worst_admitted = sum;
-				e.a_ms = t - W + 1;
-				e.b_ms = t + 1;
-			}
-		} else
-			log_flush(c, p, kid, &e);
-	}
-	log_flush(c, p, kid, &e);
+	    window_format_time(e->first_ms, t3), window_format_time(e->last_ms, t4));
 }
 
 /*
@@ -563,19 +504,29 @@ blocks_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	snprintf(lim, sizeof(lim), "%lld", (long long)p->limit);
 	add(c, p, kid, "blocks", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "blocks [%s, %s) (%lld of %s, precision from %s) admitted %lld, limit %lld "
-	    "(%lld decision%s over the limit from %s to %s)", fmt_time(e->a_ms, t1),
-	    fmt_time(e->b_ms, t2), (long long)(p->window_ms / p->precision_ms),
-	    fmt_dur(p->precision_ms, d, sizeof(d)), p->precision_from,
+	    "(%lld decision%s over the limit from %s to %s)",
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)(p->window_ms / p->precision_ms),
+	    window_format_duration(p->precision_ms, d, sizeof(d)), p->precision_from,
 	    (long long)e->worst_admitted, (long long)p->limit, (long long)e->decisions,
-	    e->decisions == 1 ? "" : "s", fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    e->decisions == 1 ? "" : "s", window_format_time(e->first_ms, t3),
+	    window_format_time(e->last_ms, t4));
 }
 
+typedef void flush_fn(struct ctx *, const struct pinfo *, uint32_t, struct episode *);
+
+/*
+ * Any nb = W / P consecutive blocks of P ms admit at most limit; flush
+ * reports an episode. sliding_window: P is the precision, flush
+ * blocks_flush. sliding_log: P = 1, flush log_flush (a block is one ms, so
+ * the nb blocks ending in ms t are the ms interval (t - W, t]).
+ */
 static void
 check_blocks(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p,
-    uint32_t kid)
+    uint32_t kid, int64_t P, flush_fn *flush)
 {
 	struct episode e = { 0 };
-	int64_t P = p->precision_ms, nb = p->window_ms / P, sum = 0;
+	int64_t nb = p->window_ms / P, sum = 0;
 	size_t i = 0, j = 0;
 
 	if (nb < 1)
@@ -595,9 +546,9 @@ check_blocks(struct ctx *c, const struct rec *r, size_t n, const struct pinfo *p
 				e.b_ms = (k + 1) * P;
 			}
 		} else
-			blocks_flush(c, p, kid, &e);
+			flush(c, p, kid, &e);
 	}
-	blocks_flush(c, p, kid, &e);
+	flush(c, p, kid, &e);
 }
 
 /*
@@ -625,11 +576,12 @@ bucket_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode 
 	add(c, p, kid, "bucket", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "from %s to %s (%lld ms) admitted %lld, the bucket allows %s (burst %lld "
 	    "+ %lld.999 ms x %lld per %s) (%lld decision%s over it from %s to %s)",
-	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)span,
-	    (long long)e->worst_admitted, lim, (long long)p->burst, (long long)span,
-	    (long long)p->limit, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->first_ms, t3), fmt_time(e->last_ms, t4));
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)span, (long long)e->worst_admitted, lim, (long long)p->burst,
+	    (long long)span, (long long)p->limit,
+	    window_format_duration(p->window_ms, d, sizeof(d)), (long long)e->decisions,
+	    e->decisions == 1 ? "" : "s", window_format_time(e->first_ms, t3),
+	    window_format_time(e->last_ms, t4));
 }
 
 static void
@@ -694,11 +646,12 @@ spacing_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode
 	    "departures stamped %s and %s are %lld ms apart (under %lld.999 ms "
 	    "however the ms were truncated), but the %lld cost unit%s leaving first "
 	    "need %.3f ms at %lld per %s (%lld decision%s left too early, until %s)",
-	    fmt_time(e->a_ms, t1), fmt_time(e->b_ms, t2), (long long)(e->b_ms - e->a_ms),
-	    (long long)(e->b_ms - e->a_ms + 1), (long long)e->worst_admitted,
-	    e->worst_admitted == 1 ? "" : "s", need, (long long)p->limit,
-	    fmt_dur(p->window_ms, d, sizeof(d)), (long long)e->decisions,
-	    e->decisions == 1 ? "" : "s", fmt_time(e->last_ms, t3));
+	    window_format_time(e->a_ms, t1), window_format_time(e->b_ms, t2),
+	    (long long)(e->b_ms - e->a_ms), (long long)(e->b_ms - e->a_ms + 1),
+	    (long long)e->worst_admitted, e->worst_admitted == 1 ? "" : "s", need,
+	    (long long)p->limit, window_format_duration(p->window_ms, d, sizeof(d)),
+	    (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    window_format_time(e->last_ms, t3));
 }
 
 static void
@@ -714,10 +667,11 @@ wait_flush(struct ctx *c, const struct pinfo *p, uint32_t kid, struct episode *e
 	fmt_dec(maxw, lim, sizeof(lim));
 	add(c, p, kid, "wait", e->a_ms, e->b_ms, e->worst_admitted, e->decisions, lim,
 	    "admitted at %s with delay %lld ms, more than burst %lld x %s / %lld = %s ms "
-	    "(%lld decision%s waited too long, until %s)", fmt_time(e->a_ms, t1),
-	    (long long)e->extra, (long long)p->burst, fmt_dur(p->window_ms, d, sizeof(d)),
-	    (long long)p->limit, lim, (long long)e->decisions, e->decisions == 1 ? "" : "s",
-	    fmt_time(e->last_ms, t2));
+	    "(%lld decision%s waited too long, until %s)", window_format_time(e->a_ms, t1),
+	    (long long)e->extra, (long long)p->burst,
+	    window_format_duration(p->window_ms, d, sizeof(d)), (long long)p->limit,
+	    lim, (long long)e->decisions, e->decisions == 1 ? "" : "s",
+	    window_format_time(e->last_ms, t2));
 }
 
 static int
@@ -803,7 +757,7 @@ param_id(struct priv *pv, const char *rule, const char *alg, int64_t limit,
 		return RLG_INTERN_FAIL;
 	if (id == pv->npi) {
 		struct pinfo *pi;
-		const char *b = intern_bytes(&pv->params, id, NULL);
+		const char *b = intern_bytes(&pv->params, id);
 
 		if (pv->npi == pv->pcap) {
 			size_t ncap = pv->pcap ? pv->pcap * 2 : 16;
@@ -871,7 +825,10 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	filter_sql(&f, sql, sizeof(sql));
 	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
 		return -1;
-	filter_bind(&f, st);
+	if (filter_bind(&f, st) == -1) {
+		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
+		goto out;
+	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rule = (const char *)sqlite3_column_text(st, 0);
 		const char *key = (const char *)sqlite3_column_text(st, 1);
@@ -1110,10 +1067,10 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 			check_fixed(&c, r, j - i, p, r->kid);
 			break;
 		case RLG_SLIDING_LOG:
-			check_log(&c, r, j - i, p, r->kid);
+			check_blocks(&c, r, j - i, p, r->kid, 1, log_flush);
 			break;
 		case RLG_SLIDING_WINDOW:
-			check_blocks(&c, r, j - i, p, r->kid);
+			check_blocks(&c, r, j - i, p, r->kid, p->precision_ms, blocks_flush);
 			break;
 		case RLG_TOKEN_BUCKET:
 		case RLG_GCRA:
@@ -1145,13 +1102,11 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 	qsort(v->rules, v->nrules, sizeof(*v->rules), cmp_rule);
 	if (v->nv > 0)
 		qsort(v->v, v->nv, sizeof(*v->v), cmp_violation);
-	free(c.tmp);
 	/* The records are not needed any more; the strings are. */
 	free(pv->recs);
 	pv->recs = NULL;
 	return 0;
 oom:
-	free(c.tmp);
 	snprintf(err, errlen, "out of memory");
 	return -1;
 }

@@ -127,7 +127,7 @@ static size_t
 replay(enum rlg_algorithm alg, int64_t limit, int64_t window_ms, int64_t burst,
     int64_t precision_ms, const int64_t *ts, const int64_t *delay, size_t n)
 {
-	struct ctx c = { &V, &P, &F, 0, 0, NULL, 0, 0, 0 };
+	struct ctx c = { &V, &P, &F, 0, 0 };
 	struct pinfo p = { "r", conf_algorithm_name(alg), (int)alg, limit, window_ms,
 	    burst, precision_ms, "test", 0, 0, 0, 0, 0 };
 	struct rec r[64];
@@ -141,12 +141,11 @@ replay(enum rlg_algorithm alg, int64_t limit, int64_t window_ms, int64_t burst,
 		r[i] = (struct rec){ BASE + ts[i], kid, 0, (uint32_t)i, 1, delay ? delay[i] : 0 };
 	switch (alg) {
 	case RLG_FIXED_WINDOW:	check_fixed(&c, r, n, &p, kid); break;
-	case RLG_SLIDING_LOG:	check_log(&c, r, n, &p, kid); break;
-	case RLG_SLIDING_WINDOW: check_blocks(&c, r, n, &p, kid); break;
+	case RLG_SLIDING_LOG:	check_blocks(&c, r, n, &p, kid, 1, log_flush); break;
+	case RLG_SLIDING_WINDOW: check_blocks(&c, r, n, &p, kid, precision_ms, blocks_flush); break;
 	case RLG_LEAKY_BUCKET:	check_leaky(&c, r, n, &p, kid); break;
 	default:		check_bucket(&c, r, n, &p, kid); break;
 	}
-	free(c.tmp);
 	assert_false(c.oom);
 	return V.nv;
 }
