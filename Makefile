@@ -27,8 +27,8 @@ endif
 # The gateway, one file per concern, in the order a request goes through them;
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
-GATEWAY	 = fcgi/main.c
-LIB_SRCS = fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
+GATEWAY	 = fcgi/main.c fcgi/events.c
+LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
 	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
@@ -122,7 +122,7 @@ FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz_*.c))
 FUZZ_BINS	 = $(FUZZ_SRCS:.c=)
 FUZZ_LIB_OBJS	 = fcgi/conf.fz.o fcgi/request.fz.o fcgi/rule.fz.o \
-		   fcgi/respond.fz.o fcgi/log.fz.o
+		   fcgi/respond.fz.o fcgi/log.fz.o fcgi/wire.fz.o
 .SECONDARY: $(FUZZ_LIB_OBJS) $(FUZZ_SRCS:.c=.fz.o)
 
 %.fz.o: %.c

@@ -62,7 +62,7 @@ static const char *const section_names[] = {
 
 /* Every key of the file; the order of keys[] below. */
 enum key_id {
-	K_LISTEN, K_WORKERS, K_DENY_STATUS, K_HEADERS, K_TRUSTED, K_LOG_LEVEL,
+	K_LISTEN, K_ENGINE, K_WORKERS, K_DENY_STATUS, K_HEADERS, K_TRUSTED, K_LOG_LEVEL,
 	K_GATEWAY_DRY_RUN, K_STATUS_PATH, K_STATUS_ALLOW,
 	K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
 	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR,
@@ -134,6 +134,12 @@ static const struct enum_name yes_no[] = {
 	{ "yes", 1, 0 }, { "no", 0, 0 },
 	{ "true", 1, 1 }, { "false", 0, 1 }, { "on", 1, 1 }, { "off", 0, 1 },
 	{ "1", 1, 1 }, { "0", 0, 1 },
+	{ NULL, 0, 0 }
+};
+
+static const struct enum_name engines[] = {
+	{ "events", RLG_ENGINE_EVENTS, 0 },
+	{ "threads", RLG_ENGINE_THREADS, 0 },
 	{ NULL, 0, 0 }
 };
 
@@ -224,6 +230,8 @@ static int	set_cost(struct loader *, const struct key *, void *,
 static const struct key keys[NKEYS] = {
 	[K_LISTEN] = { S_GATEWAY, "listen", set_address, C(listen),
 	    0, 0, NULL, NULL, 0 },
+	[K_ENGINE] = { S_GATEWAY, "engine", set_enum, C(engine),
+	    0, 0, engines, "an engine", 0 },
 	[K_WORKERS] = { S_GATEWAY, "workers", set_int, C(workers),
 	    1, 1024, NULL, NULL, 0 },
 	[K_DENY_STATUS] = { S_GATEWAY, "deny_status", set_int,
@@ -1869,7 +1877,8 @@ conf_new(struct loader *l, const char *path)
 	}
 	/* Lets holders tell configurations apart without comparing them. */
 	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
-	c->workers = 16;
+	c->engine = RLG_ENGINE_EVENTS;
+	c->workers = 0;		/* the engine's default: conf_workers() */
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;
 	c->log_level = RLG_LOG_INFO;

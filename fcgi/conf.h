@@ -54,6 +54,12 @@ enum rlg_param {
 	RLG_PARAM_PRECISION
 };
 
+/* How requests are served: [gateway] engine. */
+enum rlg_engine {
+	RLG_ENGINE_EVENTS,	/* a few epoll loops, requests batched */
+	RLG_ENGINE_THREADS	/* one request per thread (FCGX_Accept_r) */
+};
+
 enum rlg_headers {
 	RLG_HEADERS_IETF,
 	RLG_HEADERS_LEGACY,
@@ -163,7 +169,8 @@ struct conf {
 
 	/* [gateway] */
 	char			*listen;	/* NULL = the socket on fd 0 */
-	int			 workers;
+	enum rlg_engine		 engine;
+	int			 workers;	/* 0: the engine's default */
 	int			 deny_status;
 	enum rlg_headers	 headers;
 	struct cidr		*trusted;

@@ -35,6 +35,8 @@ struct limiter {
 	char		 sha[RLG_ALGORITHM_COUNT][41];
 	char		 refused[256];	/* why Redis refused a call */
 	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
+	size_t		*idx;		/* limiter_decide()'s lists: 2 n */
+	size_t		 idx_cap;
 };
 
 /* Shared by all workers of the process: is Redis down, until when. */
@@ -83,6 +85,7 @@ limiter_free(struct limiter *l)
 	if (l == NULL)
 		return;
 	disconnect(l);
+	free(l->idx);
 	free(l);
 }
 
@@ -544,7 +547,7 @@ int
 limiter_decide(struct limiter *l, const struct conf *c,
     const struct match *m, size_t n, struct verdict *v)
 {
-	size_t i, retry[RLG_MAX_MATCHES], nretry = 0;
+	size_t i, *retry, *todo, nretry = 0;
 	long long sent;
 	int rc, pass;
 	char err[256];
@@ -552,8 +555,16 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	memset(v, 0, n * sizeof(*v));
 	if (n == 0)
 		return 0;
-	if (n > RLG_MAX_MATCHES)
-		return -1;
+	if (2 * n > l->idx_cap) {
+		size_t *p = realloc(l->idx, 2 * n * sizeof(*p));
+
+		if (p == NULL)
+			return -1;
+		l->idx = p;
+		l->idx_cap = 2 * n;
+	}
+	retry = l->idx;
+	todo = l->idx + n;
 	/* Denials the deny cache remembers need no round trip. */
 	sent = mono_us();
 	for (i = 0; i < n; i++)
@@ -567,7 +578,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
 	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
 	for (pass = 0; pass < 2 && nretry > 0; pass++) {
-		size_t todo[RLG_MAX_MATCHES], ntodo = nretry;
+		size_t ntodo = nretry;
 
 		memcpy(todo, retry, nretry * sizeof(*todo));
 		nretry = 0;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@
 #include "clock.h"
 #include "conf.h"
 #include "denycache.h"
+#include "events.h"
+#include "gateway.h"
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
@@ -40,25 +43,15 @@
 
 extern char **environ;
 
-/* A configuration in use; freed when the last request using it is done. */
-struct generation {
-	struct conf	*conf;
-	int		 refs;		/* requests using it, +1 if current */
-	long long	 number;	/* 1 at start, +1 per reload */
-	long long	 loaded_ms;	/* installed at, ms since epoch */
-};
-
 struct worker {
 	pthread_t	 thread;
-	int		 joined;	/* at shutdown */
 	struct limiter	*limiter;
 	FCGX_Request	 fcgi;
 	char		*out;		/* RLG_MAX_RESPONSE bytes */
 	struct match	 m[RLG_MAX_MATCHES];
 	struct verdict	 v[RLG_MAX_MATCHES];
 	struct metrics_worker *metrics;
-	char		*status;	/* status page, grown as needed */
-	size_t		 status_cap;
+	struct page	 status;	/* status page, grown as needed */
 };
 
 static pthread_mutex_t	 gen_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,7 +60,8 @@ static struct audit	*audit;
 static int		 listen_fd = -1;
 static atomic_int	 stopping;
 static long long	 generations;	/* under gen_lock */
-static int		 nworkers;
+int			 gateway_threads;
+static enum rlg_engine	 engine;
 
 static void
 usage(FILE *f)
@@ -83,7 +77,7 @@ usage(FILE *f)
 	    "  -h       print this help\n", RLG_DEFAULT_CONF);
 }
 
-static struct generation *
+struct generation *
 gen_acquire(void)
 {
 	struct generation *g;
@@ -95,7 +89,7 @@ gen_acquire(void)
 	return g;
 }
 
-static void
+void
 gen_release(struct generation *g)
 {
 	int last;
@@ -126,6 +120,23 @@ gen_install(struct conf *c)
 	pthread_mutex_unlock(&gen_lock);
 	if (old != NULL)
 		gen_release(old);
+}
+
+/* The number of threads c asks for: workers, or the engine's default (a
+ * loop per CPU, or 16 threads). */
+static int
+threads_of(const struct conf *c)
+{
+	cpu_set_t cpus;
+
+	if (c->workers > 0)
+		return c->workers;
+	if (c->engine == RLG_ENGINE_THREADS)
+		return 16;
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
+	    CPU_COUNT(&cpus) > 0)
+		return CPU_COUNT(&cpus);
+	return 1;
 }
 
 /* Every rule needs its algorithm's script in this binary. */
@@ -245,41 +256,59 @@ sleep_ms(long long ms)
 		;
 }
 
-/*
- * Decides one request and writes its reply into out. Returns the reply's
- * length; d is left filled for the caller (CGI mode needs it).
- */
-static size_t
-serve(const struct conf *c, struct limiter *lim, char **envp,
-    struct request *req, struct decision *d, struct match *m,
-    struct verdict *v, char *out)
+void
+job_begin(struct job *j, const struct conf *c, char **envp, struct match *m,
+    struct verdict *v)
 {
-	long long start = mono_us();
 	const char *errstr = NULL;
-	int bad_status, n = 0;
+	int n = 0;
+
+	memset(&j->d, 0, sizeof(j->d));
+	j->start_us = mono_us();
+	j->d.conf = c;
+	j->d.req = &j->req;
+	j->d.m = m;
+	j->d.v = v;
+	j->bad_status = request_init(&j->req, envp, c, &errstr);
+	if (j->bad_status != 0)
+		j->d.bad_detail = errstr;
+	else if ((n = rule_match(c, &j->req, m, RLG_MAX_MATCHES,
+	    &j->d.bad_rule, &errstr)) == -1) {
+		j->d.bad_detail = errstr;
+		n = 0;
+	}
+	j->d.n = (size_t)n;
+}
+
+size_t
+job_end(struct job *j, char *out)
+{
 	size_t len;
 
-	memset(d, 0, sizeof(*d));
-	d->conf = c;
-	d->req = req;
-	d->m = m;
-	d->v = v;
-	bad_status = request_init(req, envp, c, &errstr);
-	if (bad_status != 0)
-		d->bad_detail = errstr;
-	else if ((n = rule_match(c, req, m, RLG_MAX_MATCHES, &d->bad_rule,
-	    &errstr)) == -1) {
-		d->bad_detail = errstr;
-		n = 0;
-	} else if (n > 0)
-		limiter_decide(lim, c, m, (size_t)n, v);
-	d->n = (size_t)n;
-	respond_decide(d, bad_status);
-	len = respond_write(d, out, RLG_MAX_RESPONSE);
-	record(d, mono_us() - start);
+	respond_decide(&j->d, j->bad_status);
+	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
+	record(&j->d, mono_us() - j->start_us);
+	return len;
+}
+
+/*
+ * Decides one request and writes its reply into out, the threads' way:
+ * one round trip, then leaky_bucket's wait in this thread. Returns the
+ * reply's length; j is left filled for the caller (CGI mode needs it).
+ */
+static size_t
+serve(const struct conf *c, struct limiter *lim, char **envp, struct job *j,
+    struct match *m, struct verdict *v, char *out)
+{
+	size_t len;
+
+	job_begin(j, c, envp, m, v);
+	if (j->d.n > 0)
+		limiter_decide(lim, c, m, j->d.n, v);
+	len = job_end(j, out);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
-	if (d->allowed && d->delay_ms > 0)
-		sleep_ms(d->delay_ms);
+	if (j->d.allowed && j->d.delay_ms > 0)
+		sleep_ms(j->d.delay_ms);
 	return len;
 }
 
@@ -291,7 +320,7 @@ process_numbers(struct metrics_process *p)
 	long long now = wall_ms();
 
 	memset(p, 0, sizeof(*p));
-	p->workers = nworkers;
+	p->workers = gateway_threads;
 	p->audit = audit != NULL;
 	audit_stats(audit, &st);
 	p->audit_written = st.written;
@@ -307,14 +336,38 @@ process_numbers(struct metrics_process *p)
 	p->deny_cache_entries = denycache_size();
 }
 
-static void
-status_reply(struct worker *w, int status, const char *type,
-    const char *body, size_t len)
+/* Room for n bytes in p. */
+static int
+page_room(struct page *p, size_t n)
 {
-	FCGX_FPrintF(w->fcgi.out, "Status: %d %s\r\nContent-Type: %s\r\n"
+	char *bigger;
+
+	if (n <= p->cap)
+		return 0;
+	if ((bigger = realloc(p->buf, n + 4096)) == NULL)
+		return -1;
+	p->buf = bigger;
+	p->cap = n + 4096;
+	return 0;
+}
+
+/*
+ * Puts the headers of a status page in front of its body, which is
+ * body_len bytes at p->buf + PAGE_HEAD. Returns the reply's length.
+ */
+#define PAGE_HEAD	128
+static size_t
+page_reply(struct page *p, int status, const char *type, size_t body_len)
+{
+	char head[PAGE_HEAD];
+	int n;
+
+	n = snprintf(head, sizeof(head), "Status: %d %s\r\nContent-Type: %s\r\n"
 	    "Cache-Control: no-store\r\n\r\n", status,
 	    respond_reason_phrase(status), type);
-	FCGX_PutStr(body, (int)len, w->fcgi.out);
+	memmove(p->buf + n, p->buf + PAGE_HEAD, body_len);
+	memcpy(p->buf, head, (size_t)n);
+	return (size_t)n + body_len;
 }
 
 /*
@@ -322,81 +375,85 @@ status_reply(struct worker *w, int status, const char *type,
  * status_allow clients, when the web server maps the path to rlgate as a
  * responder. Asked as an authorizer about such a path (lighttpd asks its
  * "/" authorizer before it runs the responder), rlgate says "go on" with
- * no decision and no audit row: a scrape is never rate-limited. Returns 1
- * when it answered the request, 0 when the request is not for it (the
- * caller decides it).
+ * no decision and no audit row: a scrape is never rate-limited. Returns
+ * the length of the reply it wrote into p, or 0 when the request is not
+ * for it (the caller decides it).
  */
-static int
-serve_status(struct worker *w, const struct conf *c)
+size_t
+status_page(const struct conf *c, char **envp, struct limiter *l,
+    struct page *p)
 {
+	static const char go_on[] = "Status: 200 OK\r\n\r\n";
 	const char *uri, *errstr, *sub;
 	struct metrics_health h;
 	struct request req;
 	unsigned char addr[16];
-	char ip[INET6_ADDRSTRLEN], err[256], page[4096];
-	size_t n = strlen(c->status_path), len;
+	char ip[INET6_ADDRSTRLEN], err[256], *body;
+	size_t n, len, room;
 	int family, healthy;
 
-	/* The cheap test first: most requests are not for it. */
-	uri = FCGX_GetParam("REQUEST_URI", w->fcgi.envp);
+	/* The cheap tests first: most requests are not for it. */
+	if (c->status_path == NULL)
+		return 0;
+	n = strlen(c->status_path);
+	uri = FCGX_GetParam("REQUEST_URI", envp);
 	if (uri == NULL || strncmp(uri, c->status_path, n) != 0)
 		return 0;
-	if (request_init(&req, w->fcgi.envp, c, &errstr) != 0 ||
+	if (request_init(&req, envp, c, &errstr) != 0 ||
 	    strncmp(req.path, c->status_path, n) != 0 ||
 	    (req.path[n] != '\0' && req.path[n] != '/'))
 		return 0;
+	if (page_room(p, PAGE_HEAD + 4096) == -1)
+		return 0;
 	if (req.role == RLG_ROLE_AUTHORIZER) {
-		FCGX_FPrintF(w->fcgi.out, "Status: 200 OK\r\n\r\n");
-		return 1;
+		memcpy(p->buf, go_on, sizeof(go_on) - 1);
+		return sizeof(go_on) - 1;
 	}
 	sub = req.path + n;
+	body = p->buf + PAGE_HEAD;
+	room = p->cap - PAGE_HEAD;
 	family = request_parse_ip(req.ip, strlen(req.ip), addr, ip);
 	if (family == -1 || !conf_in_cidrs(c->status_allow, c->nstatus_allow,
 	    family, addr)) {
-		len = (size_t)snprintf(page, sizeof(page), "{\"type\":"
+		len = (size_t)snprintf(body, room, "{\"type\":"
 		    "\"about:blank\",\"title\":\"Forbidden\",\"status\":403,"
 		    "\"detail\":\"the status endpoint answers only the "
 		    "addresses in [gateway] status_allow\"}\n");
-		status_reply(w, 403, "application/problem+json", page, len);
-	} else if (strcmp(sub, "/metrics") == 0) {
-		struct metrics_process p;
+		return page_reply(p, 403, "application/problem+json", len);
+	}
+	if (strcmp(sub, "/metrics") == 0) {
+		struct metrics_process mp;
 
-		process_numbers(&p);
-		while ((len = metrics_prometheus(&p, w->status,
-		    w->status_cap)) >= w->status_cap) {
-			char *bigger = realloc(w->status, len + 4096);
-
-			if (bigger == NULL) {
-				len = w->status_cap > 0 ? w->status_cap - 1 : 0;
+		process_numbers(&mp);
+		while ((len = metrics_prometheus(&mp, p->buf + PAGE_HEAD,
+		    p->cap - PAGE_HEAD)) >= p->cap - PAGE_HEAD)
+			if (page_room(p, PAGE_HEAD + len + 1) == -1) {
+				len = p->cap - PAGE_HEAD - 1;
 				break;
 			}
-			w->status = bigger;
-			w->status_cap = len + 4096;
-		}
-		status_reply(w, 200, "text/plain; version=0.0.4; charset=utf-8",
-		    w->status, len);
-	} else if (strcmp(sub, "/health") == 0) {
+		return page_reply(p, 200,
+		    "text/plain; version=0.0.4; charset=utf-8", len);
+	}
+	if (strcmp(sub, "/health") == 0) {
 		memset(&h, 0, sizeof(h));
 		h.version = RLG_VERSION;
 		h.redis_address = c->redis_address;
-		h.redis_ok = limiter_ping(w->limiter, c, &h.redis_latency_us,
-		    err, sizeof(err)) == 0;
+		h.redis_ok = limiter_ping(l, c, &h.redis_latency_us, err,
+		    sizeof(err)) == 0;
 		h.redis_error = err;
 		process_numbers(&h.p);
 		h.config_path = c->path;
 		h.rules = c->nrules;
 		h.audit_lag_max_ms = RLG_HEALTH_AUDIT_LAG_MS;
-		len = metrics_health_json(&h, page, sizeof(page), &healthy);
-		status_reply(w, healthy ? 200 : 503, "application/json", page,
+		len = metrics_health_json(&h, body, room, &healthy);
+		return page_reply(p, healthy ? 200 : 503, "application/json",
 		    len);
-	} else {
-		len = (size_t)snprintf(page, sizeof(page), "{\"type\":"
-		    "\"about:blank\",\"title\":\"Not Found\",\"status\":404,"
-		    "\"detail\":\"try %s/health or %s/metrics\"}\n",
-		    c->status_path, c->status_path);
-		status_reply(w, 404, "application/problem+json", page, len);
 	}
-	return 1;
+	len = (size_t)snprintf(body, room, "{\"type\":"
+	    "\"about:blank\",\"title\":\"Not Found\",\"status\":404,"
+	    "\"detail\":\"try %s/health or %s/metrics\"}\n",
+	    c->status_path, c->status_path);
+	return page_reply(p, 404, "application/problem+json", len);
 }
 
 /*
@@ -443,8 +500,7 @@ worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct generation *g;
-	struct decision d;
-	struct request req;
+	struct job j;
 	size_t len;
 
 	if (FCGX_InitRequest(&w->fcgi, listen_fd, 0) != 0) {
@@ -461,11 +517,14 @@ worker_main(void *arg)
 		}
 		metrics_busy(w->metrics, 1);
 		g = gen_acquire();
-		if (g->conf->status_path == NULL || !serve_status(w, g->conf)) {
-			len = serve(g->conf, w->limiter, w->fcgi.envp, &req, &d,
+		if ((len = status_page(g->conf, w->fcgi.envp, w->limiter,
+		    &w->status)) > 0)
+			FCGX_PutStr(w->status.buf, (int)len, w->fcgi.out);
+		else {
+			len = serve(g->conf, w->limiter, w->fcgi.envp, &j,
 			    w->m, w->v, w->out);
 			FCGX_PutStr(w->out, (int)len, w->fcgi.out);
-			metrics_decided(w->metrics, &d);
+			metrics_decided(w->metrics, &j.d);
 		}
 		gen_release(g);
 		finish(&w->fcgi);
@@ -473,6 +532,66 @@ worker_main(void *arg)
 	}
 	FCGX_Free(&w->fcgi, 1);
 	return NULL;
+}
+
+static struct worker	*workers;
+
+static int
+threads_start(int n)
+{
+	if (FCGX_Init() != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((workers = calloc((size_t)n, sizeof(*workers))) == NULL)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		workers[i].limiter = limiter_new();
+		workers[i].out = malloc(RLG_MAX_RESPONSE);
+		workers[i].metrics = metrics_worker_new();
+		if (workers[i].limiter == NULL || workers[i].out == NULL ||
+		    workers[i].metrics == NULL) {
+			errno = ENOMEM;
+			return -1;
+		}
+		limiter_set_metrics(workers[i].limiter, workers[i].metrics);
+		if ((errno = pthread_create(&workers[i].thread, NULL,
+		    worker_main, &workers[i])) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Returns the number of workers still running after timeout_s seconds. */
+static int
+threads_stop(int timeout_s)
+{
+	struct timespec deadline;
+	int i, late = 0;
+
+	atomic_store(&stopping, 1);
+	FCGX_ShutdownPending();
+	/* Wakes every FCGX_Accept_r blocked in accept(). */
+	shutdown(listen_fd, SHUT_RDWR);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += timeout_s;
+	for (i = 0; i < gateway_threads; i++) {
+		if (pthread_timedjoin_np(workers[i].thread, NULL,
+		    &deadline) != 0) {
+			log_warn("worker %d did not finish in %d s", i,
+			    timeout_s);
+			late++;
+			continue;
+		}
+		limiter_free(workers[i].limiter);
+		free(workers[i].out);
+		free(workers[i].status.buf);
+		metrics_worker_free(workers[i].metrics);
+	}
+	/* A worker still running uses its slot. */
+	if (late == 0)
+		free(workers);
+	return late;
 }
 
 /* unix:/path or host:port, opened by us: FCGX_OpenSocket exits on error. */
@@ -579,9 +698,11 @@ reload(const char *path)
 	 * limit applies to the next request. After the load, so that no
 	 * entry of a freed configuration's address can match the new one. */
 	denycache_clear();
-	if (old->workers != c->workers)
+	if (old->engine != c->engine)
+		log_warn("reload: engine changes only on restart");
+	if (threads_of(old) != threads_of(c))
 		log_warn("reload: workers changes only on restart (%d kept)",
-		    old->workers);
+		    gateway_threads);
 	if ((old->audit_database == NULL) != (c->audit_database == NULL) ||
 	    (old->audit_database != NULL &&
 	    strcmp(old->audit_database, c->audit_database) != 0))
@@ -599,8 +720,7 @@ run_cgi(struct conf *c)
 	struct verdict *v = calloc(RLG_MAX_MATCHES, sizeof(*v));
 	char *out = malloc(RLG_MAX_RESPONSE), errbuf[256], num[32];
 	struct respond_summary s;
-	struct decision d;
-	struct request req;
+	struct job j;
 	size_t len;
 
 	if (lim == NULL || m == NULL || v == NULL || out == NULL)
@@ -609,13 +729,13 @@ run_cgi(struct conf *c)
 	    c->audit_queue, c->audit_batch, c->audit_flush_interval_ms,
 	    errbuf, sizeof(errbuf))) == NULL)
 		log_error("audit: %s; this request is not recorded", errbuf);
-	len = serve(c, lim, environ, &req, &d, m, v, out);
+	len = serve(c, lim, environ, &j, m, v, out);
 	audit_close(audit, 5000);
 	limiter_free(lim);
-	if (d.allowed && c->cgi_upstream != NULL) {
+	if (j.d.allowed && c->cgi_upstream != NULL) {
 		/* Wrapper mode: become the protected program, which gets
 		 * our environment and the untouched stdin. */
-		if (respond_summary(&d, &s) == 0) {
+		if (respond_summary(&j.d, &s) == 0) {
 			setenv("RATELIMIT_POLICY", s.policy, 1);
 			snprintf(num, sizeof(num), "%lld", s.limit);
 			setenv("RATELIMIT_LIMIT", num, 1);
@@ -641,10 +761,9 @@ int
 main(int argc, char *argv[])
 {
 	const char *path = getenv("RLGATE_CONF"), *listen_addr = NULL;
-	struct worker *workers;
 	struct conf *c;
 	sigset_t sigs;
-	int ch, test = 0, sig, i, cgi, joined = 0;
+	int ch, test = 0, sig, i, cgi;
 	long long lost;
 
 	if (path == NULL || *path == '\0')
@@ -688,8 +807,6 @@ main(int argc, char *argv[])
 	}
 
 	listen_fd = listen_addr != NULL ? open_listener(listen_addr) : 0;
-	if (FCGX_Init() != 0)
-		fatal("FCGX_Init failed");
 	/* Signals are taken by sigwait() below, never by a worker. */
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit (ulimit -f, systemd LimitFSIZE) reached by the
@@ -718,24 +835,17 @@ main(int argc, char *argv[])
 			    "applies until it answers)", c->redis_address,
 			    errbuf);
 	}
-	nworkers = c->workers;
+	gateway_threads = threads_of(c);
+	engine = c->engine;
 	gen_install(c);
-	if ((workers = calloc((size_t)nworkers, sizeof(*workers))) == NULL)
-		fatal("out of memory");
-	for (i = 0; i < nworkers; i++) {
-		workers[i].limiter = limiter_new();
-		workers[i].out = malloc(RLG_MAX_RESPONSE);
-		workers[i].metrics = metrics_worker_new();
-		if (workers[i].limiter == NULL || workers[i].out == NULL ||
-		    workers[i].metrics == NULL)
-			fatal("out of memory");
-		limiter_set_metrics(workers[i].limiter, workers[i].metrics);
-		if ((errno = pthread_create(&workers[i].thread, NULL,
-		    worker_main, &workers[i])) != 0)
-			fatal("pthread_create: %s", strerror(errno));
-	}
-	log_info("rlgate %s: %d workers, %zu rules, listening on %s",
-	    RLG_VERSION, nworkers, c->nrules,
+	if ((engine == RLG_ENGINE_EVENTS ?
+	    events_start(listen_fd, gateway_threads) :
+	    threads_start(gateway_threads)) == -1)
+		fatal("cannot start the %s: %s", engine == RLG_ENGINE_EVENTS ?
+		    "event loops" : "workers", strerror(errno));
+	log_info("rlgate %s: %d %s, %zu rules, listening on %s",
+	    RLG_VERSION, gateway_threads, engine == RLG_ENGINE_EVENTS ?
+	    "event loops" : "workers", c->nrules,
 	    listen_addr != NULL ? listen_addr : "fd 0");
 
 	for (;;) {
@@ -748,49 +858,17 @@ main(int argc, char *argv[])
 		break;
 	}
 	log_info("signal %d: finishing requests in flight", sig);
-	atomic_store(&stopping, 1);
-	FCGX_ShutdownPending();
-	/* Wakes every FCGX_Accept_r blocked in accept(). */
-	shutdown(listen_fd, SHUT_RDWR);
-	for (i = 0; i < nworkers; i++) {
-		struct timespec deadline;
-
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += 10;
-		/* A kept-alive web-server connection can hold a worker in
-		 * read(); do not let it hold the exit forever. */
-		if (pthread_timedjoin_np(workers[i].thread, NULL,
-		    &deadline) != 0)
-			log_warn("worker %d did not finish in 10 s", i);
-		else {
-			workers[i].joined = 1;
-			limiter_free(workers[i].limiter);
-			free(workers[i].out);
-			free(workers[i].status);
-			metrics_worker_free(workers[i].metrics);
-			joined++;
-		}
-	}
-	/* A worker still running uses its slot and the configuration. */
-	if (joined == nworkers) {
-		free(workers);
+	/* A kept-alive web-server connection can hold a worker in read(),
+	 * a slow one a loop: do not let them hold the exit forever. */
+	if ((engine == RLG_ENGINE_EVENTS ? events_stop(10) :
+	    threads_stop(10)) == 0)
 		gen_release(current);
-	}
-	if (joined < nworkers) {
-		/* A worker may wait in audit_push on a full queue: release it
+	else {
+		/* One may wait in audit_push on a full queue: release it
 		 * (its push fails, the queued rows are still written), and
 		 * give it a moment before the audit handle goes away. */
 		audit_stop(audit);
-		for (i = 0; i < nworkers; i++) {
-			struct timespec deadline;
-
-			if (workers[i].joined)
-				continue;
-			clock_gettime(CLOCK_REALTIME, &deadline);
-			deadline.tv_sec += 1;
-			pthread_timedjoin_np(workers[i].thread, NULL,
-			    &deadline);
-		}
+		sleep_ms(1000);
 	}
 	/* audit_close() logs what it could not write. */
 	lost = audit_close(audit, 30000);

@@ -72,7 +72,15 @@ BASE=http://127.0.0.1:$HTTP_PORT
 
 seed_demo "spawn -F 4" "$BASE" org1 "$DB_B"
 check_denied "spawn -F 4" '"type":"https://iana.org/assignments/http-problem-types#quota-exceeded".*"violated-policies":\["user_list"\]'
-is "spawn -F 4: all four processes decided" 4 "$(procs_of "$DB_B")"
+# The threads engine's accept() hands connections round the waiting
+# threads of all four processes; an events loop that wakes takes every
+# connection waiting (EPOLLEXCLUSIVE wakes one idle loop), so a light load
+# may stay in fewer processes: nothing to assert there.
+if [ "${RLGATE_TEST_ENGINE:-events}" = threads ]; then
+	is "spawn -F 4: all four processes decided" 4 "$(procs_of "$DB_B")"
+else
+	echo "# spawn -F 4 (events): $(procs_of "$DB_B") of the 4 processes decided"
+fi
 
 # The protected CGI program: 3 per client per minute.
 for i in 1 2 3 4; do

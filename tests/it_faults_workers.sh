@@ -1,5 +1,6 @@
 #!/bin/bash
-# Workers exhausted, with real processes: rlgate with 2 workers behind
+# Workers exhausted, with real processes: rlgate (engine = threads: the
+# engine whose workers can all be busy) with 2 workers behind
 # lighttpd (conf/lighttpd.conf as shipped), 32 concurrent clients (ab), and
 # a slow Redis: another client keeps it busy with 20 ms Lua scripts back to
 # back, so every decision waits for Redis (but less than [redis] timeout).
@@ -23,6 +24,7 @@ echo "busy content" > "$DOCROOT/busy/item"
 
 cat > "$T/rlgate.ini" <<EOF
 [gateway]
+engine = threads
 workers = $WORKERS
 
 [redis]

@@ -264,7 +264,8 @@ test_sample_loads(void **state)
 	assert_non_null(c);
 	assert_null(errors);
 	assert_null(c->listen);
-	assert_int_equal(c->workers, 16);
+	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
+	assert_int_equal(c->workers, 0);	/* the engine's default */
 	assert_int_equal(c->deny_status, 429);
 	assert_int_equal(c->headers, RLG_HEADERS_IETF);
 	assert_int_equal(c->ntrusted, 0);
@@ -318,7 +319,8 @@ test_defaults(void **state)
 	(void)state;
 	c = load_ok("[rule:r]\nlimit = 5\nwindow = 1m\n");
 	assert_null(c->listen);
-	assert_int_equal(c->workers, 16);
+	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
+	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->deny_status, 429);
 	assert_int_equal(c->headers, RLG_HEADERS_IETF);
 	assert_string_equal(c->redis_address, "127.0.0.1:6379");
@@ -354,6 +356,7 @@ test_every_key(void **state)
 	c = load_ok(
 	    "[gateway]\n"
 	    "listen = unix:/run/rlgate.sock\n"
+	    "engine = threads\n"
 	    "workers = 1024\n"
 	    "deny_status = 403\n"
 	    "headers = both\n"
@@ -391,6 +394,7 @@ test_every_key(void **state)
 	    "dry_run = yes\n"
 	    "deny_cache = on\n");
 	assert_string_equal(c->listen, "unix:/run/rlgate.sock");
+	assert_int_equal(c->engine, RLG_ENGINE_THREADS);
 	assert_int_equal(c->workers, 1024);
 	assert_int_equal(c->deny_status, 403);
 	assert_int_equal(c->headers, RLG_HEADERS_BOTH);
@@ -413,7 +417,7 @@ test_every_key(void **state)
 	assert_string_equal(c->cgi_upstream, "/usr/lib/cgi-bin/app.cgi");
 	r = &c->rules[0];
 	assert_string_equal(r->name, "api.v2-x_1");
-	assert_int_equal(r->line, 25);
+	assert_int_equal(r->line, 26);
 	assert_int_equal(r->path_kind, RLG_PATH_PREFIX);
 	assert_string_equal(r->path, "/api/");
 	assert_int_equal(r->path_len, 5);
@@ -533,12 +537,13 @@ test_empty_values(void **state)
 
 	(void)state;
 	/* Empty means "not set": the default, except [audit] database. */
-	c = load_ok("[gateway]\nworkers =\nlisten =   ; fd 0\n"
+	c = load_ok("[gateway]\nengine =\nworkers =\nlisten =   ; fd 0\n"
 	    "[redis]\naddress =\nkey_prefix =\n"
 	    "[audit]\ndatabase =\n"
 	    "[rule:r]\nlimit = 1\nwindow = 1s\nkey =\ncost =\nburst =\n"
 	    "precision =\nmethod =\n");
-	assert_int_equal(c->workers, 16);
+	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
+	assert_int_equal(c->workers, 0);
 	assert_null(c->listen);
 	assert_string_equal(c->redis_address, "127.0.0.1:6379");
 	assert_string_equal(c->key_prefix, "rl:");
@@ -679,7 +684,7 @@ test_unknown_key(void **state)
 	(void)state;
 	expect_one("[gateway]\nworkers = 4\nwokers = 4\n",
 	    "3: [gateway] wokers: unknown key (the keys of [gateway] are "
-	    "listen, workers, deny_status, headers, trusted_proxies, "
+	    "listen, engine, workers, deny_status, headers, trusted_proxies, "
 	    "log_level, dry_run, status_path, status_allow)", NULL);
 	expect_one("[redis]\nhost = x\n", "2: [redis] host: unknown key",
 	    "address, username, password");
@@ -833,6 +838,9 @@ static void
 test_bad_enums(void **state)
 {
 	(void)state;
+	expect_one("[gateway]\nengine = fast\n",
+	    "2: [gateway] engine: \"fast\" is not an engine (use events or "
+	    "threads)", NULL);
 	expect_one("[gateway]\nheaders = IETF\n",
 	    "2: [gateway] headers: \"IETF\" is not a header style (use ietf, "
 	    "legacy, both or none)", NULL);

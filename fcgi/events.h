@@ -1,0 +1,25 @@
+/*
+ * events: the events engine ([gateway] engine = events). A few threads,
+ * each an epoll loop that serves any number of FastCGI connections at
+ * once. Every request that is complete when the loop wakes is decided in
+ * one batch: all their rules' calls go to Redis in one round trip on the
+ * loop's connection. leaky_bucket's wait is a timer, not a sleeping
+ * thread, and a kept-alive web-server connection pins nothing.
+ */
+#ifndef RLG_EVENTS_H
+#define RLG_EVENTS_H
+
+/*
+ * Starts n loops accepting on listen_fd (made non-blocking). Returns 0,
+ * or -1 with errno set when a loop cannot be made.
+ */
+int	events_start(int listen_fd, int n);
+
+/*
+ * Stops accepting, finishes the requests in flight (at most timeout_s
+ * seconds for the slowest), and waits for the loops to end. Returns the
+ * number of loops that did not end in time (0 normally).
+ */
+int	events_stop(int timeout_s);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * gateway: what main.c's two engines share (see [gateway] engine): the
+ * configuration in use, a request's decision in two halves around the
+ * Redis round trip, and the status endpoint. The threads engine is in
+ * main.c; the events engine in events.c.
+ */
+#ifndef RLG_GATEWAY_H
+#define RLG_GATEWAY_H
+
+#include <stddef.h>
+
+#include "conf.h"
+#include "limiter.h"
+#include "request.h"
+#include "respond.h"
+#include "rule.h"
+
+/* A configuration in use; freed when the last request using it is done. */
+struct generation {
+	struct conf	*conf;
+	int		 refs;		/* requests using it, +1 if current */
+	long long	 number;	/* 1 at start, +1 per reload */
+	long long	 loaded_ms;	/* installed at, ms since epoch */
+};
+
+/* The configuration to decide with, held until gen_release(). */
+struct generation *gen_acquire(void);
+void		 gen_release(struct generation *g);
+
+/* One request being decided. */
+struct job {
+	struct request	 req;
+	struct decision	 d;
+	int		 bad_status;	/* request_init()'s */
+	long long	 start_us;
+};
+
+/*
+ * Reads the request in envp (which must outlive j) and matches it against
+ * c's rules into m[0..RLG_MAX_MATCHES): j->d.n is then the number of
+ * matches whose verdicts v[] must be filled (by limiter_decide()) before
+ * job_end().
+ */
+void		 job_begin(struct job *j, const struct conf *c, char **envp,
+		    struct match *m, struct verdict *v);
+
+/*
+ * Decides j from its verdicts, writes the reply into out
+ * (RLG_MAX_RESPONSE bytes) and queues its audit rows. Returns the reply's
+ * length. j->d.delay_ms is what an allowed request waits before the reply
+ * goes out (leaky_bucket).
+ */
+size_t		 job_end(struct job *j, char *out);
+
+/* A growing buffer. */
+struct page {
+	char		*buf;
+	size_t		 cap;
+};
+
+/*
+ * Answers a request for c's status endpoint into p, with l for the health
+ * check's PING. Returns the reply's length, or 0 when envp is not a request
+ * for it.
+ */
+size_t		 status_page(const struct conf *c, char **envp,
+		    struct limiter *l, struct page *p);
+
+/* How many threads serve requests; for the status pages. */
+extern int	 gateway_threads;
+
+#endif

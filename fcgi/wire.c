@@ -1,0 +1,335 @@
+/*
+ * wire: FastCGI records, as the FastCGI 1.0 specification defines them.
+ * A record is an 8-byte header (version 1, type, request id, content
+ * length, padding length, a reserved byte), the content and the padding.
+ * Name-value pairs (PARAMS, GET_VALUES) give each length in one byte, or
+ * in four with the high bit set.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+
+enum {
+	BEGIN_REQUEST = 1, ABORT_REQUEST, END_REQUEST, PARAMS, STDIN, STDOUT,
+	STDERR, DATA, GET_VALUES, GET_VALUES_RESULT, UNKNOWN_TYPE
+};
+enum { REQUEST_COMPLETE = 0, CANT_MPX_CONN, OVERLOADED, UNKNOWN_ROLE };
+#define KEEP_CONN	1
+#define MAX_CONTENT	65535
+
+void
+wire_free(struct wire *w)
+{
+	free(w->params);
+	free(w->envp);
+	free(w->out);
+	memset(w, 0, sizeof(*w));
+}
+
+static int
+grow(char **buf, size_t *cap, size_t need)
+{
+	size_t n = *cap ? *cap : 1024;
+	char *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if ((p = realloc(*buf, n)) == NULL)
+		return -1;
+	*buf = p;
+	*cap = n;
+	return 0;
+}
+
+/* Appends one record (no padding: the specification only recommends it). */
+static int
+record(struct wire *w, int type, int id, const void *data, size_t len)
+{
+	unsigned char h[8] = { 1, (unsigned char)type, (unsigned char)(id >> 8),
+	    (unsigned char)id, (unsigned char)(len >> 8), (unsigned char)len,
+	    0, 0 };
+
+	if (grow(&w->out, &w->out_cap, w->out_len + sizeof(h) + len) == -1)
+		return -1;
+	memcpy(w->out + w->out_len, h, sizeof(h));
+	if (len > 0)
+		memcpy(w->out + w->out_len + sizeof(h), data, len);
+	w->out_len += sizeof(h) + len;
+	return 0;
+}
+
+static int
+end_request(struct wire *w, int id, int protocol_status)
+{
+	unsigned char body[8] = { 0, 0, 0, 0, (unsigned char)protocol_status };
+
+	return record(w, END_REQUEST, id, body, sizeof(body));
+}
+
+/*
+ * Reads the name-value pair at p[0..len): returns its size with the name
+ * and value in *name, *nlen, *value, *vlen, or 0 when it is cut short.
+ */
+static size_t
+pair(const unsigned char *p, size_t len, const unsigned char **name,
+    size_t *nlen, const unsigned char **value, size_t *vlen)
+{
+	size_t off = 0, n[2];
+
+	for (int i = 0; i < 2; i++) {
+		if (off >= len)
+			return 0;
+		if (p[off] < 0x80)
+			n[i] = p[off++];
+		else {
+			if (len - off < 4)
+				return 0;
+			n[i] = (size_t)(p[off] & 0x7f) << 24 |
+			    (size_t)p[off + 1] << 16 |
+			    (size_t)p[off + 2] << 8 | p[off + 3];
+			off += 4;
+		}
+	}
+	if (n[0] > len - off || n[1] > len - off - n[0])
+		return 0;
+	*name = p + off;
+	*nlen = n[0];
+	*value = p + off + n[0];
+	*vlen = n[1];
+	return off + n[0] + n[1];
+}
+
+/*
+ * Turns the PARAMS stream into "NAME=value" strings, in place: a pair
+ * takes at least two length bytes, and its string adds '=' and a NUL, so
+ * writing never overtakes reading. The first is FCGI_ROLE, from
+ * BEGIN_REQUEST, as libfcgi gives it (the role is not a param).
+ */
+static int
+make_env(struct wire *w)
+{
+	static char responder[] = "FCGI_ROLE=RESPONDER";
+	static char authorizer[] = "FCGI_ROLE=AUTHORIZER";
+	const unsigned char *in = (const unsigned char *)w->params, *name,
+	    *value;
+	size_t off = 0, at = 0, nenv = 1, nlen, vlen, used;
+
+	if (w->env_cap < 2) {
+		free(w->envp);
+		if ((w->envp = malloc(64 * sizeof(*w->envp))) == NULL) {
+			w->env_cap = 0;
+			w->error = "out of memory";
+			return -1;
+		}
+		w->env_cap = 64;
+	}
+	w->envp[0] = w->role == WIRE_AUTHORIZER ? authorizer : responder;
+
+	while (off < w->params_len) {
+		used = pair(in + off, w->params_len - off, &name, &nlen, &value,
+		    &vlen);
+		if (used == 0) {
+			w->error = "a PARAMS name-value pair is cut short";
+			return -1;
+		}
+		if (nenv + 1 >= WIRE_MAX_ENV) {
+			w->error = "more than WIRE_MAX_ENV params";
+			return -1;
+		}
+		if (nenv + 2 > w->env_cap) {
+			size_t cap = w->env_cap * 2;
+			char **p = realloc(w->envp, cap * sizeof(*p));
+
+			if (p == NULL) {
+				w->error = "out of memory";
+				return -1;
+			}
+			w->envp = p;
+			w->env_cap = cap;
+		}
+		w->envp[nenv++] = w->params + at;
+		memmove(w->params + at, name, nlen);
+		at += nlen;
+		w->params[at++] = '=';
+		memmove(w->params + at, value, vlen);
+		at += vlen;
+		w->params[at++] = '\0';
+		off += used;
+	}
+	w->envp[nenv] = NULL;
+	return 0;
+}
+
+/* GET_VALUES: what rlgate is asked about, answered as a web server needs. */
+static int
+get_values(struct wire *w, const unsigned char *p, size_t len)
+{
+	static const struct { const char *name, *value; } known[] = {
+		{ "FCGI_MAX_CONNS", "1024" },
+		{ "FCGI_MAX_REQS", "1024" },
+		{ "FCGI_MPXS_CONNS", "0" },
+	};
+	unsigned char res[256];
+	const unsigned char *name, *value;
+	size_t off = 0, n = 0, nlen, vlen, used, i;
+
+	while (off < len && (used = pair(p + off, len - off, &name, &nlen,
+	    &value, &vlen)) > 0) {
+		off += used;
+		for (i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+			size_t kn = strlen(known[i].name);
+			size_t kv = strlen(known[i].value);
+
+			if (nlen != kn || memcmp(name, known[i].name, kn) != 0 ||
+			    n + 2 + kn + kv > sizeof(res))
+				continue;
+			res[n++] = (unsigned char)kn;
+			res[n++] = (unsigned char)kv;
+			memcpy(res + n, known[i].name, kn);
+			memcpy(res + n + kn, known[i].value, kv);
+			n += kn + kv;
+		}
+	}
+	return record(w, GET_VALUES_RESULT, 0, res, n);
+}
+
+long
+wire_feed(struct wire *w, const unsigned char *buf, size_t len)
+{
+	size_t off = 0, clen, total;
+	const unsigned char *h, *body;
+	int type, id, rc = 0;
+
+	while (w->state != WIRE_READY && rc == 0 && len - off >= 8) {
+		h = buf + off;
+		if (h[0] != 1) {
+			w->error = "not FastCGI version 1";
+			return -1;
+		}
+		clen = (size_t)h[4] << 8 | h[5];
+		total = 8 + clen + h[6];
+		if (len - off < total)
+			break;
+		type = h[1];
+		id = h[2] << 8 | h[3];
+		body = h + 8;
+		off += total;
+		switch (type) {
+		case BEGIN_REQUEST:
+			if (clen < 8) {
+				w->error = "BEGIN_REQUEST is too short";
+				return -1;
+			}
+			/* A server that never ends an authorizer's STDIN
+			 * starts the next request without it. */
+			if (w->state != WIRE_IDLE && w->state != WIRE_DRAIN) {
+				rc = end_request(w, id, CANT_MPX_CONN);
+				break;
+			}
+			w->state = WIRE_IDLE;
+			w->role = body[0] << 8 | body[1];
+			w->keep = body[2] & KEEP_CONN;
+			w->closing = 0;
+			if (w->role != WIRE_RESPONDER &&
+			    w->role != WIRE_AUTHORIZER) {
+				rc = end_request(w, id, UNKNOWN_ROLE);
+				w->closing = !w->keep;
+				break;
+			}
+			w->id = id;
+			w->params_len = 0;
+			w->state = WIRE_PARAMS;
+			break;
+		case ABORT_REQUEST:
+			if (w->state == WIRE_IDLE || w->state == WIRE_DRAIN ||
+			    id != w->id)
+				break;
+			rc = end_request(w, id, REQUEST_COMPLETE);
+			w->state = WIRE_IDLE;
+			w->closing = !w->keep;
+			break;
+		case PARAMS:
+			if (w->state != WIRE_PARAMS || id != w->id)
+				break;
+			if (clen == 0) {
+				if (make_env(w) == -1)
+					return -1;
+				w->state = w->role == WIRE_AUTHORIZER ?
+				    WIRE_READY : WIRE_STDIN;
+				break;
+			}
+			if (w->params_len + clen > WIRE_MAX_PARAMS) {
+				w->error = "PARAMS over WIRE_MAX_PARAMS bytes";
+				return -1;
+			}
+			if (grow(&w->params, &w->params_cap,
+			    w->params_len + clen) == -1) {
+				w->error = "out of memory";
+				return -1;
+			}
+			memcpy(w->params + w->params_len, body, clen);
+			w->params_len += clen;
+			break;
+		case STDIN:
+			/* The body is not rlgate's business: read to its
+			 * end, so that closing never resets the reply. */
+			if (id != w->id || clen > 0)
+				break;
+			if (w->state == WIRE_STDIN)
+				w->state = WIRE_READY;
+			else if (w->state == WIRE_DRAIN)
+				w->state = WIRE_IDLE;
+			break;
+		case GET_VALUES:
+			if (id == 0)
+				rc = get_values(w, body, clen);
+			break;
+		case DATA:
+			break;
+		default:
+			if (id == 0) {
+				unsigned char u[8] = { (unsigned char)type };
+
+				rc = record(w, UNKNOWN_TYPE, 0, u, sizeof(u));
+			}
+			break;
+		}
+	}
+	if (rc == -1) {
+		w->error = "out of memory";
+		return -1;
+	}
+	return (long)off;
+}
+
+int
+wire_reply(struct wire *w, const char *data, size_t len)
+{
+	size_t n;
+
+	while (len > 0) {
+		n = len < MAX_CONTENT ? len : MAX_CONTENT;
+		if (record(w, STDOUT, w->id, data, n) == -1)
+			return -1;
+		data += n;
+		len -= n;
+	}
+	if (record(w, STDOUT, w->id, NULL, 0) == -1 ||
+	    end_request(w, w->id, REQUEST_COMPLETE) == -1)
+		return -1;
+	w->state = w->role == WIRE_AUTHORIZER ? WIRE_DRAIN : WIRE_IDLE;
+	w->closing = !w->keep;
+	return 0;
+}
+
+void
+wire_sent(struct wire *w, size_t n)
+{
+	w->out_off += n;
+	if (w->out_off == w->out_len)
+		w->out_off = w->out_len = 0;
+}
