@@ -48,7 +48,8 @@ struct conn {
 	int		 delayed;	/* its reply waits for a timer */
 	int		 gone;		/* the peer closed: no more reading */
 	int		 lingering;	/* our end is shut, waiting for theirs */
-	unsigned	 watching;	/* the epoll events asked for */
+	unsigned	 watching;	/* the epoll events asked for, 0: not
+					 * in epoll */
 	struct conn	*prev, *next;	/* the loop's connections */
 };
 
@@ -107,27 +108,32 @@ conn_close(struct loop *L, struct conn *c)
 	free(c);
 }
 
-/* Asks epoll for what c needs now: input unless gone or full, output
- * while a reply waits for room. */
+/*
+ * Asks epoll for what c needs now: input unless gone or full, output
+ * while a reply waits for room. A connection is added to epoll only when
+ * it first has to wait: most requests are read, decided and answered
+ * straight after accept(), and never cost an epoll_ctl().
+ */
 static void
 rewatch(struct loop *L, struct conn *c, int want_out)
 {
 	struct epoll_event ev;
 	unsigned want = 0;
+	int op;
 
-	if (c->gone)
-		return;		/* removed from epoll already */
-	if (c->in_len < IN_MAX)
+	if (!c->gone && c->in_len < IN_MAX)
 		want |= EPOLLIN;
-	if (want_out)
+	if (!c->gone && want_out)
 		want |= EPOLLOUT;
 	if (want == c->watching)
 		return;
+	op = c->watching == 0 ? EPOLL_CTL_ADD : want == 0 ? EPOLL_CTL_DEL :
+	    EPOLL_CTL_MOD;
 	memset(&ev, 0, sizeof(ev));
 	ev.events = want;
 	ev.data.ptr = c;
-	epoll_ctl(L->ep, EPOLL_CTL_MOD, c->fd, &ev);
-	c->watching = want;
+	if (epoll_ctl(L->ep, op, c->fd, &ev) == 0)
+		c->watching = want;
 }
 
 /* Sends what c has to send: 0 when all went, 1 when the socket is full
@@ -150,7 +156,8 @@ send_out(struct loop *L, struct conn *c)
 		} else
 			return -1;
 	}
-	rewatch(L, c, 0);
+	if (c->watching & EPOLLOUT)
+		rewatch(L, c, 0);
 	return 0;
 }
 
@@ -220,7 +227,7 @@ conn_read(struct loop *L, struct conn *c)
 			c->in_len += (size_t)n;
 		else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 			c->gone = 1;
-			epoll_ctl(L->ep, EPOLL_CTL_DEL, c->fd, NULL);
+			rewatch(L, c, 0);
 		}
 	}
 	progress(L, c);
@@ -416,7 +423,6 @@ decide_batch(struct loop *L)
 static void
 accept_some(struct loop *L)
 {
-	struct epoll_event ev;
 	struct conn *c;
 	int fd, k;
 
@@ -440,15 +446,6 @@ accept_some(struct loop *L)
 			continue;
 		}
 		c->fd = fd;
-		c->watching = EPOLLIN;
-		memset(&ev, 0, sizeof(ev));
-		ev.events = EPOLLIN;
-		ev.data.ptr = c;
-		if (epoll_ctl(L->ep, EPOLL_CTL_ADD, fd, &ev) == -1) {
-			close(fd);
-			free(c);
-			continue;
-		}
 		c->next = L->conns;
 		if (L->conns != NULL)
 			L->conns->prev = c;

@@ -136,7 +136,13 @@ make_env(struct wire *w)
 			w->error = "a PARAMS name-value pair is cut short";
 			return -1;
 		}
-		if (nenv + 1 >= WIRE_MAX_ENV) {
+		off += used;
+		/* A name no lookup can find ("NAME=" is looked for): a
+		 * server never sends one; skip it. */
+		if (nlen == 0 || memchr(name, '\0', nlen) != NULL ||
+		    memchr(name, '=', nlen) != NULL)
+			continue;
+		if (nenv > WIRE_MAX_ENV) {	/* envp[0] is FCGI_ROLE */
 			w->error = "more than WIRE_MAX_ENV params";
 			return -1;
 		}
@@ -158,7 +164,6 @@ make_env(struct wire *w)
 		memmove(w->params + at, value, vlen);
 		at += vlen;
 		w->params[at++] = '\0';
-		off += used;
 	}
 	w->envp[nenv] = NULL;
 	return 0;

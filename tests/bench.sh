@@ -16,13 +16,13 @@
 #   s   the same round trip running lua/fixed_window.lua instead of PING
 #       (allow_fcgi -r -e): the floor with c1's one script; what c1 adds
 #       over s is rlgate's own code, and d1 over c1 the audit
-#   e   tests/tools/event_fcgi: s's work done by one thread with epoll,
-#       the Redis calls of all requests ready at once in one write: what
-#       an event-driven gateway could save over DESIGN.md's threads
-#   c1  lighttpd + rlgate, audit off, one rule matching every request
+#   c1  lighttpd + rlgate (engine = events, its default), audit off, one
+#       rule matching every request
 #   d1  the same, audit on
 #   c3  rlgate, audit off, three rules (three algorithms) on every request
 #   d3  the same, audit on
+#   t1  d1 with engine = threads (BENCH_WORKERS threads, as the floor)
+#   t3  d3 with engine = threads
 # All of them are up at once; the runs alternate between them (every
 # concurrency level, configuration after configuration, BENCH_ROUNDS
 # times, every other round in reverse order), and each ratio to the floor
@@ -51,15 +51,14 @@ ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
-CONFIGS=${BENCH_ONLY:-a b r s e c1 d1 c3 d3}
+CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
 JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
 RLGATE=${RLGATE_BIN:-$RLGATE}
 ALLOW=$TOP/tests/tools/allow_fcgi
-EVENT=$TOP/tests/tools/event_fcgi
 AUDIT_BENCH=$TOP/tests/tools/audit_bench
 URL_PATH=/bench/item
 
-for f in "$RLGATE" "$ALLOW" "$EVENT" "$AUDIT_BENCH" "$FREEPORT"; do
+for f in "$RLGATE" "$ALLOW" "$AUDIT_BENCH" "$FREEPORT"; do
 	[ -x "$f" ] || { echo "bench: $f is missing: run make bench" >&2; exit 1; }
 done
 command -v wrk >/dev/null || { echo "bench: wrk is missing (make deps)" >&2; exit 1; }
@@ -75,27 +74,31 @@ label() {
 	b)  echo "lighttpd + allow_fcgi (floor)";;
 	r)  echo "allow_fcgi + Redis PING";;
 	s)  echo "allow_fcgi + fixed_window.lua";;
-	e)  echo "event_fcgi + fixed_window.lua";;
 	c1) echo "rlgate, audit off, 1 rule";;
 	d1) echo "rlgate, audit on, 1 rule";;
 	c3) echo "rlgate, audit off, 3 rules";;
 	d3) echo "rlgate, audit on, 3 rules";;
+	t1) echo "rlgate threads, audit on, 1 rule";;
+	t3) echo "rlgate threads, audit on, 3 rules";;
 	esac
 }
 
-# rlgate_ini CONFIG: the gateway's configuration for c1 d1 c3 d3. Limits
-# no run can reach: every request is decided by Redis and admitted.
+# audited CONFIG: does it write an audit database (d1 d3 t1 t3)?
+audited() { case $1 in d*|t*) return 0;; esac; return 1; }
+
+# rlgate_ini CONFIG: the gateway's configuration for c1 d1 c3 d3 t1 t3.
+# Limits no run can reach: every request is decided by Redis and admitted.
 rlgate_ini() {
 	local cfg=$1
 	cat <<EOF
 [gateway]
-workers = $WORKERS
+$(case $cfg in t*) printf 'engine = threads\nworkers = %s' "$WORKERS";; esac)
 
 [redis]
 address = 127.0.0.1:$REDIS_PORT
 
 [audit]
-database = $([ "${cfg#d}" != "$cfg" ] && echo "$T/audit-$cfg.db")
+database = $(audited "$cfg" && echo "$T/audit-$cfg.db")
 
 [rule:bench_ip]
 path = /bench/*
@@ -171,9 +174,6 @@ start() {
 			    $([ "$cfg" != b ] && echo "-r 127.0.0.1:$REDIS_PORT") \
 			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
 			    2>>"$T/allow-$cfg.log" &
-		elif [ "$cfg" = e ]; then
-			"$EVENT" -s "127.0.0.1:$bport" -r "127.0.0.1:$REDIS_PORT" \
-			    -e "$TOP/lua/fixed_window.lua" 2>>"$T/event.log" &
 		else
 			rlgate_ini "$cfg" > "$T/rlgate-$cfg.ini"
 			"$RLGATE" -c "$T/rlgate-$cfg.ini" -s "127.0.0.1:$bport" \
@@ -257,8 +257,8 @@ stop_all() {
 	for cfg in $CONFIGS; do
 		[ -n "${BACKEND[$cfg]:-}" ] || continue
 		stop_pid "${BACKEND[$cfg]}"; st=$?
-		[ "${cfg#d}" != "$cfg" ] || continue
-		rules=${cfg#d}
+		audited "$cfg" || continue
+		rules=${cfg#?}
 		AUDIT_DB=$T/audit-$cfg.db
 		read -r rows req <<<"$(sql "SELECT count(*), count(DISTINCT request_id) FROM decisions" | tr '|' ' ')"
 		echo "$cfg ${ANSWERED[$cfg]} $rows $req $rules $st" >> "$ROWS"
@@ -438,7 +438,7 @@ mkdir -p "$(dirname "$JSON")"
 	echo '  ],'
 	echo '  "ratios": {'
 	first=1
-	for floor in b:11 r:13 s:15; do for cfg in r s e c1 d1 c3 d3; do for c in $CONNS; do
+	for floor in b:11 r:13 s:15; do for cfg in r s c1 d1 c3 d3 t1 t3; do for c in $CONNS; do
 		[ "$cfg" != "${floor%:*}" ] || continue
 		r=$(get "$cfg" sat "$c" "${floor#*:}")
 		[ -n "$r" ] && [ "$r" != null ] || continue
