@@ -1,8 +1,10 @@
 /*
- * main: start-up, signals, worker threads and the accept loop, and CGI
- * mode. Each request goes one way: request -> rule -> limiter -> respond
- * -> audit. Nothing here decides anything; it wires the modules together
- * and owns the process's lifetime (reload on SIGHUP, drain on SIGTERM).
+ * main: start-up, signals, the threads engine (workers in FCGX_Accept_r)
+ * and CGI mode; the events engine is events.c. Each request goes one way:
+ * request -> rule -> limiter -> respond -> audit, in job_begin() and
+ * job_end() around the Redis round trip, whatever the engine. Nothing here
+ * decides anything; it wires the modules together and owns the process's
+ * lifetime (reload on SIGHUP, drain on SIGTERM).
  */
 #include <errno.h>
 #include <fcntl.h>
