@@ -361,8 +361,10 @@ grow_matches(struct loop *L, size_t used, size_t n)
 
 /*
  * Decides every queued request: their matches in one limiter_decide(),
- * then each reply. Requests that become complete meanwhile (the next one
- * on a kept connection) wait for the next batch.
+ * then each reply, sent at once. Requests that become complete meanwhile
+ * (the next one on a kept connection) wait for the next batch, in the
+ * other array: at most one per connection of this batch, so the arrays
+ * are never grown under it.
  */
 static void
 decide_batch(struct loop *L)
@@ -402,22 +404,25 @@ decide_batch(struct loop *L)
 		c = batch[i];
 		j = &L->jobs[i];
 		c->queued = 0;
-		if (L->first[i] == NO_MATCHES)
+		if (L->first[i] == NO_MATCHES) {
+			progress(L, c);
 			continue;
+		}
 		j->d.m = L->m + L->first[i];
 		j->d.v = L->v + L->first[i];
 		len = job_end(j, L->out);
 		metrics_decided(L->metrics, &j->d);
 		if (wire_reply(&c->w, L->out, len) == -1)
 			c->w.closing = 1;
-		else if (j->d.allowed && j->d.delay_ms > 0)
+		else if (j->d.allowed && j->d.delay_ms > 0) {
 			/* leaky_bucket: the consumer waits its turn. */
 			timer_add(L, c, mono_us() + j->d.delay_ms * 1000);
+			continue;
+		}
+		/* Out at once, not after the rest of the batch. */
+		progress(L, c);
 	}
 	gen_release(g);
-	for (i = 0; i < n; i++)
-		if (!batch[i]->delayed)
-			progress(L, batch[i]);
 }
 
 static void

@@ -37,7 +37,8 @@
 # write elsewhere); when a previous file is there, the change is printed.
 #
 # Knobs (environment): BENCH_DURATION seconds per wrk run (2),
-# BENCH_CONNS (10 50 100), BENCH_ROUNDS (4), BENCH_WORKERS (16),
+# BENCH_CONNS (10 50 100), BENCH_ROUNDS (4), BENCH_WORKERS (16: threads
+# of b r s t1 t3), BENCH_LOOPS (rlgate's event loops; empty: its default),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # RLGATE_BIN (another rlgate binary, to compare builds).
@@ -49,6 +50,7 @@ DUR=${BENCH_DURATION:-2}
 CONNS=${BENCH_CONNS:-10 50 100}
 ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
+LOOPS=${BENCH_LOOPS:-}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
 CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
@@ -92,7 +94,8 @@ rlgate_ini() {
 	local cfg=$1
 	cat <<EOF
 [gateway]
-$(case $cfg in t*) printf 'engine = threads\nworkers = %s' "$WORKERS";; esac)
+$(case $cfg in t*) printf 'engine = threads\nworkers = %s' "$WORKERS";;
+    *) [ -n "$LOOPS" ] && printf 'workers = %s' "$LOOPS";; esac)
 
 [redis]
 address = 127.0.0.1:$REDIS_PORT
