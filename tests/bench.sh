@@ -39,6 +39,7 @@
 # Knobs (environment): BENCH_DURATION seconds per wrk run (2),
 # BENCH_CONNS (10 50 100), BENCH_ROUNDS (4), BENCH_WORKERS (16: threads
 # of b r s t1 t3), BENCH_LOOPS (rlgate's event loops; empty: its default),
+# BENCH_FLUSH (rlgate's [audit] flush_interval, 50ms),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # RLGATE_BIN (another rlgate binary, to compare builds).
@@ -102,6 +103,7 @@ address = 127.0.0.1:$REDIS_PORT
 
 [audit]
 database = $(audited "$cfg" && echo "$T/audit-$cfg.db")
+flush_interval = ${BENCH_FLUSH:-50ms}
 
 [rule:bench_ip]
 path = /bench/*
