@@ -209,7 +209,10 @@ is "the same flood without the cache: 2000 complete, 1995 denied" "2000 1995" "$
 cached_calls=$((c1 - c0)) plain_calls=$((c2 - c1))
 echo "# flood of 2000 requests from one client, 5 admitted: $cached_calls Redis calls with deny_cache = on, $plain_calls without; $((plain_calls - cached_calls)) saved"
 is "without the cache: every request is a Redis call" 2000 "$plain_calls"
-check "with the cache: Redis saw at most 5 admissions + 1 denial per worker ($cached_calls calls)" [ "$cached_calls" -le $((5 + 4)) ]
+# Before the first denial is remembered, every request then in flight may
+# already be on its way to Redis: at most one per client (ab -c 8; an
+# events loop sends a whole batch in one round trip).
+check "with the cache: Redis saw at most 5 admissions + 1 denial per request in flight ($cached_calls calls)" [ "$cached_calls" -le $((5 + 8)) ]
 wait_for 10 rule_rows flood 2000
 is "audit: the flood's 2000 rows: 5 admitted" "5|1995" "$(sql "SELECT sum(allowed), sum(1-allowed) FROM decisions WHERE rule='flood'")"
 is "audit: every request Redis did not see is a local_cache denial" "$((2000 - cached_calls))" "$(sql "SELECT count(*) FROM decisions WHERE rule='flood' AND reason='local_cache' AND allowed=0 AND status=429")"
