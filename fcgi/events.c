@@ -36,8 +36,8 @@
 #define IN_FIRST	4096
 #define IN_MAX		(2 * (8 + 65535 + 255))	/* two records of any size */
 #define MAX_EVENTS	256
-#define ACCEPTS		64	/* per wake-up, so that one loop cannot
-				 * take every connection */
+#define ACCEPTS		64	/* per wake-up: the connections already
+				 * open are served between runs */
 
 struct conn {
 	int		 fd;
@@ -60,7 +60,6 @@ struct timer {
 
 struct loop {
 	pthread_t	 thread;
-	int		 started;
 	int		 ep;
 	int		 wake;		/* eventfd written by events_stop() */
 	struct limiter	*lim;
@@ -74,7 +73,6 @@ struct loop {
 	struct match	*m;		/* the batch's matches */
 	struct verdict	*v;
 	size_t		 mcap;
-	struct match	 scratch[RLG_MAX_MATCHES];
 	char		*out;		/* one reply */
 	struct page	 status;
 	struct timer	*timers;	/* a min-heap on due_us */
@@ -337,17 +335,17 @@ timers_fire(struct loop *L, long long now)
 	}
 }
 
-/* Room for n more matches after the first used ones. */
+/* Room for n matches (and their verdicts). */
 static int
-grow_matches(struct loop *L, size_t used, size_t n)
+grow_matches(struct loop *L, size_t n)
 {
 	size_t cap = L->mcap ? L->mcap : 64;
 	struct match *m;
 	struct verdict *v;
 
-	if (used + n <= L->mcap)
+	if (n <= L->mcap)
 		return 0;
-	while (cap < used + n)
+	while (cap < n)
 		cap *= 2;
 	if ((m = realloc(L->m, cap * sizeof(*m))) != NULL)
 		L->m = m;
@@ -373,11 +371,21 @@ decide_batch(struct loop *L)
 	const struct conf *cf = g->conf;
 	struct conn **batch = L->ready, *c;
 	struct job *j;
-	size_t i, n = L->nready, total = 0, len;
+	size_t i, n = L->nready, total = 0, len, room;
 
 	L->ready = L->batch;
 	L->batch = batch;
 	L->nready = 0;
+	/* Each rule matches a request once at most: room for every match of
+	 * the batch, each request's straight after the one before. */
+	room = cf->nrules < RLG_MAX_MATCHES ? cf->nrules : RLG_MAX_MATCHES;
+	if (grow_matches(L, n * (room > 0 ? room : 1)) == -1) {
+		log_error("events: out of memory; dropping %zu requests", n);
+		for (i = 0; i < n; i++)
+			conn_close(L, batch[i]);
+		gen_release(g);
+		return;
+	}
 	for (i = 0; i < n; i++) {
 		c = batch[i];
 		j = &L->jobs[i];
@@ -388,13 +396,7 @@ decide_batch(struct loop *L)
 				c->w.closing = 1;
 			continue;
 		}
-		job_begin(j, cf, c->w.envp, L->scratch, NULL);
-		if (grow_matches(L, total, j->d.n) == -1) {
-			j->d.n = 0;
-			j->d.bad_detail = "out of memory";
-			j->bad_status = 503;
-		}
-		memcpy(L->m + total, L->scratch, j->d.n * sizeof(*L->m));
+		job_begin(j, cf, c->w.envp, L->m + total);
 		L->first[i] = total;
 		total += j->d.n;
 	}
@@ -408,9 +410,8 @@ decide_batch(struct loop *L)
 			progress(L, c);
 			continue;
 		}
-		j->d.m = L->m + L->first[i];
-		j->d.v = L->v + L->first[i];
-		len = job_end(j, L->out);
+		len = job_end(j, L->m + L->first[i], L->v + L->first[i],
+		    L->out);
 		metrics_decided(L->metrics, &j->d);
 		if (wire_reply(&c->w, L->out, len) == -1)
 			c->w.closing = 1;
@@ -599,7 +600,6 @@ events_start(int fd, int n)
 		if ((errno = pthread_create(&loops[i].thread, NULL, loop_main,
 		    &loops[i])) != 0)
 			return -1;
-		loops[i].started = 1;
 	}
 	return 0;
 }
@@ -614,12 +614,9 @@ events_stop(int timeout_s)
 	stop_deadline_us = mono_us() + (long long)timeout_s * 1000000;
 	atomic_store(&stopping, 1);
 	for (i = 0; i < nloops; i++)
-		if (loops[i].started &&
-		    write(loops[i].wake, &one, sizeof(one)) < 0)
+		if (write(loops[i].wake, &one, sizeof(one)) < 0)
 			log_warn("events: cannot wake loop %d", i);
 	for (i = 0; i < nloops; i++) {
-		if (!loops[i].started)
-			continue;
 		clock_gettime(CLOCK_REALTIME, &deadline);
 		deadline.tv_sec += timeout_s + 1;
 		if (pthread_timedjoin_np(loops[i].thread, NULL,

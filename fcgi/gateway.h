@@ -38,19 +38,20 @@ struct job {
 /*
  * Reads the request in envp (which must outlive j) and matches it against
  * c's rules into m[0..RLG_MAX_MATCHES): j->d.n is then the number of
- * matches whose verdicts v[] must be filled (by limiter_decide()) before
- * job_end().
+ * matches whose verdicts limiter_decide() must give before job_end().
  */
 void		 job_begin(struct job *j, const struct conf *c, char **envp,
-		    struct match *m, struct verdict *v);
+		    struct match *m);
 
 /*
- * Decides j from its verdicts, writes the reply into out
+ * Decides j from its matches m[0..j->d.n) (where job_begin() put them,
+ * or a copy) and their verdicts v, writes the reply into out
  * (RLG_MAX_RESPONSE bytes) and queues its audit rows. Returns the reply's
  * length. j->d.delay_ms is what an allowed request waits before the reply
  * goes out (leaky_bucket).
  */
-size_t		 job_end(struct job *j, char *out);
+size_t		 job_end(struct job *j, const struct match *m,
+		    const struct verdict *v, char *out);
 
 /* A growing buffer. */
 struct page {

@@ -259,8 +259,7 @@ sleep_ms(long long ms)
 }
 
 void
-job_begin(struct job *j, const struct conf *c, char **envp, struct match *m,
-    struct verdict *v)
+job_begin(struct job *j, const struct conf *c, char **envp, struct match *m)
 {
 	const char *errstr = NULL;
 	int n = 0;
@@ -269,8 +268,6 @@ job_begin(struct job *j, const struct conf *c, char **envp, struct match *m,
 	j->start_us = mono_us();
 	j->d.conf = c;
 	j->d.req = &j->req;
-	j->d.m = m;
-	j->d.v = v;
 	j->bad_status = request_init(&j->req, envp, c, &errstr);
 	if (j->bad_status != 0)
 		j->d.bad_detail = errstr;
@@ -283,10 +280,13 @@ job_begin(struct job *j, const struct conf *c, char **envp, struct match *m,
 }
 
 size_t
-job_end(struct job *j, char *out)
+job_end(struct job *j, const struct match *m, const struct verdict *v,
+    char *out)
 {
 	size_t len;
 
+	j->d.m = m;
+	j->d.v = v;
 	respond_decide(&j->d, j->bad_status);
 	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
 	record(&j->d, mono_us() - j->start_us);
@@ -304,10 +304,10 @@ serve(const struct conf *c, struct limiter *lim, char **envp, struct job *j,
 {
 	size_t len;
 
-	job_begin(j, c, envp, m, v);
+	job_begin(j, c, envp, m);
 	if (j->d.n > 0)
 		limiter_decide(lim, c, m, j->d.n, v);
-	len = job_end(j, out);
+	len = job_end(j, m, v, out);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
 	if (j->d.allowed && j->d.delay_ms > 0)
 		sleep_ms(j->d.delay_ms);
