@@ -390,13 +390,13 @@ decide_batch(struct loop *L)
 		c = batch[i];
 		j = &L->jobs[i];
 		L->first[i] = NO_MATCHES;
-		if ((len = status_page(cf, c->w.envp, L->lim,
-		    &L->status)) > 0) {
+		job_begin(j, cf, c->w.envp, 1, L->m + total);
+		if (j->status) {
+			len = status_page(cf, j, L->lim, &L->status);
 			if (wire_reply(&c->w, L->status.buf, len) == -1)
 				c->w.closing = 1;
 			continue;
 		}
-		job_begin(j, cf, c->w.envp, L->m + total);
 		L->first[i] = total;
 		total += j->d.n;
 	}
@@ -411,8 +411,7 @@ decide_batch(struct loop *L)
 			continue;
 		}
 		len = job_end(j, L->m + L->first[i], L->v + L->first[i],
-		    L->out);
-		metrics_decided(L->metrics, &j->d);
+		    L->metrics, L->out);
 		if (wire_reply(&c->w, L->out, len) == -1)
 			c->w.closing = 1;
 		else if (j->d.allowed && j->d.delay_ms > 0) {

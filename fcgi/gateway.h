@@ -11,6 +11,7 @@
 
 #include "conf.h"
 #include "limiter.h"
+#include "metrics.h"
 #include "request.h"
 #include "respond.h"
 #include "rule.h"
@@ -32,26 +33,30 @@ struct job {
 	struct request	 req;
 	struct decision	 d;
 	int		 bad_status;	/* request_init()'s */
+	int		 status;	/* for the status endpoint: answer it
+					 * with status_page(), no decision */
 	long long	 start_us;
 };
 
 /*
- * Reads the request in envp (which must outlive j) and matches it against
+ * Reads the request in envp (which must outlive j) and, unless it is for
+ * c's status endpoint and status is set (j->status), matches it against
  * c's rules into m[0..RLG_MAX_MATCHES): j->d.n is then the number of
  * matches whose verdicts limiter_decide() must give before job_end().
  */
 void		 job_begin(struct job *j, const struct conf *c, char **envp,
-		    struct match *m);
+		    int status, struct match *m);
 
 /*
- * Decides j from its matches m[0..j->d.n) (where job_begin() put them,
- * or a copy) and their verdicts v, writes the reply into out
- * (RLG_MAX_RESPONSE bytes) and queues its audit rows. Returns the reply's
- * length. j->d.delay_ms is what an allowed request waits before the reply
- * goes out (leaky_bucket).
+ * Decides j from its matches m[0..j->d.n) and their verdicts v, writes
+ * the reply into out (RLG_MAX_RESPONSE bytes), queues its audit rows and
+ * counts it into w (NULL: nowhere). Returns the reply's length.
+ * j->d.delay_ms is what an allowed request waits before the reply goes out
+ * (leaky_bucket).
  */
 size_t		 job_end(struct job *j, const struct match *m,
-		    const struct verdict *v, char *out);
+		    const struct verdict *v, struct metrics_worker *w,
+		    char *out);
 
 /* A growing buffer. */
 struct page {
@@ -60,11 +65,11 @@ struct page {
 };
 
 /*
- * Answers a request for c's status endpoint into p, with l for the health
- * check's PING. Returns the reply's length, or 0 when envp is not a request
- * for it.
+ * Answers j, a request for c's status endpoint, into p, with l for the
+ * health check's PING. Returns the reply's length (0 when out of
+ * memory).
  */
-size_t		 status_page(const struct conf *c, char **envp,
+size_t		 status_page(const struct conf *c, const struct job *j,
 		    struct limiter *l, struct page *p);
 
 /* How many threads serve requests; for the status pages. */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include <hiredis/hiredis.h>
@@ -244,9 +243,13 @@ mark_down(const struct conf *c, const char *why)
 		    "back", c->redis_address, why);
 }
 
+/* Redis answered: ends an outage, if there was one (a load, no store, on
+ * the request path). */
 static void
 mark_up(const struct conf *c)
 {
+	if (atomic_load(&backoff_ms) == 0)
+		return;
 	atomic_store(&backoff_ms, 0);
 	atomic_store(&down_until_ms, 0);
 	if (atomic_exchange(&outage_logged, 0) == 1)
@@ -608,8 +611,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		}
 	}
 	metrics_redis_latency(l->metrics, mono_us() - sent);
-	if (atomic_load(&backoff_ms) != 0)
-		mark_up(c);
+	mark_up(c);
 	rc = 0;
 	for (i = 0; i < n; i++) {
 		if (!v[i].answered) {
@@ -655,8 +657,7 @@ limiter_ping(struct limiter *l, const struct conf *c, long long *latency_us,
 	}
 	freeReplyObject(rep);
 	*latency_us = mono_us() - t0;
-	if (atomic_load(&backoff_ms) != 0)
-		mark_up(c);
+	mark_up(c);
 	return 0;
 }
 

@@ -258,8 +258,22 @@ sleep_ms(long long ms)
 		;
 }
 
+/* Is r's path c's status path, or under it? */
+static int
+for_status(const struct conf *c, const struct request *r)
+{
+	size_t n;
+
+	if (c->status_path == NULL)
+		return 0;
+	n = strlen(c->status_path);
+	return strncmp(r->path, c->status_path, n) == 0 &&
+	    (r->path[n] == '\0' || r->path[n] == '/');
+}
+
 void
-job_begin(struct job *j, const struct conf *c, char **envp, struct match *m)
+job_begin(struct job *j, const struct conf *c, char **envp, int status,
+    struct match *m)
 {
 	const char *errstr = NULL;
 	int n = 0;
@@ -268,9 +282,12 @@ job_begin(struct job *j, const struct conf *c, char **envp, struct match *m)
 	j->start_us = mono_us();
 	j->d.conf = c;
 	j->d.req = &j->req;
+	j->status = 0;
 	j->bad_status = request_init(&j->req, envp, c, &errstr);
 	if (j->bad_status != 0)
 		j->d.bad_detail = errstr;
+	else if (status && for_status(c, &j->req))
+		j->status = 1;
 	else if ((n = rule_match(c, &j->req, m, RLG_MAX_MATCHES,
 	    &j->d.bad_rule, &errstr)) == -1) {
 		j->d.bad_detail = errstr;
@@ -281,7 +298,7 @@ job_begin(struct job *j, const struct conf *c, char **envp, struct match *m)
 
 size_t
 job_end(struct job *j, const struct match *m, const struct verdict *v,
-    char *out)
+    struct metrics_worker *w, char *out)
 {
 	size_t len;
 
@@ -290,24 +307,24 @@ job_end(struct job *j, const struct match *m, const struct verdict *v,
 	respond_decide(&j->d, j->bad_status);
 	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
 	record(&j->d, mono_us() - j->start_us);
+	metrics_decided(w, &j->d);
 	return len;
 }
 
 /*
- * Decides one request and writes its reply into out, the threads' way:
- * one round trip, then leaky_bucket's wait in this thread. Returns the
- * reply's length; j is left filled for the caller (CGI mode needs it).
+ * Decides j (job_begin() done) and writes its reply into out, the
+ * threads' way: one round trip, then leaky_bucket's wait in this thread.
+ * Returns the reply's length.
  */
 static size_t
-serve(const struct conf *c, struct limiter *lim, char **envp, struct job *j,
-    struct match *m, struct verdict *v, char *out)
+serve(const struct conf *c, struct limiter *lim, struct job *j,
+    struct match *m, struct verdict *v, struct metrics_worker *w, char *out)
 {
 	size_t len;
 
-	job_begin(j, c, envp, m);
 	if (j->d.n > 0)
 		limiter_decide(lim, c, m, j->d.n, v);
-	len = job_end(j, m, v, out);
+	len = job_end(j, m, v, w, out);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
 	if (j->d.allowed && j->d.delay_ms > 0)
 		sleep_ms(j->d.delay_ms);
@@ -367,6 +384,8 @@ page_reply(struct page *p, int status, const char *type, size_t body_len)
 	n = snprintf(head, sizeof(head), "Status: %d %s\r\nContent-Type: %s\r\n"
 	    "Cache-Control: no-store\r\n\r\n", status,
 	    respond_reason_phrase(status), type);
+	if (n < 0 || n >= (int)sizeof(head))	/* our own short strings */
+		abort();
 	memmove(p->buf + n, p->buf + PAGE_HEAD, body_len);
 	memcpy(p->buf, head, (size_t)n);
 	return (size_t)n + body_len;
@@ -378,43 +397,30 @@ page_reply(struct page *p, int status, const char *type, size_t body_len)
  * responder. Asked as an authorizer about such a path (lighttpd asks its
  * "/" authorizer before it runs the responder), rlgate says "go on" with
  * no decision and no audit row: a scrape is never rate-limited. Returns
- * the length of the reply it wrote into p, or 0 when the request is not
- * for it (the caller decides it).
+ * the length of the reply it wrote into p (0 when out of memory).
  */
 size_t
-status_page(const struct conf *c, char **envp, struct limiter *l,
+status_page(const struct conf *c, const struct job *j, struct limiter *l,
     struct page *p)
 {
 	static const char go_on[] = "Status: 200 OK\r\n\r\n";
-	const char *uri, *errstr, *sub;
+	const struct request *req = &j->req;
+	const char *sub = req->path + strlen(c->status_path);
 	struct metrics_health h;
-	struct request req;
 	unsigned char addr[16];
 	char ip[INET6_ADDRSTRLEN], err[256], *body;
-	size_t n, len, room;
+	size_t len, room;
 	int family, healthy;
 
-	/* The cheap tests first: most requests are not for it. */
-	if (c->status_path == NULL)
-		return 0;
-	n = strlen(c->status_path);
-	uri = FCGX_GetParam("REQUEST_URI", envp);
-	if (uri == NULL || strncmp(uri, c->status_path, n) != 0)
-		return 0;
-	if (request_init(&req, envp, c, &errstr) != 0 ||
-	    strncmp(req.path, c->status_path, n) != 0 ||
-	    (req.path[n] != '\0' && req.path[n] != '/'))
-		return 0;
 	if (page_room(p, PAGE_HEAD + 4096) == -1)
 		return 0;
-	if (req.role == RLG_ROLE_AUTHORIZER) {
+	if (req->role == RLG_ROLE_AUTHORIZER) {
 		memcpy(p->buf, go_on, sizeof(go_on) - 1);
 		return sizeof(go_on) - 1;
 	}
-	sub = req.path + n;
 	body = p->buf + PAGE_HEAD;
 	room = p->cap - PAGE_HEAD;
-	family = request_parse_ip(req.ip, strlen(req.ip), addr, ip);
+	family = request_parse_ip(req->ip, strlen(req->ip), addr, ip);
 	if (family == -1 || !conf_in_cidrs(c->status_allow, c->nstatus_allow,
 	    family, addr)) {
 		len = (size_t)snprintf(body, room, "{\"type\":"
@@ -519,14 +525,14 @@ worker_main(void *arg)
 		}
 		metrics_busy(w->metrics, 1);
 		g = gen_acquire();
-		if ((len = status_page(g->conf, w->fcgi.envp, w->limiter,
-		    &w->status)) > 0)
+		job_begin(&j, g->conf, w->fcgi.envp, 1, w->m);
+		if (j.status) {
+			len = status_page(g->conf, &j, w->limiter, &w->status);
 			FCGX_PutStr(w->status.buf, (int)len, w->fcgi.out);
-		else {
-			len = serve(g->conf, w->limiter, w->fcgi.envp, &j,
-			    w->m, w->v, w->out);
+		} else {
+			len = serve(g->conf, w->limiter, &j, w->m, w->v,
+			    w->metrics, w->out);
 			FCGX_PutStr(w->out, (int)len, w->fcgi.out);
-			metrics_decided(w->metrics, &j.d);
 		}
 		gen_release(g);
 		finish(&w->fcgi);
@@ -702,7 +708,7 @@ reload(const char *path)
 	denycache_clear();
 	if (old->engine != c->engine)
 		log_warn("reload: engine changes only on restart");
-	if (threads_of(old) != threads_of(c))
+	if (threads_of(c) != gateway_threads)
 		log_warn("reload: workers changes only on restart (%d kept)",
 		    gateway_threads);
 	if ((old->audit_database == NULL) != (c->audit_database == NULL) ||
@@ -731,7 +737,9 @@ run_cgi(struct conf *c)
 	    c->audit_queue, c->audit_batch, c->audit_flush_interval_ms,
 	    errbuf, sizeof(errbuf))) == NULL)
 		log_error("audit: %s; this request is not recorded", errbuf);
-	len = serve(c, lim, environ, &j, m, v, out);
+	/* CGI serves no status endpoint: every request is decided. */
+	job_begin(&j, c, environ, 0, m);
+	len = serve(c, lim, &j, m, v, NULL, out);
 	audit_close(audit, 5000);
 	limiter_free(lim);
 	if (j.d.allowed && c->cgi_upstream != NULL) {

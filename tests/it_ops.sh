@@ -176,6 +176,10 @@ is "metrics: one Redis round trip per decided request (histogram count = EVALSHA
 is "metrics: 4 workers" 4 "$(metric rlgate_workers)"
 check "metrics: at least the scrape's worker is busy" [ "$(metric rlgate_workers_busy)" -ge 1 ]
 is "metrics: no Redis error yet" 0 "$(metric rlgate_redis_errors_total)"
+# The path is compared once decoded, as rules see it: an encoded status
+# path is the status page too, not a request to decide.
+check "an encoded status path (/%72lgate-status/metrics) gets the metrics page" \
+	bash -c "curl -s '$BASE/%72lgate-status/metrics' | grep -q '^rlgate_workers '"
 is "status requests are neither decided nor recorded" 0 "$(sql "SELECT count(*) FROM decisions WHERE path LIKE '/rlgate-status%'")"
 is "a path under status_path that is not a page: 404" 404 "$(status "$STATUS/nope")"
 is "status_allow: a client outside it gets 403" 403 "$(status -H 'X-Forwarded-For: 203.0.113.9' "$STATUS/metrics")"
