@@ -270,9 +270,11 @@ check_env(const struct wire *w)
 	    "FCGI_ROLE=AUTHORIZER" : "FCGI_ROLE=RESPONDER") != 0)
 		die("envp does not start with the request's FCGI_ROLE");
 	for (i = 0; w->envp[i] != NULL; i++) {
-		if (i >= WIRE_MAX_ENV)
+		/* envp[0] is FCGI_ROLE, then WIRE_MAX_ENV params at most. */
+		if (i > WIRE_MAX_ENV)
 			die("more than WIRE_MAX_ENV params");
-		if (strchr(w->envp[i], '=') == NULL)
+		/* A name no lookup can find is skipped: none empty. */
+		if (strchr(w->envp[i], '=') == NULL || w->envp[i][0] == '=')
 			die("a param is not NAME=value");
 	}
 }

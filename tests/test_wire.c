@@ -785,18 +785,18 @@ test_not_version_1(void **state)
 	request(&in, 1, WIRE_RESPONDER, 0, &p);
 	in.b[0] = 2;
 	assert_int_equal(feed(&w, &in), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "not FastCGI version 1");
 	wire_free(&w);
 	/* Not even when the record is not complete yet. */
 	in.b[0] = 0;
 	assert_int_equal(wire_feed(&w, in.b, 8), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "not FastCGI version 1");
 	wire_free(&w);
 	/* Nor in the middle of a request. */
 	in.b[0] = 1;
 	in.b[16] = 2;
 	assert_int_equal(feed(&w, &in), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "not FastCGI version 1");
 	wire_free(&w);
 	free(in.b);
 }
@@ -811,7 +811,7 @@ test_short_begin_request(void **state)
 	(void)state;
 	record(&in, FCGI_BEGIN_REQUEST, 1, body, sizeof(body));
 	assert_int_equal(feed(&w, &in), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "BEGIN_REQUEST is too short");
 	wire_free(&w);
 	free(in.b);
 }
@@ -840,7 +840,7 @@ test_pair_cut_short(void **state)
 		record(&in, FCGI_PARAMS, 1, NULL, 0);
 		record(&in, FCGI_STDIN, 1, NULL, 0);
 		assert_int_equal(feed(&w, &in), -1);
-		assert_non_null(w.error);
+		assert_string_equal(w.error, "a PARAMS name-value pair is cut short");
 		wire_free(&w);
 	}
 	/* A 4-byte length cut at the very end of a 1024-byte stream (as
@@ -853,7 +853,7 @@ test_pair_cut_short(void **state)
 	in.len = 0;
 	request(&in, 1, WIRE_RESPONDER, 0, &p);
 	assert_int_equal(feed(&w, &in), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "a PARAMS name-value pair is cut short");
 	wire_free(&w);
 	free(in.b);
 	free(p.b);
@@ -895,7 +895,7 @@ test_params_too_long(void **state)
 	in.len = 0;
 	params_of_size(&in, WIRE_MAX_PARAMS + 1);
 	assert_int_equal(feed(&w, &in), -1);
-	assert_non_null(w.error);
+	assert_string_equal(w.error, "PARAMS over WIRE_MAX_PARAMS bytes");
 	wire_free(&w);
 	free(in.b);
 }
