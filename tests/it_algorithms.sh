@@ -85,6 +85,9 @@ for a in $ALGOS; do
 	check "$a under load: a row for each of ab's $n responses ($rows rows)" \
 		test "$rows" -ge "$n" -a "$rows" -le $((n + 12))
 	check "$a under load: both admitted and denied requests ($d denied of $n)" test "$d" -gt 0 -a "$d" -lt "$n"
+	# --verify replays the recorded costs: they must be X-Cost's.
+	is "$a under load: each key's cost is its X-Cost header" "one|1 two|2" \
+		"$(sql "SELECT key, group_concat(DISTINCT cost) FROM decisions WHERE rule='s_$a' GROUP BY key ORDER BY key" | paste -sd' ')"
 done
 "$TOP/reports/rlgate-report" --verify "$AUDIT_DB" > "$T/verify.out" 2>&1
 is "rlgate-report --verify: every algorithm kept its promise" 0 $?

@@ -17,8 +17,10 @@ workers = 8
 
 [redis]
 address = 127.0.0.1:$REDIS_PORT
-connect_timeout = 200ms
-timeout = 100ms
+; exact counts below: a loaded machine must not turn a slow answer
+; into on_error (a stopped Redis refuses at once, whatever the timeout)
+connect_timeout = 1s
+timeout = 2s
 
 [audit]
 database = $AUDIT_DB

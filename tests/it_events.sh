@@ -205,10 +205,12 @@ is "batching: exactly 21 rows, 21 request ids, all allowed with status 200" "21|
 	"$(sql "SELECT count(*), count(DISTINCT request_id), sum(allowed AND status=200) FROM decisions WHERE rule='batch'")"
 
 # ---- 4. leaky_bucket delay is a timer ------------------------------------------
+lb_t0=$(( $(date +%s%N) / 1000000 ))
 raw 'request 1 responder keep GET /lb/item 10.4.0.1' 'wait-reply 1' \
     'request 1 responder keep GET /lb/item 10.4.0.1' 'sleep 100' \
     'conn 1' 'request 1 responder keep GET /fw/item 10.4.0.2' 'wait-reply 1' \
     'conn 0' 'pending' 'wait-reply 1' > "$T/lb.out"
+lb_ms=$(( $(date +%s%N) / 1000000 - lb_t0 ))
 is "leaky timer: delayed request's reply still pending (PENDING) when the fixed_window request sent after it was answered 200; then it came, 200" \
 	"STDOUT 1 Status: 200 / $REPLY_OK / STDOUT 1 Status: 200 / $REPLY_OK / PENDING / STDOUT 1 Status: 200 / $REPLY_OK" \
 	"$(summary "$T/lb.out")"
@@ -217,6 +219,8 @@ is "leaky timer: the middle reply is the fixed_window rule's" fw "$(grep -o '"ru
 lb_delay=$(json delay_ms "$(sed -n 8p "$T/lb.out")")
 check "leaky timer: the second was held $lb_delay ms (500 ms less the gap between them, so 100 to 500)" \
 	between 100 500 "$lb_delay"
+check "leaky timer: and the reply was held that long (the exchange took $lb_ms ms)" \
+	[ "$lb_ms" -ge "${lb_delay:-1000000}" ]
 check "leaky timer: its audit row says allowed, 200, delay_ms $lb_delay" wait_for 5 rows_at_least 1 \
 	"client_ip='10.4.0.1' AND rule='lb' AND allowed=1 AND status=200 AND delay_ms=$lb_delay"
 
@@ -309,6 +313,8 @@ is "the delayed decision's audit row is in the database" 1 \
 	"$(rows "path='/lbterm/item' AND allowed=1 AND status=200 AND delay_ms > 0")"
 due=$(sql "SELECT ts_ms + delay_ms FROM decisions WHERE path='/lbterm/item' AND delay_ms > 0")
 check "and its reply was due (at ${due:-?} ms) after SIGTERM was sent (at $term_ms ms)" [ "${due:-0}" -gt "$term_ms" ]
+check "and rlgate did not send it early: it exited after it was due ($((term_ms + exit_ms)) >= ${due:-?} ms)" \
+	[ "$((term_ms + exit_ms))" -ge "${due:-99999999999999}" ]
 check "the stop was logged" grep -q 'stopped' "$LOG"
 
 # ---- Contrast: the threads engine, one worker ----------------------------------
