@@ -37,6 +37,7 @@
 #include <sys/un.h>
 #include <time.h>
 
+#include "clock.h"
 #include "tool.h"
 
 #define MAX_CONNS	1024
@@ -71,15 +72,6 @@ num(const char *s, long min, long max)
 	if (s == NULL || *s == '\0' || *end != '\0' || errno || v < min || v > max)
 		die(2, "not a number in range", s);
 	return v;
-}
-
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -212,7 +204,7 @@ read_record(long long deadline)
 		if (cur->eof)
 			return cur->eof == 1 ? 0 : -1;
 		pfd.fd = cur->fd;
-		if (poll(&pfd, 1, (int)(deadline > now_ms() ? deadline - now_ms() : 0)) == 0)
+		if (poll(&pfd, 1, (int)(deadline > mono_ms() ? deadline - mono_ms() : 0)) == 0)
 			return -2;
 		if ((n = read(cur->fd, in + in_len, need - in_len)) > 0)
 			in_len += (size_t)n;
@@ -226,7 +218,7 @@ read_record(long long deadline)
 static int
 read_print(int until, int id, long count)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = mono_ms() + timeout_ms;
 	unsigned char *b = in + 8;
 	size_t len, off, nl, vl;
 	int rc, type, rid;
