@@ -407,6 +407,17 @@ server_refuses(const char *s)
  * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
  * -2 when Redis refuses scripts for now (l->refused says why).
  */
+/* The rule's own parameters: what a verdict says until Redis says
+ * otherwise (an override), and all it says when Redis cannot answer. */
+static void
+rule_params(struct verdict *v, const struct rule *ru)
+{
+	v->limit = ru->limit;
+	v->window_ms = ru->window_ms;
+	v->burst = conf_capacity(ru, ru->limit);
+	v->override = RLG_OVERRIDE_NONE;
+}
+
 static int
 read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 {
@@ -417,7 +428,6 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 
 	if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK)
 		return -1;
-	memset(v, 0, sizeof(*v));
 	if (rep->type == REDIS_REPLY_ERROR) {
 		if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
 			rc = 1;
@@ -454,10 +464,8 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 		v->allowed = rep->element[0]->integer != 0;
 		v->answered = 1;
 	}
-	/* Without KEYS[2] the rule's parameters were used. */
-	v->window_ms = m->rule->window_ms;
-	v->burst = conf_capacity(m->rule, v->limit);
-	v->override = RLG_OVERRIDE_NONE;
+	/* Without KEYS[2] the rule's parameters were used: limiter_decide()
+	 * set them. */
 	if (v->answered && m->rule->overrides) {
 		/* {..., window_ms, burst, precision_ms, override[, why]} */
 		for (i = 7; i < 11; i++)
@@ -467,11 +475,13 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 		    rep->element[10]->integer > RLG_OVERRIDE_IGNORED) {
 			log_error("rule %s: redis: the script's reply has no "
 			    "parameters (elements 8-11)", m->rule->name);
+			rule_params(v, m->rule);
 			v->answered = 0;
 		} else {
 			v->window_ms = rep->element[7]->integer;
-			if (conf_algorithm_has_burst(m->rule->algorithm))
-				v->burst = rep->element[8]->integer;
+			v->burst = conf_algorithm_has_burst(m->rule->algorithm) ?
+			    rep->element[8]->integer :
+			    conf_capacity(m->rule, v->limit);
 			v->override =
 			    (enum rlg_override)rep->element[10]->integer;
 			why = rep->elements > 11 && rep->element[11]->type ==
@@ -517,9 +527,6 @@ cached(const struct conf *c, const struct match *m, long long now,
 	    1000 : 0;
 	v->now_us = dn.now_us + (now - dn.at_us);	/* on Redis's clock */
 	v->delay_ms = 0;
-	v->window_ms = ru->window_ms;
-	v->burst = conf_capacity(ru, ru->limit);
-	v->override = RLG_OVERRIDE_NONE;
 	return 1;
 }
 
@@ -556,6 +563,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	char err[256];
 
 	memset(v, 0, n * sizeof(*v));
+	for (i = 0; i < n; i++)
+		rule_params(&v[i], m[i].rule);
 	if (n == 0)
 		return 0;
 	if (2 * n > l->idx_cap) {

@@ -47,9 +47,9 @@ struct verdict {
 	long long	 delay_ms;
 	int		 local;		/* a denial from the deny cache,
 					 * not Redis */
-	/* The other parameters the decision used, when answered: the rule's,
-	 * or its override's. 0 in a verdict not made by limiter_decide():
-	 * readers then take the rule's. */
+	/* The parameters the decision used (with limit above): the rule's,
+	 * or its override's when Redis applied one. Always set by
+	 * limiter_decide(), also when Redis could not answer. */
 	long long	 window_ms;
 	long long	 burst;		/* token_bucket, gcra, leaky_bucket;
 					 * the limit for the others (as the

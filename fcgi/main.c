@@ -221,9 +221,11 @@ record(const struct decision *d, long long latency_us)
 		row.allowed = d->rule_allowed[i];
 		row.reason = respond_reason_name(d->rule_reason[i]);
 		row.cost = d->m[i].cost;
-		row.limit_value = ru->limit;
-		row.window_ms = ru->window_ms;
-		row.burst = conf_capacity(ru, ru->limit);
+		/* The parameters the decision used: the rule's, or its
+		 * override's in Redis (overrides = redis). */
+		row.limit_value = v->limit;
+		row.window_ms = v->window_ms;
+		row.burst = v->burst;
 		row.ts_ms = ts_ms;
 		row.remaining = row.retry_after_ms = row.delay_ms = -1;
 		if (v->answered) {
@@ -232,13 +234,6 @@ record(const struct decision *d, long long latency_us)
 			row.remaining = v->remaining;
 			row.retry_after_ms = v->retry_after_ms;
 			row.delay_ms = v->delay_ms;
-			/* The parameters the decision used: the rule's, or
-			 * its override's in Redis (overrides = redis). */
-			row.limit_value = v->limit;
-			if (v->window_ms > 0) {
-				row.window_ms = v->window_ms;
-				row.burst = v->burst;
-			}
 		}
 		/* Unlimited: no limit applied, nothing was counted. */
 		if (d->rule_reason[i] == RLG_REASON_UNLIMITED)

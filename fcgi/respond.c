@@ -106,14 +106,6 @@ ceil_div(long long a, long long b)
 	return a <= 0 ? 0 : (a + b - 1) / b;
 }
 
-/* The window rule i's decision used: an override's, or the rule's. */
-static long long
-window_of(const struct decision *d, size_t i)
-{
-	return d->v[i].window_ms > 0 ? d->v[i].window_ms :
-	    d->m[i].rule->window_ms;
-}
-
 /* Does rule i have a limit to show (answered, and not unlimited)? */
 static int
 limited(const struct decision *d, size_t i)
@@ -242,7 +234,7 @@ ratelimit_headers(struct out *o, const struct decision *d)
 				continue;
 			put(o, "%s\"%s\";q=%lld;w=%lld", sep,
 			    d->m[i].rule->name, d->v[i].limit,
-			    ceil_div(window_of(d, i), 1000));
+			    ceil_div(d->v[i].window_ms, 1000));
 			sep = ", ";
 		}
 		if (sep[0] == ',')
@@ -298,7 +290,7 @@ problem_body(struct out *o, const struct decision *d)
 		if (!over_limit(d, i))
 			continue;
 		put(o, "%s%s allows %lld per %lld ms", sep, d->m[i].rule->name,
-		    d->v[i].limit, window_of(d, i));
+		    d->v[i].limit, d->v[i].window_ms);
 		sep = "; ";
 	}
 	put(o, "; retry in %lld ms\",\"violated-policies\":[",
@@ -337,8 +329,7 @@ decision_body(struct out *o, const struct decision *d)
 			put(o, ",\"limit\":null,\"window_ms\":null");
 		else
 			put(o, ",\"limit\":%lld,\"window_ms\":%lld",
-			    v->answered ? v->limit : ru->limit,
-			    window_of(d, i));
+			    v->limit, v->window_ms);
 		if (limited(d, i))
 			put(o, ",\"remaining\":%lld,\"reset_ms\":%lld,"
 			    "\"retry_after_ms\":%lld,\"delay_ms\":%lld",

@@ -357,7 +357,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		v[i].answered = b & 1;
 		v[i].allowed = (b >> 1) & 1;
+		/* The rule's parameters, as limiter_decide() sets them. */
 		v[i].limit = ru->limit;
+		v[i].window_ms = ru->window_ms;
+		v[i].burst = conf_capacity(ru, ru->limit);
 		v[i].remaining = v[i].allowed ? (long long)(b >> 2) % (ru->limit + 1) : 0;
 		v[i].reset_ms = (long long)(b >> 4) * ru->window_ms / 15;
 		v[i].retry_after_ms = v[i].allowed ? 0 : (long long)(b >> 3) * 997;

@@ -59,7 +59,17 @@ static struct decision
 decide(size_t n)
 {
 	struct decision d;
+	size_t i;
 
+	/* As limiter_decide() leaves them: the rule's parameters unless the
+	 * test gave others (an override's), the rule's limit when Redis did
+	 * not answer. */
+	for (i = 0; i < n; i++) {
+		if (v[i].window_ms == 0)
+			v[i].window_ms = m[i].rule->window_ms;
+		if (!v[i].answered)
+			v[i].limit = m[i].rule->limit;
+	}
 	memset(&d, 0, sizeof(d));
 	d.conf = &conf;
 	d.req = &req;
