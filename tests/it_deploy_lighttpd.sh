@@ -96,8 +96,10 @@ is "CGI: 2nd's body intact" "body 2" "$(sed '1,/^--- body$/d' "$T/cgi2.b")"
 is "CGI: 4th denied with 429" 429 "$(sed -n '1s/^HTTP[^ ]* \([0-9]*\).*/\1/p' "$T/cgi4.h")"
 # The 1-minute window opened at the 1st request, moments ago.
 check "CGI: the 429 has Retry-After (30..60 s)" between 30 60 "$(resp_header "$T/cgi4.h" Retry-After)"
-# t counts whole seconds up to the reset: 60, or 59 on a slow machine.
-check "CGI: the 429 has RateLimit" grep -qE '^RateLimit: "app";r=0;t=(59|60)'$'\r''?$' "$T/cgi4.h"
+check "CGI: the 429 has RateLimit" grep -qE '^RateLimit: "app";r=0;t=[0-9]+'$'\r''?$' "$T/cgi4.h"
+# t counts whole seconds up to the reset of the window the 1st opened.
+check "CGI: and its t is that reset (30..60 s)" between 30 60 \
+	"$(sed -n 's/^RateLimit: "app";r=0;t=\([0-9]*\).*/\1/p' "$T/cgi4.h")"
 check "CGI: the program did not run for the 4th (rlgate's body)" grep -q '"violated-policies":\["app"\]' "$T/cgi4.b"
 wait_for 5 key_rows_reach 4 127.0.0.1 "$DB_B"
 is "CGI: one audit row per request, 3 allowed + 1 denied" "3+1" "$(key_rows 127.0.0.1 "$DB_B")"

@@ -72,13 +72,14 @@ limit = 1
 window = 2s
 burst = 1
 
-; One request leaves per 500 ms; one more may wait: of two at once, the
-; second is held for 500 ms less the time between them.
+; One request leaves per 2 s; one more may wait: of two at once, the
+; second is held for 2 s less the time between them (a long window: a
+; loaded machine's stalls cannot use it up).
 [rule:lb]
 path = /lb/*
 algorithm = leaky_bucket
-limit = 2
-window = 1s
+limit = 1
+window = 2s
 burst = 1
 EOF
 check "rlgate -t accepts the test configuration" "$RLGATE" -t -c "$T/rlgate.ini"
@@ -217,8 +218,8 @@ is "leaky timer: delayed request's reply still pending (PENDING) when the fixed_
 is "leaky timer: the first leaky_bucket request is not delayed (delay_ms 0)" 0 "$(json delay_ms "$(sed -n 1p "$T/lb.out")")"
 is "leaky timer: the middle reply is the fixed_window rule's" fw "$(grep -o '"rule":"[a-z]*"' <<<"$(sed -n 4p "$T/lb.out")" | cut -d'"' -f4)"
 lb_delay=$(json delay_ms "$(sed -n 8p "$T/lb.out")")
-check "leaky timer: the second was held $lb_delay ms (500 ms less the gap between them, so 100 to 500)" \
-	between 100 500 "$lb_delay"
+check "leaky timer: the second was held $lb_delay ms (2000 ms less the gap between them, so 1000 to 2000)" \
+	between 1000 2000 "$lb_delay"
 check "leaky timer: and the reply was held that long (the exchange took $lb_ms ms)" \
 	[ "$lb_ms" -ge "${lb_delay:-1000000}" ]
 check "leaky timer: its audit row says allowed, 200, delay_ms $lb_delay" wait_for 5 rows_at_least 1 \
