@@ -298,7 +298,8 @@ IDLE=$!
 PIDS+=("$IDLE")
 first_reply() { grep -q '^END_REQUEST' "$T/term.out" && grep -q '^END_REQUEST' "$T/idle.out"; }
 wait_for 5 first_reply
-sleep 0.2	# the second is decided and held (about 2 s)
+# The second is decided and held (about 2 s): its row is written.
+wait_for 5 rows_at_least 2 "rule='lbterm'"
 term_ms=$(( $(date +%s%N) / 1000000 ))
 kill -TERM "$PID"
 wait "$PID"
