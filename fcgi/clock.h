@@ -1,11 +1,13 @@
 /*
  * clock: the gateway's two clocks in whole units. Monotonic for timeouts,
  * back-off and latencies; the wall clock only for what people read (audit
- * rows when Redis did not decide, log lines, status pages).
+ * rows when Redis did not decide, log lines, status pages). And a sleep
+ * that a signal does not cut short.
  */
 #ifndef RLG_CLOCK_H
 #define RLG_CLOCK_H
 
+#include <errno.h>
 #include <time.h>
 
 static inline long long
@@ -33,6 +35,16 @@ static inline long long
 wall_ms(void)
 {
 	return clock_us(CLOCK_REALTIME) / 1000;
+}
+
+static inline void
+sleep_ms(long long ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000),
+	    (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
 }
 
 #endif

@@ -1878,7 +1878,7 @@ conf_new(struct loader *l, const char *path)
 	/* Lets holders tell configurations apart without comparing them. */
 	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
 	c->engine = RLG_ENGINE_EVENTS;
-	c->workers = 0;		/* the engine's default (main.c) */
+	c->workers = 0;		/* the engine's default (threads_of() in main.c) */
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;
 	c->log_level = RLG_LOG_INFO;

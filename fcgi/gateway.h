@@ -1,8 +1,7 @@
 /*
- * gateway: what main.c's two engines share (see [gateway] engine): the
- * configuration in use, a request's decision in two halves around the
- * Redis round trip, and the status endpoint. The threads engine is in
- * main.c; the events engine in events.c.
+ * gateway: what the two engines (events.c, threads.c) and CGI mode share:
+ * the configuration in use, a request's decision in two halves around the
+ * Redis round trip, its audit rows, and the status endpoint.
  */
 #ifndef RLG_GATEWAY_H
 #define RLG_GATEWAY_H
@@ -16,6 +15,8 @@
 #include "respond.h"
 #include "rule.h"
 
+#define RLG_VERSION	"0.1.0"
+
 /* A configuration in use; freed when the last request using it is done. */
 struct generation {
 	struct conf	*conf;
@@ -27,6 +28,13 @@ struct generation {
 /* The configuration to decide with, held until gen_release(). */
 struct generation *gen_acquire(void);
 void		 gen_release(struct generation *g);
+
+/*
+ * Makes c the configuration new requests get (taking it over); the one
+ * before is freed when its last request is done. NULL, at exit: no
+ * configuration any more.
+ */
+void		 gen_install(struct conf *c);
 
 /* One request being decided. */
 struct job {
@@ -58,6 +66,15 @@ size_t		 job_end(struct job *j, const struct match *m,
 		    const struct verdict *v, struct metrics_worker *w,
 		    char *out);
 
+/*
+ * Decides j (job_begin() done, its matches in m) with one round trip on
+ * lim, then job_end() into out, and waits out a leaky_bucket delay in
+ * this thread: the way of the threads engine and of CGI mode.
+ */
+size_t		 job_serve(const struct conf *c, struct limiter *lim,
+		    struct job *j, struct match *m, struct verdict *v,
+		    struct metrics_worker *w, char *out);
+
 /* A growing buffer. */
 struct page {
 	char		*buf;
@@ -74,5 +91,8 @@ size_t		 status_page(const struct conf *c, const struct job *j,
 
 /* How many threads serve requests; for the status pages. */
 extern int	 gateway_threads;
+
+/* Where job_end() queues audit rows; NULL: no audit. */
+extern struct audit *gateway_audit;
 
 #endif
