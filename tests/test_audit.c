@@ -36,6 +36,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "clock.h"
 #include "log.h"
 
 struct fixture {
@@ -44,24 +45,6 @@ struct fixture {
 };
 
 /* ---- helpers ------------------------------------------------------- */
-
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-sleep_ms(long long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-}
 
 static int
 set_immutable(const char *path, int on)
@@ -91,6 +74,9 @@ setup(void **state)
 	return 0;
 }
 
+static char	*capture_end(void);
+static int	 capture_saved = -1, capture_rd = -1;
+
 static int
 teardown(void **state)
 {
@@ -99,6 +85,10 @@ teardown(void **state)
 	struct dirent *de;
 	DIR *d;
 
+	/* A failed assertion left the capture on: show what it hid, the
+	 * assertion's own message included. */
+	if (capture_saved >= 0)
+		free(capture_end());
 	if ((d = opendir(f->dir)) != NULL) {
 		while ((de = readdir(d)) != NULL) {
 			if (de->d_name[0] == '.')
@@ -115,8 +105,6 @@ teardown(void **state)
 }
 
 /* Sends stderr (where log writes) to a pipe until capture_end(). */
-static int capture_saved = -1, capture_rd = -1;
-
 static void
 capture_start(void)
 {
@@ -145,6 +133,7 @@ capture_end(void)
 	while (len < cap && (n = read(capture_rd, buf + len, cap - len)) > 0)
 		len += (size_t)n;
 	close(capture_rd);
+	capture_saved = capture_rd = -1;
 	buf[len] = '\0';
 	fputs(buf, stderr);
 	return buf;
@@ -181,9 +170,9 @@ stats(struct audit *a)
 static long long
 wait_written(struct audit *a, long long n, long long timeout_ms)
 {
-	long long end = now_ms() + timeout_ms;
+	long long end = mono_ms() + timeout_ms;
 
-	while (stats(a).written < n && now_ms() < end)
+	while (stats(a).written < n && mono_ms() < end)
 		sleep_ms(2);
 	return stats(a).written;
 }
@@ -191,9 +180,9 @@ wait_written(struct audit *a, long long n, long long timeout_ms)
 static long long
 wait_failures(struct audit *a, long long n, long long timeout_ms)
 {
-	long long end = now_ms() + timeout_ms;
+	long long end = mono_ms() + timeout_ms;
 
-	while (stats(a).failures < n && now_ms() < end)
+	while (stats(a).failures < n && mono_ms() < end)
 		sleep_ms(2);
 	return stats(a).failures;
 }
@@ -544,9 +533,9 @@ test_full_queue_blocks_push(void **state)
 	db_exec(locker, "BEGIN EXCLUSIVE");
 
 	capture_start();
-	t0 = now_ms();
+	t0 = mono_ms();
 	push_range(a, 0, 0, 10);
-	assert_true(now_ms() - t0 < 200);	/* room for 10: no waiting */
+	assert_true(mono_ms() - t0 < 200);	/* room for 10: no waiting */
 	memset(&p, 0, sizeof(p));
 	p.a = a;
 	p.i = 10;
@@ -589,10 +578,10 @@ test_stop_releases_waiting_push(void **state)
 	assert_int_equal(pthread_create(&p.thread, NULL, one_push_main, &p), 0);
 	sleep_ms(300);
 	assert_int_equal(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE), 0);
-	t0 = now_ms();
+	t0 = mono_ms();
 	audit_stop(a);
 	pthread_join(p.thread, NULL);
-	assert_true(now_ms() - t0 < 200);
+	assert_true(mono_ms() - t0 < 200);
 	assert_int_equal(p.rc, -1);
 	make_row(0, 11, &r, &b);
 	errno = 0;
@@ -624,15 +613,15 @@ test_locked_database_recovers(void **state)
 	db_exec(locker, "BEGIN EXCLUSIVE");
 
 	/* 2 s of pushes while another connection holds the write lock. */
-	t0 = now_ms();
+	t0 = mono_ms();
 	for (i = 0; i < 300; i++) {
-		t = now_ms();
+		t = mono_ms();
 		push_range(a, 0, i, 1);
-		if (now_ms() - t > slowest)
-			slowest = now_ms() - t;
+		if (mono_ms() - t > slowest)
+			slowest = mono_ms() - t;
 		sleep_ms(5);
 	}
-	while (now_ms() - t0 < 2000)
+	while (mono_ms() - t0 < 2000)
 		sleep_ms(10);
 	assert_true(slowest < 100);
 	assert_int_equal(stats(a).written, 0);
@@ -925,9 +914,9 @@ test_close_gives_up(void **state)
 	locker = db_open(f->path);
 	db_exec(locker, "BEGIN EXCLUSIVE");
 	push_range(a, 0, 0, 50);
-	t0 = now_ms();
+	t0 = mono_ms();
 	assert_int_equal(audit_close(a, 300), 50);
-	took = now_ms() - t0;
+	took = mono_ms() - t0;
 	db_exec(locker, "COMMIT");
 	sqlite3_close(locker);
 	log = capture_end();
