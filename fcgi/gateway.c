@@ -180,6 +180,33 @@ job_begin(struct job *j, const struct conf *c, char **envp, int status,
 	j->d.n = (size_t)n;
 }
 
+/* log_level = debug: a line per decided request, as its audit rows say. */
+static void
+log_decision(const struct decision *d)
+{
+	char rules[1024], left[40];
+	size_t i, len = 0;
+
+	rules[0] = '\0';
+	for (i = 0; i < d->n && len < sizeof(rules); i++) {
+		const struct match *m = &d->m[i];
+
+		left[0] = '\0';
+		if (d->v[i].answered)
+			snprintf(left, sizeof(left), ", remaining %lld",
+			    d->v[i].remaining);
+		len += (size_t)snprintf(rules + len, sizeof(rules) - len,
+		    "; rule %s key %.*s: %s (%s)%s", m->rule->name,
+		    (int)m->key_len, m->key, d->rule_allowed[i] ? "allowed" :
+		    "denied", respond_reason_name(d->rule_reason[i]), left);
+	}
+	log_debug("request %s: %s %s from %s: %d%s%s%s", d->req->id,
+	    d->req->method, d->req->path, d->req->ip[0] ? d->req->ip : "-",
+	    d->status, d->bad_detail != NULL ? ", bad request: " : "",
+	    d->bad_detail != NULL ? d->bad_detail : "",
+	    d->n == 0 && d->bad_detail == NULL ? "; no rule" : rules);
+}
+
 size_t
 job_end(struct job *j, const struct match *m, const struct verdict *v,
     struct metrics_worker *w, char *out)
@@ -191,6 +218,8 @@ job_end(struct job *j, const struct match *m, const struct verdict *v,
 	respond_decide(&j->d, j->bad_status);
 	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
 	record(&j->d, mono_us() - j->start_us);
+	if (log_enabled(RLG_LOG_DEBUG))
+		log_decision(&j->d);
 	metrics_decided(w, &j->d);
 	return len;
 }

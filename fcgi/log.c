@@ -29,6 +29,12 @@ log_set_level(enum rlg_log_level level)
 	__atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
 }
 
+int
+log_enabled(enum rlg_log_level level)
+{
+	return (int)level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+}
+
 static void log_line(enum rlg_log_level, const char *, va_list)
     __attribute__((format(printf, 2, 0)));
 
@@ -42,7 +48,7 @@ log_line(enum rlg_log_level level, const char *fmt, va_list ap)
 	ssize_t n;
 	int r, saved_errno = errno;
 
-	if ((int)level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+	if (!log_enabled(level))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
@@ -61,9 +67,11 @@ log_line(enum rlg_log_level level, const char *fmt, va_list ap)
 		line[len - 3] = line[len - 2] = line[len - 1] = '.';
 	} else
 		len += (size_t)r;
-	/* One event, one line: a message with a newline would fake another. */
+	/* One event, one line: a message with a newline would fake another,
+	 * and other control bytes (a client's path, a key) have no business
+	 * reaching a terminal. */
 	for (i = pre; i < len; i++)
-		if (line[i] == '\n' || line[i] == '\r')
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
 			line[i] = ' ';
 	line[len++] = '\n';
 	/* A line is far below PIPE_BUF-sized writes; loop only for EINTR. */

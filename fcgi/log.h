@@ -10,6 +10,8 @@
 
 /* Messages above level are dropped. Set at start and on reload. */
 void	log_set_level(enum rlg_log_level level);
+/* Would a line of this level be written? (To skip costly formatting.) */
+int	log_enabled(enum rlg_log_level level);
 
 void	log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -77,7 +77,9 @@ total=$N
 check "baseline: every decision written ($total)" settle "$total"
 
 # ---- locked by another writer -------------------------------------------
-( echo "BEGIN EXCLUSIVE;"; sleep 4; echo "COMMIT;" ) | sqlite3 "$AUDIT_DB" &
+# .timeout: if rlgate's writer holds the lock for a moment, wait for it
+# rather than give up at once and hold nothing.
+( echo "BEGIN EXCLUSIVE;"; sleep 4; echo "COMMIT;" ) | sqlite3 -cmd ".timeout 3000" "$AUDIT_DB" &
 HOLDER=$!
 locked() { ! sqlite3 -cmd ".timeout 0" "$AUDIT_DB" "BEGIN IMMEDIATE; ROLLBACK;" 2>/dev/null; }
 check "locked: the sqlite3 CLI holds the write lock" wait_for 5 locked

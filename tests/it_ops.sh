@@ -238,7 +238,10 @@ is "raise: 2 per minute, then denied" "200 200 429" "$(status "$BASE/raise/a") $
 c0=$(evalsha_calls)
 is "raise: the repeat is denied from the cache" 429 "$(status "$BASE/raise/a")"
 is "raise: without asking Redis" "$c0" "$(evalsha_calls)"
-sed -i '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' "$T/rlgate.ini"
+is "log_level info: no debug lines" 0 "$(grep -c ': debug: ' "$T/rlgate.log")"
+# The reload raises the limit, and turns on a line per decision.
+sed -i -e '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' \
+    -e 's/^\[gateway\]$/[gateway]\nlog_level = debug/' "$T/rlgate.ini"
 kill -HUP "$RLGATE_PID"
 generation2() { [ "$(health)" = 200 ] && [ "$(hj .config.generation)" = 2 ]; }
 check "SIGHUP: health shows config generation 2" wait_for 5 generation2
@@ -246,6 +249,10 @@ is "raise: after the reload the next request goes to Redis and is admitted" 200 
 is "raise: Redis was asked" "$((c0 + 1))" "$(evalsha_calls)"
 wait_for 5 rule_rows raise 5
 is "raise: audit shows limit 4 admitting the 3rd" "1|limit|4" "$(sql "SELECT allowed, reason, limit_value FROM decisions WHERE rule='raise' ORDER BY id DESC LIMIT 1")"
+raise_id=$(sql "SELECT request_id FROM decisions WHERE rule='raise' ORDER BY id DESC LIMIT 1")
+is "log_level debug after SIGHUP: that decision's line, as its audit row says" \
+	"request $raise_id: GET /raise/a from 127.0.0.1: 200; rule raise key 127.0.0.1: allowed (limit), remaining 1" \
+	"$(grep -o ": debug: request $raise_id: .*" "$T/rlgate.log" | cut -d' ' -f3-)"
 scrape
 is "metrics: rlgate_config_generation 2" 2 "$(metric rlgate_config_generation)"
 

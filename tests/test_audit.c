@@ -1041,7 +1041,11 @@ test_log_lines(void **state)
 	log_info("hello %d", 42);
 	log_debug("not shown");
 	log_error("two\nlines");
+	log_info("tab\tescape\x1b[2Jbell\a del\x7f end");
+	assert_true(log_enabled(RLG_LOG_INFO));
+	assert_false(log_enabled(RLG_LOG_DEBUG));
 	log_set_level(RLG_LOG_WARN);
+	assert_false(log_enabled(RLG_LOG_INFO));
 	log_info("not shown either");
 	log_warn("careful");
 	big = malloc(10000);
@@ -1056,6 +1060,7 @@ test_log_lines(void **state)
 	snprintf(pattern, sizeof(pattern), "^[0-9]{4}-[0-9]{2}-[0-9]{2}T"
 	    "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z rlgate\\[%ld\\]: info: "
 	    "hello 42\n[^\n]* rlgate\\[%ld\\]: error: two lines\n"
+	    "[^\n]*: info: tab escape \\[2Jbell  del  end\n"
 	    "[^\n]*: warn: careful\n[^\n]*: warn: y+\\.\\.\\.\n$",
 	    (long)getpid(), (long)getpid());
 	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED), 0);
