@@ -331,7 +331,7 @@ read -r AF_P50 AF_P99 AF_P999 AF_MAX <<<"$(sed -n 's/^push: *p50 \([0-9.]*\) us,
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table, the targets, the JSON ------------------------------------
-SUMMARY=$T/summary	# cfg kind conns rps p50_us p99_us cpu_h cpu_b cpu_r runs ratio p99_added_us, then the same against r and s
+SUMMARY=$T/summary	# cfg kind conns rps p50_us p99_us cpu_h cpu_b cpu_r runs ratio p99_added_us, then the same against r and s, then p99 added over b round by round
 # Medians over the rounds; the ratio to a floor (b, r and s) and the p99
 # added over it are taken run by run (each against the floor's run next
 # to it in the same round), then their median: a drifting load cancels
@@ -356,11 +356,18 @@ function against(floor, f,   r, rat, add, mr, ma) {
 	mr = median(rat); ma = median(add)
 	return sprintf(" %s %s", (mr == "" ? "null" : sprintf("%.2f", mr)), (ma == "" ? "null" : sprintf("%.0f", ma)))
 }
+# the p99 added over b round by round, in round order: " a,b,c" (us) or " -"
+function added_runs(f,   r, s) {
+	s = ""
+	for (r = 1; r in rounds; r++) if (((f[1], r, f[2], f[3]) in P) && (("b", r, f[2], f[3]) in P))
+		s = s (s == "" ? "" : ",") P[f[1], r, f[2], f[3]] - P["b", r, f[2], f[3]]
+	return " " (s == "" ? "-" : s)
+}
 END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, " ")
-	printf "%s %.0f %.0f %.0f %.0f %.0f %.0f %s%s%s%s\n", k, median(rps[k]), median(p50[k]), median(p99[k]), median(ch[k]), median(cb[k]), median(cr[k]), runs[k], against("b", f), against("r", f), against("s", f) } }
+	printf "%s %.0f %.0f %.0f %.0f %.0f %.0f %s%s%s%s%s\n", k, median(rps[k]), median(p50[k]), median(p99[k]), median(ch[k]), median(cb[k]), median(cr[k]), runs[k], against("b", f), against("r", f), against("s", f), added_runs(f) } }
 ' "$RESULTS" > "$SUMMARY"
 
-get() {	# get CFG KIND CONNS FIELD(4=rps 5=p50 6=p99 7=cpu_h 8=cpu_b 9=cpu_r 11=ratio 12=p99 added; 13 14 against r, 15 16 against s)
+get() {	# get CFG KIND CONNS FIELD(4=rps 5=p50 6=p99 7=cpu_h 8=cpu_b 9=cpu_r 11=ratio 12=p99 added; 13 14 against r, 15 16 against s; 17 p99 added over b by round)
 	awk -v c="$1" -v k="$2" -v n="$3" -v f="$4" '$1 == c && $2 == k && $3 == n { print $f }' "$SUMMARY"
 }
 ms() { awk -v u="$1" 'BEGIN { if (u == "" || u == "null") print "null"; else printf "%.2f", u / 1000 }'; }
@@ -389,6 +396,15 @@ if [ "$THINK" -gt 0 ]; then
 		    "$(ms "$(get "$cfg" paced 50 16)")"
 	done
 fi
+
+# How far the p99 added moves from round to round on this machine: the
+# median above is one of these.
+echo "# p99 added over b at 50 connections, round by round (ms)"
+for kind in sat paced; do for cfg in c1 d1 c3 d3 t1 t3; do
+	r=$(get "$cfg" "$kind" 50 17); [ -n "$r" ] && [ "$r" != - ] || continue
+	printf '%-34s %6s   %s\n' "$cfg $(label "$cfg")" "$kind" \
+	    "$(echo "$r" | tr ',' '\n' | while read -r u; do echo "$(ms "$u")"; done | paste -sd' ')"
+done; done
 
 # Targets (issue 7), judged on the medians of this run (ratios and p99
 # added: medians of the run-by-run values).
@@ -438,7 +454,8 @@ mkdir -p "$(dirname "$JSON")"
 	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '
 	BEGIN { n = split(labels, l, ";"); for (i = 1; i <= n; i++) { j = index(l[i], "="); lab[substr(l[i], 1, j - 1)] = substr(l[i], j + 1) } }
 	function ms(u) { return u == "null" ? "null" : sprintf("%.3f", u / 1000) }
-	{ printf "%s    {\"config\": \"%s\", \"label\": \"%s\", \"kind\": \"%s\", \"conns\": %d, \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": {\"lighttpd\": %d, \"backend\": %d, \"redis\": %d}, \"rps_runs\": [%s], \"ratio_to_floor\": %s, \"p99_added_ms\": %s, \"ratio_to_r\": %s, \"p99_added_over_r_ms\": %s, \"ratio_to_s\": %s, \"p99_added_over_s_ms\": %s}", (NR > 1 ? ",\n" : ""), $1, lab[$1], $2, $3, $4, $5 / 1000, $6 / 1000, $7, $8, $9, $10, $11, ms($12), $13, ms($14), $15, ms($16) }
+	function runs_ms(s,   a, n, i, o) { if (s == "-") return ""; n = split(s, a, ","); o = ""; for (i = 1; i <= n; i++) o = o (i > 1 ? "," : "") sprintf("%.3f", a[i] / 1000); return o }
+	{ printf "%s    {\"config\": \"%s\", \"label\": \"%s\", \"kind\": \"%s\", \"conns\": %d, \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": {\"lighttpd\": %d, \"backend\": %d, \"redis\": %d}, \"rps_runs\": [%s], \"ratio_to_floor\": %s, \"p99_added_ms\": %s, \"ratio_to_r\": %s, \"p99_added_over_r_ms\": %s, \"ratio_to_s\": %s, \"p99_added_over_s_ms\": %s, \"p99_added_runs_ms\": [%s]}", (NR > 1 ? ",\n" : ""), $1, lab[$1], $2, $3, $4, $5 / 1000, $6 / 1000, $7, $8, $9, $10, $11, ms($12), $13, ms($14), $15, ms($16), runs_ms($17) }
 	END { print "" }' "$SUMMARY"
 	echo '  ],'
 	echo '  "ratios": {'
