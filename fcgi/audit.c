@@ -2,8 +2,11 @@
  * audit: the SQLite writer. Workers copy rows into a bounded queue with
  * audit_push(); one thread per process writes them in batches, one
  * BEGIN IMMEDIATE ... COMMIT per batch, and a row leaves the queue only
- * when the transaction holding it has committed. Not for reading the
- * database: reports/ does that.
+ * when the transaction holding it has committed. Copying the WAL back
+ * into the database (a checkpoint, 16 MB at a time) is another thread's
+ * job, at the lowest priority: it is work the file needs sooner or later,
+ * not work a request waits for. Not for reading the database: reports/
+ * does that.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -12,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <sqlite3.h>
@@ -33,6 +38,9 @@
 #define AUDIT_TXN_ROWS		16384
 #define AUDIT_TXN_MS		100
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB): checkpoint */
+/* The checkpointer has not kept up (starved by a busy machine, or failing):
+ * the writer checkpoints itself, so that the WAL stays bounded. */
+#define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
 #define AUDIT_GAP_US		2000	/* between back-to-back commits */
 #define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
@@ -73,7 +81,6 @@ struct audit {
 	long long		 busy_since;	/* monotonic ms, busy_wait() */
 	int			 err_busy;	/* failed on another's lock */
 	int			 wal_frames;	/* WAL size after last commit */
-	int			 ckpt_failing;
 	struct qrow		**txn;		/* rows being written */
 	size_t			 txn_max;
 	char			 err[512];	/* why the last write failed */
@@ -98,8 +105,14 @@ struct audit {
 	long long		 give_up_at;	/* monotonic ms, once closing */
 	long long		 written;
 	long long		 failures;
+	/* ckpt: the checkpointer, for a checkpoint or for closing. */
+	pthread_cond_t		 ckpt;
+	int			 ckpt_wanted;
+	int			 ckpt_failing;	/* said so already */
 
 	pthread_t		 thread;
+	pthread_t		 ckpt_thread;
+	int			 ckpt_started;
 };
 
 static void
@@ -307,6 +320,61 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
 }
 
 /*
+ * A PASSIVE checkpoint of db: it never waits for readers or for the other
+ * checkpointer, and a later one finishes what it left. A failure is said
+ * once, until one succeeds: the rows are safe in the WAL, only the WAL
+ * grows.
+ */
+static void
+checkpoint(struct audit *a, sqlite3 *db)
+{
+	int rc, failed, failing;
+
+	rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+	    NULL, NULL);
+	failing = rc != SQLITE_OK && rc != SQLITE_BUSY;
+	pthread_mutex_lock(&a->mu);
+	failed = a->ckpt_failing;
+	a->ckpt_failing = failing;
+	pthread_mutex_unlock(&a->mu);
+	if (failing && !failed)
+		log_warn("audit: %s: checkpoint failed: %s", a->path,
+		    sqlite3_errmsg(db));
+}
+
+/*
+ * The checkpointer: at nice 19, on its own connection, opened for each
+ * checkpoint (so a database the writer has replaced is the one it
+ * checkpoints, and one that is gone is not recreated).
+ */
+static void *
+ckpt_main(void *arg)
+{
+	struct audit *a = arg;
+	sqlite3 *db;
+
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	pthread_setname_np(pthread_self(), "audit-ckpt");
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		while (!a->ckpt_wanted && !a->closing)
+			pthread_cond_wait(&a->ckpt, &a->mu);
+		if (a->closing)
+			break;
+		a->ckpt_wanted = 0;
+		pthread_mutex_unlock(&a->mu);
+		db = NULL;
+		if (sqlite3_open_v2(a->path, &db, SQLITE_OPEN_READWRITE |
+		    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK)
+			checkpoint(a, db);
+		sqlite3_close(db);
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+/*
  * Writes the first rows of rows[0..n) in one transaction, as many as fit
  * in AUDIT_TXN_MS. Returns how many were committed (at least 1), or -1
  * with a->err set and nothing written (the transaction is rolled back).
@@ -351,20 +419,16 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 
-	if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
-		/* PASSIVE: never waits for readers; a later one finishes the
-		 * job. */
-		rc = sqlite3_wal_checkpoint_v2(a->db, NULL,
-		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-		if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
-			a->wal_frames = 0;
-			a->ckpt_failing = 0;
-		} else if (!a->ckpt_failing) {
-			/* The rows are safe in the WAL; only the WAL grows. */
-			a->ckpt_failing = 1;
-			log_warn("audit: %s: checkpoint failed: %s", a->path,
-			    sqlite3_errmsg(a->db));
-		}
+	/* Once the WAL is checkpointed, the next commit starts it again
+	 * from its beginning, and wal_frames falls. */
+	if (a->wal_frames >= AUDIT_CHECKPOINT_MAX || (!a->ckpt_started &&
+	    a->wal_frames >= AUDIT_CHECKPOINT_PAGES))
+		checkpoint(a, a->db);
+	else if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
+		pthread_mutex_lock(&a->mu);
+		a->ckpt_wanted = 1;
+		pthread_cond_signal(&a->ckpt);
+		pthread_mutex_unlock(&a->mu);
 	}
 	return (long long)i;
 fail:
@@ -508,7 +572,7 @@ audit_open(const char *path, int queue_max, int batch,
 	pthread_condattr_t ca;
 	sigset_t all, old;
 	char dummy[1];
-	int mu_ok = 0, wake_ok = 0, room_ok = 0;
+	int mu_ok = 0, wake_ok = 0, room_ok = 0, ckpt_ok = 0;
 
 	if (errbuf == NULL || errlen == 0) {
 		errbuf = dummy;
@@ -553,12 +617,18 @@ audit_open(const char *path, int queue_max, int batch,
 	if ((errno = pthread_cond_init(&a->room, NULL)) != 0)
 		goto fail_errno;
 	room_ok = 1;
+	if ((errno = pthread_cond_init(&a->ckpt, NULL)) != 0)
+		goto fail_errno;
+	ckpt_ok = 1;
 
 	if (db_open(a, errbuf, errlen) == -1)
 		goto fail;
 	/* Signals are for the threads that serve; the writer only writes. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* Without a checkpointer the writer checkpoints itself. */
+	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
+	    a) == 0;
 	errno = pthread_create(&a->thread, NULL, writer_main, a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (errno != 0)
@@ -569,7 +639,16 @@ fail_errno:
 	snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
 fail:
 	if (a != NULL) {
+		if (a->ckpt_started) {
+			pthread_mutex_lock(&a->mu);
+			a->closing = 1;
+			pthread_cond_signal(&a->ckpt);
+			pthread_mutex_unlock(&a->mu);
+			pthread_join(a->ckpt_thread, NULL);
+		}
 		db_close(a);
+		if (ckpt_ok)
+			pthread_cond_destroy(&a->ckpt);
 		if (room_ok)
 			pthread_cond_destroy(&a->room);
 		if (wake_ok)
@@ -688,15 +767,19 @@ audit_close(struct audit *a, long long give_up_ms)
 	a->give_up_at = mono_ms() + (give_up_ms > 0 ? give_up_ms : 0);
 	pthread_cond_broadcast(&a->wake);
 	pthread_cond_broadcast(&a->room);
+	pthread_cond_signal(&a->ckpt);
 	while (a->pushers > 0)
 		pthread_cond_wait(&a->room, &a->mu);
 	pthread_mutex_unlock(&a->mu);
 	pthread_join(a->thread, NULL);
+	if (a->ckpt_started)
+		pthread_join(a->ckpt_thread, NULL);
 
 	lost = (long long)a->count;
 	for (i = 0; i < a->count; i++)
 		free(a->ring[(a->head + i) % a->cap]);
 	db_close(a);
+	pthread_cond_destroy(&a->ckpt);
 	pthread_cond_destroy(&a->room);
 	pthread_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->mu);

@@ -899,6 +899,82 @@ test_two_processes_share_file(void **state)
 	free(log);
 }
 
+/* The thread called name in this process: its nice value, or 99 if none. */
+static int
+thread_nice(const char *name)
+{
+	char p[300], comm[32], stat[1024], *end;
+	struct dirent *de;
+	int nice = 99, i;
+	DIR *d;
+	FILE *fp;
+
+	assert_non_null(d = opendir("/proc/self/task"));
+	while ((de = readdir(d)) != NULL && nice == 99) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", de->d_name);
+		if ((fp = fopen(p, "r")) == NULL)
+			continue;
+		if (fgets(comm, sizeof(comm), fp) != NULL &&
+		    strncmp(comm, name, strlen(name)) == 0 &&
+		    comm[strlen(name)] == '\n') {
+			snprintf(p, sizeof(p), "/proc/self/task/%s/stat",
+			    de->d_name);
+			fclose(fp);
+			assert_non_null(fp = fopen(p, "r"));
+			assert_non_null(fgets(stat, sizeof(stat), fp));
+			/* The space before field i (3: the state, 19: nice). */
+			end = strrchr(stat, ')');
+			for (i = 3; i <= 19 && end != NULL; i++)
+				end = strchr(end + 1, ' ');
+			assert_non_null(end);
+			nice = atoi(end + 1);
+		}
+		fclose(fp);
+	}
+	closedir(d);
+	return nice;
+}
+
+/*
+ * Checkpoints: by a thread of their own at nice 19, not by the writer, and
+ * the WAL stays bounded (16 MB at a time) while rows keep coming.
+ */
+static void
+test_checkpoints_off_the_writer(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], wal[160];
+	struct audit *a;
+	struct stat db, w;
+	long long pushed = 0;
+	int t, nice = 99;
+
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
+	    sizeof(err)));
+	/* It names itself and lowers its priority first thing. */
+	for (t = 0; t < 500 && (nice = thread_nice("audit-ckpt")) == 99; t++)
+		sleep_ms(2);
+	assert_int_equal(nice, 19);
+	/* Until the database file holds 8 MB: the WAL was copied into it. */
+	for (t = 0; t < 100; t++) {
+		assert_int_equal(stat(f->path, &db), 0);
+		if (db.st_size >= 8 << 20)
+			break;
+		push_range(a, t, 0, 20000);
+		pushed += 20000;
+		assert_int_equal(wait_written(a, pushed, 30000), pushed);
+		assert_int_equal(stat(wal, &w), 0);
+		/* 4 x 4000 pages of 4 KiB, and a transaction's worth more. */
+		assert_true(w.st_size < (17 << 22));
+	}
+	assert_true(db.st_size >= 8 << 20);
+	assert_int_equal(audit_close(a, 5000), 0);
+	check_rows(f->path, (int)(pushed / 20000), 20000);
+}
+
 /* A database that never becomes writable: close gives up and says how many. */
 static void
 test_close_gives_up(void **state)
@@ -1097,6 +1173,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_removed_file_is_recreated,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes_share_file,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_checkpoints_off_the_writer,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
 		    setup, teardown),
