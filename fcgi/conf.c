@@ -30,8 +30,6 @@ _Static_assert(RLG_MAX_LINE < INI_MAX_LINE,
     "libinih must be able to read a whole accepted line at once");
 
 #define MAX_ERRORS	100		/* then stop: the rest is likely noise */
-#define MAX_RULE_NAME	64
-#define MAX_KEY_PREFIX	64
 #define MS_SECOND	1000LL
 #define MS_MINUTE	(60 * MS_SECOND)
 #define MS_HOUR		(60 * MS_MINUTE)
@@ -778,9 +776,9 @@ set_key_prefix(struct loader *l, const struct key *k, void *base,
 		    "digits and punctuation such as rl: or myapp:rl:)", v);
 		return -1;
 	}
-	if (strlen(v) > MAX_KEY_PREFIX) {
+	if (strlen(v) > RLG_MAX_KEY_PREFIX) {
 		kerr(l, k, "\"%s\" is longer than %d characters", v,
-		    MAX_KEY_PREFIX);
+		    RLG_MAX_KEY_PREFIX);
 		return -1;
 	}
 	return set_string(l, k, base, v);
@@ -1600,7 +1598,7 @@ valid_rule_name(const char *s)
 		if (!is_alnum(s[n]) && s[n] != '_' && s[n] != '.' &&
 		    s[n] != '-')
 			return 0;
-	return n >= 1 && n <= MAX_RULE_NAME;
+	return n >= 1 && n <= RLG_MAX_RULE_NAME;
 }
 
 /* [rule:NAME]: a new rule with its defaults. */
@@ -1615,7 +1613,7 @@ open_rule(struct loader *l, const char *name)
 	if (!valid_rule_name(name))
 		lerr(l, l->lineno, l->secname, NULL, "\"%s\" is not a rule "
 		    "name (use 1 to %d letters, digits, _, . or -)", name,
-		    MAX_RULE_NAME);
+		    RLG_MAX_RULE_NAME);
 	for (i = 0; i < c->nrules; i++)
 		if (strcmp(c->rules[i].name, name) == 0)
 			lerr(l, l->lineno, l->secname, NULL, "this rule name is "

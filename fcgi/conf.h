@@ -21,6 +21,8 @@
  */
 #define RLG_MAX_LINE		199
 #define RLG_MAX_RULES		256
+#define RLG_MAX_RULE_NAME	64	/* bytes */
+#define RLG_MAX_KEY_PREFIX	64	/* bytes of [redis] key_prefix */
 
 enum rlg_algorithm {
 	RLG_FIXED_WINDOW,

@@ -665,7 +665,7 @@ static int
 cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
 {
-	char rkey[RLG_MAX_KEY + 160], okey[RLG_MAX_KEY + 180], why[640];
+	char rkey[RLG_REDIS_KEY_SIZE], okey[RLG_REDIS_KEY_SIZE], why[640];
 	const char *const time_[] = { "TIME", NULL };
 	const char *const type_[] = { "TYPE", rkey, NULL };
 	const char *const pttl[] = { "PTTL", rkey, NULL };
@@ -788,7 +788,7 @@ static int
 cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
 {
-	char rkey[RLG_MAX_KEY + 160];
+	char rkey[RLG_REDIS_KEY_SIZE];
 	const char *argv[2] = { "DEL", rkey };
 	redisReply *r;
 
@@ -807,7 +807,7 @@ static int
 cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key, int argc, char **argv)
 {
-	char okey[RLG_MAX_KEY + 180], why[640], was[96], now[96];
+	char okey[RLG_REDIS_KEY_SIZE], why[640], was[96], now[96];
 	char num[4][24];
 	const char *hset[12] = { "HSET", okey }, *del[] = { "DEL", okey, NULL };
 	const char *const *cmds[2] = { del, hset };

@@ -23,7 +23,6 @@
 
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
-#define KEY_MAX			(RLG_MAX_KEY + 256)
 #define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
 
 struct limiter {
@@ -34,7 +33,7 @@ struct limiter {
 	char		 sha[RLG_ALGORITHM_COUNT][41];
 	char		 refused[256];	/* why Redis refused a call */
 	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
-	size_t		*idx;		/* limiter_decide()'s lists: 2 n */
+	size_t		*idx;		/* limiter_decide()'s list: n */
 	size_t		 idx_cap;
 };
 
@@ -327,7 +326,7 @@ append_call(struct limiter *l, const struct conf *c, const struct match *m)
 	const struct rule *ru = m->rule;
 	const char *argv[11];
 	size_t argl[11], keylen;
-	char key[KEY_MAX + sizeof(RLG_OVERRIDE_SUFFIX)], num[5][24];
+	char key[RLG_REDIS_KEY_SIZE], num[5][24];
 	int i, o;
 
 	/* overrides = redis: the override hash as KEYS[2], same hash tag
@@ -403,10 +402,6 @@ server_refuses(const char *s)
 	return 0;
 }
 
-/*
- * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
- * -2 when Redis refuses scripts for now (l->refused says why).
- */
 /* The rule's own parameters: what a verdict says until Redis says
  * otherwise (an override), and all it says when Redis cannot answer. */
 static void
@@ -418,6 +413,10 @@ rule_params(struct verdict *v, const struct rule *ru)
 	v->override = RLG_OVERRIDE_NONE;
 }
 
+/*
+ * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
+ * -2 when Redis refuses scripts for now (l->refused says why).
+ */
 static int
 read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 {
@@ -557,7 +556,7 @@ int
 limiter_decide(struct limiter *l, const struct conf *c,
     const struct match *m, size_t n, struct verdict *v)
 {
-	size_t i, *retry, *todo, nretry = 0;
+	size_t i, k, *retry, nretry = 0;
 	long long sent;
 	int rc, pass;
 	char err[256];
@@ -567,16 +566,15 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		rule_params(&v[i], m[i].rule);
 	if (n == 0)
 		return 0;
-	if (2 * n > l->idx_cap) {
-		size_t *p = realloc(l->idx, 2 * n * sizeof(*p));
+	if (n > l->idx_cap) {
+		size_t *p = realloc(l->idx, n * sizeof(*p));
 
 		if (p == NULL)
 			return -1;
 		l->idx = p;
-		l->idx_cap = 2 * n;
+		l->idx_cap = n;
 	}
 	retry = l->idx;
-	todo = l->idx + n;
 	/* Denials the deny cache remembers need no round trip. */
 	sent = mono_us();
 	for (i = 0; i < n; i++)
@@ -590,14 +588,14 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
 	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
 	for (pass = 0; pass < 2 && nretry > 0; pass++) {
-		size_t ntodo = nretry;
-
-		memcpy(todo, retry, nretry * sizeof(*todo));
+		/* The calls that met NOSCRIPT stay in retry[], in place: the
+		 * list only shrinks as it is read. */
+		k = nretry;
 		nretry = 0;
-		for (i = 0; i < ntodo; i++)
-			append_call(l, c, &m[todo[i]]);
-		for (i = 0; i < ntodo; i++) {
-			rc = read_verdict(l, &m[todo[i]], &v[todo[i]]);
+		for (i = 0; i < k; i++)
+			append_call(l, c, &m[retry[i]]);
+		for (i = 0; i < k; i++) {
+			rc = read_verdict(l, &m[retry[i]], &v[retry[i]]);
 			if (rc < 0) {
 				/* Broken, timed out, or refusing scripts for
 				 * now (BUSY, LOADING...): an outage either
@@ -610,7 +608,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 				return -1;
 			}
 			if (rc == 1)
-				retry[nretry++] = todo[i];
+				retry[nretry++] = retry[i];
 		}
 		if (nretry > 0 && load_scripts(l, err, sizeof(err)) == -1) {
 			metrics_redis_error(l->metrics);

@@ -18,9 +18,12 @@
  * per rule and key. With override, the key of its override hash instead:
  * the same followed by RLG_OVERRIDE_SUFFIX (the same hash slot). Writes at
  * most outlen bytes and a NUL when there is room; returns the key's
- * length, as snprintf does (outlen or more: cut).
+ * length, as snprintf does (outlen or more: cut). RLG_REDIS_KEY_SIZE bytes
+ * always hold it: conf bounds every part.
  */
 #define RLG_OVERRIDE_SUFFIX	":override"
+#define RLG_REDIS_KEY_SIZE	(RLG_MAX_KEY_PREFIX + RLG_MAX_RULE_NAME + \
+				 RLG_MAX_KEY + sizeof("{:}" RLG_OVERRIDE_SUFFIX))
 size_t		 limiter_key(const struct conf *c, const struct rule *ru,
 		    const char *key, size_t keylen, int override, char *out,
 		    size_t outlen);
