@@ -363,9 +363,13 @@ ckpt_main(void *arg)
 			break;
 		a->ckpt_wanted = 0;
 		pthread_mutex_unlock(&a->mu);
+		/* A connection knows the file is in WAL mode only once it
+		 * has read it: before that a checkpoint does nothing. */
 		db = NULL;
 		if (sqlite3_open_v2(a->path, &db, SQLITE_OPEN_READWRITE |
-		    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK)
+		    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
+		    sqlite3_exec(db, "SELECT 1 FROM sqlite_schema LIMIT 1", NULL,
+		    NULL, NULL) == SQLITE_OK)
 			checkpoint(a, db);
 		sqlite3_close(db);
 		pthread_mutex_lock(&a->mu);
