@@ -9,13 +9,14 @@
 #   a   lighttpd serving the file alone (the shipped conf without its
 #       fastcgi.server block)
 #   b   lighttpd + tests/tools/allow_fcgi, a trivial always-allow FastCGI
-#       authorizer on libfcgi with as many threads as rlgate (the floor)
+#       authorizer on libfcgi with BENCH_WORKERS threads, as t1 t3 (the floor)
 #   r   the same with one Redis PING per request on each thread's own
 #       connection (allow_fcgi -r): the floor of any gateway that waits for
 #       Redis on every request, as the design's does
 #   s   the same round trip running lua/fixed_window.lua instead of PING
-#       (allow_fcgi -r -e): the floor with c1's one script; what c1 adds
-#       over s is rlgate's own code, and d1 over c1 the audit
+#       (allow_fcgi -r -e): the floor with c1's one script, from a thread
+#       per request; what t1 adds over s is rlgate's own code and its
+#       audit, what c1 gains over s the events engine's batches
 #   c1  lighttpd + rlgate (engine = events, its default), audit off, one
 #       rule matching every request
 #   d1  the same, audit on
@@ -52,6 +53,7 @@ CONNS=${BENCH_CONNS:-10 50 100}
 ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
 LOOPS=${BENCH_LOOPS:-}
+FLUSH=${BENCH_FLUSH:-50ms}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
 CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
@@ -103,7 +105,7 @@ address = 127.0.0.1:$REDIS_PORT
 
 [audit]
 database = $(audited "$cfg" && echo "$T/audit-$cfg.db")
-flush_interval = ${BENCH_FLUSH:-50ms}
+flush_interval = $FLUSH
 
 [rule:bench_ip]
 path = /bench/*
@@ -276,7 +278,7 @@ stop_all() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
-echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS workers; load average $load_before"
+echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH; load average $load_before"
 for cfg in $CONFIGS; do
 	start "$cfg" || exit 1
 	run_wrk "$cfg" 10 1 0 || exit 1	# warm-up
@@ -400,7 +402,8 @@ fi
 # How far the p99 added moves from round to round on this machine: the
 # median above is one of these.
 echo "# p99 added over b at 50 connections, round by round (ms)"
-for kind in sat paced; do for cfg in c1 d1 c3 d3 t1 t3; do
+for kind in sat paced; do for cfg in $CONFIGS; do
+	case $cfg in a|b) continue;; esac
 	r=$(get "$cfg" "$kind" 50 17); [ -n "$r" ] && [ "$r" != - ] || continue
 	printf '%-34s %6s   %s\n' "$cfg $(label "$cfg")" "$kind" \
 	    "$(echo "$r" | tr ',' '\n' | while read -r u; do echo "$(ms "$u")"; done | paste -sd' ')"
@@ -447,8 +450,8 @@ mkdir -p "$(dirname "$JSON")"
 	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
 	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
 	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
-	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
-	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "$THINK" \
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
+	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['
 	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '

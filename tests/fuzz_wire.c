@@ -139,7 +139,7 @@ check_answers(const struct wire *w, size_t from)
 	static const char *const known[][2] = { { "FCGI_MAX_CONNS", "1024" },
 	    { "FCGI_MAX_REQS", "1024" }, { "FCGI_MPXS_CONNS", "0" } };
 	static const unsigned char zeros[8];
-	const unsigned char *p;
+	const unsigned char *p, *name;
 	size_t off = from, at, used, nlen, vlen, i;
 	struct rec r;
 
@@ -162,12 +162,15 @@ check_answers(const struct wire *w, size_t from)
 				p = r.content + at;
 				if ((used = pair(p, r.len - at, &nlen, &vlen)) == 0)
 					die("a GET_VALUES_RESULT pair is cut short");
+				/* The name and value end the pair, whatever
+				 * size its lengths took. */
+				name = p + used - vlen - nlen;
 				for (i = 0; i < 3; i++)
 					if (nlen == strlen(known[i][0]) &&
-					    memcmp(p + 2, known[i][0], nlen) == 0)
+					    memcmp(name, known[i][0], nlen) == 0)
 						break;
 				if (i == 3 || vlen != strlen(known[i][1]) ||
-				    memcmp(p + 2 + nlen, known[i][1], vlen) != 0)
+				    memcmp(name + nlen, known[i][1], vlen) != 0)
 					die("a GET_VALUES_RESULT pair is not a "
 					    "known name and its value");
 			}

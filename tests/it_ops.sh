@@ -146,7 +146,7 @@ is "health: redis reachable" "true" "$(hj .redis.reachable)"
 is "health: the redis address" "127.0.0.1:$REDIS_PORT" "$(hj .redis.address)"
 is "health: config generation 1 at start" 1 "$(hj .config.generation)"
 is "health: config path and rules" "$T/rlgate.ini 11" "$(hj '.config.path + " " + (.config.rules|tostring)')"
-now_ms=$(( $(date +%s%N) / 1000000 ))
+now_ms=$(now_ms)
 check "health: loaded_ms is when rlgate started (within a minute)" \
 	[ "$(hj .config.loaded_ms)" -le "$now_ms" -a "$(hj .config.loaded_ms)" -gt $((now_ms - 60000)) ]
 is "health: audit enabled, depth and lag reported" "true 0" "$(hj '(.audit.enabled|tostring) + " " + (.audit.retries|tostring)')"

@@ -49,6 +49,15 @@ wait_for() {
 	while [ $n -gt 0 ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; n=$((n - 1)); done
 	return 1
 }
+# BUSY_LUA: a script that holds Redis for ARGV[1] microseconds
+# (rcli EVAL "$BUSY_LUA" 0 USEC); redis_held: it holds it now, a PING gets
+# no answer within 300 ms (before busy-reply-threshold Redis answers nobody).
+BUSY_LUA="local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]
+repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= tonumber(ARGV[1])
+return 1"
+redis_held() { ! timeout 0.3 redis-cli -p "$REDIS_PORT" PING > /dev/null 2>&1; }
+# now_ms: the wall clock in milliseconds.
+now_ms() { date +%s%3N; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_redis() {

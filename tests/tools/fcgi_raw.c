@@ -35,7 +35,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/un.h>
-#include <time.h>
 
 #include "clock.h"
 #include "tool.h"
@@ -383,7 +382,7 @@ command(char *p)
 	else if (!strcmp(cmd, "sleep")) {
 		n = num(word(&p), 0, 600000);
 		flush();
-		nanosleep(&(struct timespec){ n / 1000, n % 1000 * 1000000 }, NULL);
+		sleep_ms(n);
 	} else if (!strcmp(cmd, "shut-wr") || !strcmp(cmd, "close")) {
 		flush();
 		if (cmd[0] == 's')
