@@ -922,6 +922,52 @@ set_status_path(struct loader *l, const struct key *k, void *base,
 	return 0;
 }
 
+/*
+ * Where re puts one repetition (* + ? {m,n}) straight after another, or
+ * NULL. POSIX leaves that undefined, and glibc's regcomp() copies the
+ * expression once per repetition: "[0-9]+++...+" with 50 of them takes
+ * gigabytes (fuzz_conf found it).
+ */
+static const char *
+stacked_repeat(const char *re)
+{
+	int after_repeat = 0;
+
+	for (const char *p = re; *p != '\0'; p++) {
+		if (strchr("*+?{", *p) != NULL) {
+			if (after_repeat)
+				return p;
+			if (*p == '{' && (p = strchr(p, '}')) == NULL)
+				return NULL;	/* regcomp() says what is wrong */
+			after_repeat = 1;
+			continue;
+		}
+		after_repeat = 0;
+		if (*p == '\\' && p[1] != '\0')
+			p++;
+		else if (*p == '[') {
+			/* A bracket expression: a "]" first is a member, and
+			 * [:class:] [.coll.] [=equiv=] hold their own "]". */
+			p += p[1] == '^' ? 2 : 1;
+			if (*p == ']')
+				p++;
+			for (; *p != '\0' && *p != ']'; p++) {
+				if (p[0] == '[' && p[1] != '\0' &&
+				    strchr(":.=", p[1]) != NULL) {
+					char end[3] = { p[1], ']', '\0' };
+
+					if ((p = strstr(p + 2, end)) == NULL)
+						return NULL;
+					p++;
+				}
+			}
+			if (*p == '\0')
+				return NULL;
+		}
+	}
+	return NULL;
+}
+
 static int
 set_path(struct loader *l, const struct key *k, void *base, const char *v)
 {
@@ -936,6 +982,12 @@ set_path(struct loader *l, const struct key *k, void *base, const char *v)
 		if (*src == '\0') {
 			kerr(l, k, "\"%s\" has no regular expression after ~ "
 			    "(use e.g. ~^/user/[0-9]+$)", v);
+			return -1;
+		}
+		if ((star = stacked_repeat(src)) != NULL) {
+			kerr(l, k, "\"%s\" repeats a repetition (\"%.2s\"), "
+			    "which POSIX leaves undefined; use one (e.g. [0-9]+)",
+			    v, star - 1);
 			return -1;
 		}
 		if ((rc = regcomp(&r->path_re, src,

@@ -972,6 +972,24 @@ test_paths(void **state)
 	assert_string_equal(c->rules[3].path, "/");
 	conf_free(c);
 
+	/* One repetition after another is refused before regcomp(), which
+	 * would take gigabytes for "+++...": the second is named. Members
+	 * of a bracket expression, escaped ones and a single {m,n} are not
+	 * repetitions of repetitions. */
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/u/[5-9]++$\n",
+	    "4: [rule:r] path: \"~^/u/[5-9]++$\" repeats a repetition (\"++\")",
+	    NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/u/a{2}*$\n",
+	    "4: [rule:r] path: \"~^/u/a{2}*$\" repeats a repetition (\"}*\")",
+	    NULL);
+	c = load_ok("[rule:a]\npath = ~^/[+*?]+$\nlimit = 1\nwindow = 1s\n"
+	    "[rule:b]\npath = ~^/a\\++$\nlimit = 1\nwindow = 1s\n"
+	    "[rule:c]\npath = ~^/[]+[:digit:]]{2,3}x?$\nlimit = 1\nwindow = 1s\n");
+	assert_int_equal(regexec(&c->rules[0].path_re, "/+*?", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&c->rules[1].path_re, "/a++", 0, NULL, 0), 0);
+	assert_int_equal(regexec(&c->rules[2].path_re, "/]7x", 0, NULL, 0), 0);
+	conf_free(c);
+
 	/* regerror()'s own words follow the colon. */
 	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/user/[0-9+$\n",
 	    "4: [rule:r] path: \"~^/user/[0-9+$\" is not a POSIX extended "
