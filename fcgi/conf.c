@@ -922,27 +922,88 @@ set_status_path(struct loader *l, const struct key *k, void *base,
 	return 0;
 }
 
-/*
- * Where re puts one repetition (* + ? {m,n}) straight after another, or
- * NULL. POSIX leaves that undefined, and glibc's regcomp() copies the
- * expression once per repetition: "[0-9]+++...+" with 50 of them takes
- * gigabytes (fuzz_conf found it).
- */
-static const char *
-stacked_repeat(const char *re)
-{
-	int after_repeat = 0;
+/* Bounds on a path regex, checked before regcomp(): see re_check(). */
+#define RE_DEPTH	32	/* groups inside groups */
+#define RE_POSITIONS	20000	/* atoms once every repetition is expanded */
 
-	for (const char *p = re; *p != '\0'; p++) {
+enum re_fault { RE_OK, RE_STACKED, RE_DEEP, RE_LARGE };
+
+/*
+ * The copies of its atom that the repetition at p makes ("+": 2, "{2,5}":
+ * 5, "{2,}": 3), and in *end where it ends; 0 when regcomp() is left to
+ * refuse it.
+ */
+static unsigned long long
+re_copies(const char *p, const char **end)
+{
+	unsigned long long m = 0, n;
+	char *e = (char *)p + 1;
+
+	*end = p;
+	if (*p != '{')
+		return *p == '+' ? 2 : 1;	/* glibc: a+ is a a* */
+	if (is_digit(*e))
+		m = strtoull(e, &e, 10);
+	else if (*e != ',')
+		return 0;
+	n = m;
+	if (*e == ',') {
+		e++;
+		n = is_digit(*e) ? strtoull(e, &e, 10) : m + 1;
+	}
+	if (*e != '}')
+		return 0;
+	*end = e;
+	return n > RE_POSITIONS ? RE_POSITIONS + 1 : n > 0 ? n : 1;
+}
+
+/*
+ * What re_check() finds wrong with the regex re before regcomp() sees it;
+ * *at points at the fault. glibc's regcomp() copies what a repetition
+ * repeats, nested ones included, so that its memory grows with the size
+ * of the expanded expression: "((a{50}){50}){50}" takes 28 MB and one
+ * more level gigabytes. A repetition straight after another (which POSIX
+ * leaves undefined) copies the expression once per repetition: fuzz_conf
+ * found "[0-9]+++...+" taking gigabytes. The size counted here is an
+ * upper bound: alternatives count as if all were taken.
+ */
+static enum re_fault
+re_check(const char *re, const char **at)
+{
+	unsigned long long size[RE_DEPTH + 1] = { 0 }, last = 0, k;
+	int depth = 0, after_repeat = 0;
+	const char *p;
+
+	for (p = re; *p != '\0'; p++) {
+		*at = p;
 		if (strchr("*+?{", *p) != NULL) {
 			if (after_repeat)
-				return p;
-			if (*p == '{' && (p = strchr(p, '}')) == NULL)
-				return NULL;	/* regcomp() says what is wrong */
+				return RE_STACKED;
+			if ((k = re_copies(p, &p)) == 0)
+				return RE_OK;	/* regcomp() says what is wrong */
+			size[depth] += last * (k - 1);
+			if (size[depth] > RE_POSITIONS)
+				return RE_LARGE;
 			after_repeat = 1;
 			continue;
 		}
 		after_repeat = 0;
+		if (*p == '(') {
+			if (depth == RE_DEPTH)
+				return RE_DEEP;
+			size[++depth] = last = 0;
+			continue;
+		}
+		if (*p == ')' && depth > 0) {
+			last = size[depth--];
+			if ((size[depth] += last) > RE_POSITIONS)
+				return RE_LARGE;
+			continue;
+		}
+		if (*p == '|') {
+			last = 0;
+			continue;
+		}
 		if (*p == '\\' && p[1] != '\0')
 			p++;
 		else if (*p == '[') {
@@ -957,15 +1018,18 @@ stacked_repeat(const char *re)
 					char end[3] = { p[1], ']', '\0' };
 
 					if ((p = strstr(p + 2, end)) == NULL)
-						return NULL;
+						return RE_OK;
 					p++;
 				}
 			}
 			if (*p == '\0')
-				return NULL;
+				return RE_OK;
 		}
+		last = 1;
+		if (++size[depth] > RE_POSITIONS)
+			return RE_LARGE;
 	}
-	return NULL;
+	return RE_OK;
 }
 
 static int
@@ -973,7 +1037,7 @@ set_path(struct loader *l, const struct key *k, void *base, const char *v)
 {
 	struct rule *r = base;
 	char err[256];
-	const char *src, *star;
+	const char *src, *at, *star;
 	int rc;
 
 	if (v[0] == '~') {
@@ -984,10 +1048,22 @@ set_path(struct loader *l, const struct key *k, void *base, const char *v)
 			    "(use e.g. ~^/user/[0-9]+$)", v);
 			return -1;
 		}
-		if ((star = stacked_repeat(src)) != NULL) {
+		switch (re_check(src, &at)) {
+		case RE_OK:
+			break;
+		case RE_STACKED:
 			kerr(l, k, "\"%s\" repeats a repetition (\"%.2s\"), "
 			    "which POSIX leaves undefined; use one (e.g. [0-9]+)",
-			    v, star - 1);
+			    v, at - 1);
+			return -1;
+		case RE_DEEP:
+			kerr(l, k, "\"%s\" nests groups more than %d deep",
+			    v, RE_DEPTH);
+			return -1;
+		case RE_LARGE:
+			kerr(l, k, "\"%s\" is too large once its repetitions "
+			    "are expanded (over %d characters from \"%.20s\"); "
+			    "use smaller counts", v, RE_POSITIONS, at);
 			return -1;
 		}
 		if ((rc = regcomp(&r->path_re, src,

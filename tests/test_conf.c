@@ -951,6 +951,7 @@ static void
 test_paths(void **state)
 {
 	struct conf *c;
+	char xs[1 + 199 + 1];	/* "/" and 199 x */
 
 	(void)state;
 	c = load_ok("[rule:a]\npath = /user/list\nlimit = 1\nwindow = 1s\n"
@@ -982,6 +983,31 @@ test_paths(void **state)
 	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/u/a{2}*$\n",
 	    "4: [rule:r] path: \"~^/u/a{2}*$\" repeats a repetition (\"}*\")",
 	    NULL);
+	/* So is an expression whose repetitions, nested ones multiplied,
+	 * expand past 20000 atoms (anchors and "/" count too; regcomp()
+	 * would take 28 MB for the first one and gigabytes one level
+	 * further), or groups 33 deep. */
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "path = ~^/((a{50}){50}){50}$\n",
+	    "4: [rule:r] path: \"~^/((a{50}){50}){50}$\" is too large once "
+	    "its repetitions are expanded (over 20000 characters from "
+	    "\"{50}$\")", NULL);
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/(x|y{99}){201}$\n",
+	    "4: [rule:r] path: ", "is too large once its repetitions are "
+	    "expanded");
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~"
+	    "(((((((((((((((((((((((((((((((((a)))))))))))))))))))))))))))))))))\n",
+	    "4: [rule:r] path: ", "nests groups more than 32 deep");
+	c = load_ok("[rule:a]\npath = ~^/((a{20}){20}){49}$\nlimit = 1\nwindow = 1s\n"
+	    "[rule:b]\npath = ~^/(x|y{99}){199}$\nlimit = 1\nwindow = 1s\n"
+	    "[rule:c]\npath = ~^/u{,2}v{19990}$\nlimit = 1\nwindow = 1s\n");
+	assert_int_equal(regexec(&c->rules[0].path_re, "/aa", 0, NULL, 0),
+	    REG_NOMATCH);
+	memset(xs, 'x', sizeof(xs) - 1);
+	xs[0] = '/';
+	xs[sizeof(xs) - 1] = '\0';
+	assert_int_equal(regexec(&c->rules[1].path_re, xs, 0, NULL, 0), 0);
+	conf_free(c);
 	c = load_ok("[rule:a]\npath = ~^/[+*?]+$\nlimit = 1\nwindow = 1s\n"
 	    "[rule:b]\npath = ~^/a\\++$\nlimit = 1\nwindow = 1s\n"
 	    "[rule:c]\npath = ~^/[]+[:digit:]]{2,3}x?$\nlimit = 1\nwindow = 1s\n");
