@@ -123,22 +123,15 @@ static int
 scan_one(struct rdb *d, const struct filter *f, struct agg *a,
     struct intern *ids, struct cells *cells, char *err, size_t errlen)
 {
-	char sql[512];
 	sqlite3_stmt *st;
 	const char *last_rule = NULL, *last_key = NULL;
 	uint32_t sid = 0;
 	struct cell *last = NULL;
 	int rc, ret = -1;
 
-	snprintf(sql, sizeof(sql), "SELECT ts_ms, allowed, rule%s FROM %s WHERE 1",
-	    a->by_key ? ", key" : "", db_from(d, f, f->since_ms, f->until_ms));
-	filter_sql(f, sql, sizeof(sql));
-	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
+	if ((st = db_select(d, f, a->by_key ? "ts_ms, allowed, rule, key" :
+	    "ts_ms, allowed, rule", "1", err, errlen)) == NULL)
 		return -1;
-	if (filter_bind(f, st) == -1) {
-		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
-		goto out;
-	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t ts = sqlite3_column_int64(st, 0);
 		int allowed = sqlite3_column_int(st, 1) != 0;

@@ -258,14 +258,20 @@ db_rule_names(struct rdbs *dbs, char *buf, size_t len)
 	}
 }
 
-const char *
-db_from(struct rdb *d, const struct filter *f, int64_t since_ms, int64_t until_ms)
+/*
+ * The table to scan for f: "decisions", or "decisions NOT INDEXED" when f
+ * picks a rule that holds a good share of the rows (and no key or time
+ * range): the rule index would turn the scan into a random lookup per
+ * row, slower than reading the whole table in order.
+ */
+static const char *
+scan_table(struct rdb *d, const struct filter *f)
 {
 	sqlite3_stmt *st;
 	int64_t rows = 0, all = 0;
 
-	if (f->rule == NULL || f->key != NULL || since_ms != INT64_MIN ||
-	    until_ms != INT64_MAX)
+	if (f->rule == NULL || f->key != NULL || f->since_ms != INT64_MIN ||
+	    f->until_ms != INT64_MAX)
 		return "decisions";
 	/* A count over the covering rule index, and the highest id: both cheap. */
 	if (sqlite3_prepare_v2(d->db, "SELECT (SELECT count(*) FROM decisions WHERE "
@@ -280,27 +286,23 @@ db_from(struct rdb *d, const struct filter *f, int64_t since_ms, int64_t until_m
 	return rows > all / 20 ? "decisions NOT INDEXED" : "decisions";
 }
 
-void
-filter_sql(const struct filter *f, char *buf, size_t len)
+sqlite3_stmt *
+db_select(struct rdb *d, const struct filter *f, const char *cols,
+    const char *where, char *err, size_t errlen)
 {
-	size_t off = strlen(buf);
-
-	if (f->rule)
-		off += snprintf(buf + off, len - off, " AND rule = ?1");
-	if (f->key)
-		off += snprintf(buf + off, len - off, " AND key = ?2");
-	if (f->since_ms != INT64_MIN)
-		off += snprintf(buf + off, len - off, " AND ts_ms >= ?3");
-	if (f->until_ms != INT64_MAX)
-		snprintf(buf + off, len - off, " AND ts_ms < ?4");
-}
-
-int
-filter_bind(const struct filter *f, sqlite3_stmt *st)
-{
+	char sql[512];
+	sqlite3_stmt *st;
 	int rc = SQLITE_OK;
 
-	if (f->rule && rc == SQLITE_OK)
+	snprintf(sql, sizeof(sql), "SELECT %s FROM %s WHERE %s%s%s%s%s", cols,
+	    scan_table(d, f), where,
+	    f->rule ? " AND rule = ?1" : "",
+	    f->key ? " AND key = ?2" : "",
+	    f->since_ms != INT64_MIN ? " AND ts_ms >= ?3" : "",
+	    f->until_ms != INT64_MAX ? " AND ts_ms < ?4" : "");
+	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
+		return NULL;
+	if (f->rule)
 		rc = sqlite3_bind_text(st, 1, f->rule, -1, SQLITE_STATIC);
 	if (f->key && rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, 2, f->key, -1, SQLITE_STATIC);
@@ -308,5 +310,10 @@ filter_bind(const struct filter *f, sqlite3_stmt *st)
 		rc = sqlite3_bind_int64(st, 3, f->since_ms);
 	if (f->until_ms != INT64_MAX && rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(st, 4, f->until_ms);
-	return rc == SQLITE_OK ? 0 : -1;
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	return st;
 }

@@ -61,20 +61,11 @@ struct filter {
 };
 
 /*
- * The FROM clause for a scan of d under f: "decisions", or "decisions NOT
- * INDEXED" when f picks a rule that holds a good share of the rows (and
- * no key or time range): the rule index would turn the scan into a random
- * lookup per row, slower than reading the whole table in order.
+ * Prepares "SELECT cols FROM decisions WHERE where" on d, with f's clauses
+ * added and bound. Returns the statement, or NULL with a sentence in err
+ * naming the file.
  */
-const char	*db_from(struct rdb *d, const struct filter *f, int64_t since_ms,
-		    int64_t until_ms);
-
-/*
- * Appends " AND ..." clauses for f to the WHERE clause being built in buf
- * (with ?1 rule, ?2 key, ?3 since, ?4 until) and binds them with
- * filter_bind() after preparing.
- */
-void		 filter_sql(const struct filter *f, char *buf, size_t len);
-int		 filter_bind(const struct filter *f, sqlite3_stmt *st);
+sqlite3_stmt	*db_select(struct rdb *d, const struct filter *f, const char *cols,
+		    const char *where, char *err, size_t errlen);
 
 #endif

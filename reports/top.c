@@ -45,22 +45,14 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 	int ret = -1;
 
 	for (size_t i = 0; i < dbs->n; i++) {
-		char sql[512];
 		const char *last_rule = NULL, *last_key = NULL;
 		uint32_t id = 0;
 		sqlite3_stmt *st;
 		int rc;
 
-		snprintf(sql, sizeof(sql), "SELECT rule, key, allowed FROM %s WHERE "
-		    "rule IS NOT NULL", db_from(&dbs->v[i], f, f->since_ms, f->until_ms));
-		filter_sql(f, sql, sizeof(sql));
-		if ((st = db_prepare(&dbs->v[i], sql, err, errlen)) == NULL)
+		if ((st = db_select(&dbs->v[i], f, "rule, key, allowed",
+		    "rule IS NOT NULL", err, errlen)) == NULL)
 			goto out;
-		if (filter_bind(f, st) == -1) {
-			snprintf(err, errlen, "%s: cannot bind the filter", dbs->v[i].path);
-			sqlite3_finalize(st);
-			goto out;
-		}
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			const char *rule = (const char *)sqlite3_column_text(st, 0);
 			const char *key = (const char *)sqlite3_column_text(st, 1);

@@ -808,7 +808,6 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 * Denials come along only for sliding_window's precision (see
 	 * infer_precision); everything else replays admissions.
 	 */
-	char sql[512];
 	const char *last_rule = NULL, *last_key = NULL;
 	struct kcache *kc;
 	uint32_t kid = 0, pid = 0;
@@ -818,17 +817,10 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	/* The whole history: a window or a bucket may start before --since. */
 	f.since_ms = INT64_MIN;
 	f.until_ms = INT64_MAX;
-	snprintf(sql, sizeof(sql), "SELECT rule, key, algorithm, ts_ms, cost, limit_value, "
-	    "window_ms, burst, delay_ms, allowed, retry_after_ms FROM %s "
-	    "WHERE reason = 'limit' AND rule IS NOT NULL", db_from(d, &f, f.since_ms,
-	    f.until_ms));
-	filter_sql(&f, sql, sizeof(sql));
-	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
+	if ((st = db_select(d, &f, "rule, key, algorithm, ts_ms, cost, "
+	    "limit_value, window_ms, burst, delay_ms, allowed, retry_after_ms",
+	    "reason = 'limit' AND rule IS NOT NULL", err, errlen)) == NULL)
 		return -1;
-	if (filter_bind(&f, st) == -1) {
-		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
-		goto out;
-	}
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rule = (const char *)sqlite3_column_text(st, 0);
 		const char *key = (const char *)sqlite3_column_text(st, 1);
