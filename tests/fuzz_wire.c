@@ -33,23 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The specification's record types, flags, roles and statuses, from its
+ * reference implementation (libfcgi): not from wire.c, which is tested. */
+#include <fastcgi.h>
+
 #include "wire.h"
 
-/* Record types and protocol statuses of the specification. */
-#define FCGI_BEGIN_REQUEST	1
-#define FCGI_ABORT_REQUEST	2
-#define FCGI_END_REQUEST	3
-#define FCGI_PARAMS		4
-#define FCGI_STDIN		5
-#define FCGI_STDOUT		6
-#define FCGI_DATA		8
-#define FCGI_GET_VALUES		9
-#define FCGI_GET_VALUES_RESULT	10
-#define FCGI_UNKNOWN_TYPE	11
-#define FCGI_REQUEST_COMPLETE	0
-#define FCGI_CANT_MPX_CONN	1
-#define FCGI_UNKNOWN_ROLE	3
-#define MAX_CONTENT		65535
 #define REPLY_MAX		70000
 
 static const size_t	reads[16] = { 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 64,
@@ -309,7 +298,7 @@ reply_size(unsigned flags, size_t nth, size_t size)
 	case 2:
 		return 1000 + x % 5000;
 	default:
-		return MAX_CONTENT - 1 + x % (REPLY_MAX - MAX_CONTENT + 2);
+		return FCGI_MAX_LENGTH - 1 + x % (REPLY_MAX - FCGI_MAX_LENGTH + 2);
 	}
 }
 

@@ -212,10 +212,8 @@ sed "s/^address = 127.0.0.1:$OLD_REDIS_PORT$/address = 127.0.0.1:$REDIS_PORT/" "
 kill -HUP "$RLGATE_PID"
 moved() { [ "$(grep -c 'reload: .* loaded' "$T/rlgate.log")" -ge 2 ]; }
 check "SIGHUP with a new Redis address: loaded" wait_for 5 moved
-# EVALSHA calls the old Redis ran (empty when it does not answer).
-old_evals() { redis-cli -p "$OLD_REDIS_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }
-old_evals_still() { [ -n "$1" ] && [ "$(old_evals)" = "$1" ]; }
-e0=$(old_evals)
+old_evals_still() { [ -n "$1" ] && [ "$(redis_calls evalsha "$OLD_REDIS_PORT")" = "$1" ]; }
+e0=$(redis_calls evalsha "$OLD_REDIS_PORT")
 # An hour's window: the count is every decision, however slow the machine.
 for i in $(seq 24); do status "$BASE/move/item" >/dev/null; done
 # Workers that had a connection to the old Redis would have counted there.

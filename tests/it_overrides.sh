@@ -227,13 +227,12 @@ printf '[redis]\naddress = 127.0.0.1:%s\n[rule:r]\nlimit = 5\nwindow = 1m\noverr
 is "overrides = redis with deny_cache = on: rlgate -t exits 1" 1 $?
 check "and says why, with file and line" grep -q "both.ini:7: \[rule:r\] deny_cache: deny_cache = on and overrides = redis do not go together: a denial remembered by a process would outlive a limit raised in Redis" "$T/both.out"
 # Without the cache, a raise applies to the very next request (it asks Redis).
-evalsha_calls() { rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }
 "$CTL" override api next limit=1 > /dev/null
 is "next: limit 1, then denied" "200 429 429" "$(status "$BASE/api/x?t=next") $(status "$BASE/api/x?t=next") $(status "$BASE/api/x?t=next")"
-c0=$(evalsha_calls)
+c0=$(redis_calls evalsha)
 "$CTL" override api next limit=3 > /dev/null
 is "next: raised to 3, the next request is admitted" 200 "$(status "$BASE/api/x?t=next")"
-is "next: Redis decided it (one call per rule, api and fixed)" "$((c0 + 2))" "$(evalsha_calls)"
+is "next: Redis decided it (one call per rule, api and fixed)" "$((c0 + 2))" "$(redis_calls evalsha)"
 
 # --- 6. rlgate-ctl override: errors ----------------------------------------------
 

@@ -73,6 +73,15 @@ stop_redis() {
 	wait "$REDIS_PID" 2>/dev/null
 }
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+# redis_calls CMD [PORT]: the CMD (e.g. evalsha) calls the Redis on PORT
+# (default ours) ran, from INFO commandstats: failed and rejected ones (a
+# NOSCRIPT) not counted. Empty when that Redis does not answer.
+redis_calls() {
+	redis-cli -p "${2:-$REDIS_PORT}" INFO commandstats 2>/dev/null | tr -d '\r' |
+	    awk -F'[:,=]' -v c="cmdstat_$1" '$1 == c {
+		for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
+		END { if (NR > 0) print v["calls"] - v["failed_calls"] - v["rejected_calls"] }'
+}
 
 # subst FILE: replaces @NAME@ with $NAME for every variable set.
 subst() {

@@ -14,24 +14,11 @@
 
 #include <cmocka.h>
 
-#include "wire.h"
+/* The specification's record types, flags, roles and statuses, from its
+ * reference implementation (libfcgi): not from wire.c, which is tested. */
+#include <fastcgi.h>
 
-/* Record types, flags, roles and protocol statuses of the specification. */
-#define FCGI_BEGIN_REQUEST	1
-#define FCGI_ABORT_REQUEST	2
-#define FCGI_END_REQUEST	3
-#define FCGI_PARAMS		4
-#define FCGI_STDIN		5
-#define FCGI_STDOUT		6
-#define FCGI_GET_VALUES		9
-#define FCGI_GET_VALUES_RESULT	10
-#define FCGI_UNKNOWN_TYPE	11
-#define FCGI_KEEP_CONN		1
-#define FCGI_FILTER		3
-#define FCGI_REQUEST_COMPLETE	0
-#define FCGI_CANT_MPX_CONN	1
-#define FCGI_UNKNOWN_ROLE	3
-#define MAX_CONTENT		65535	/* of one record */
+#include "wire.h"
 
 /* ---- building records ------------------------------------------------ */
 
@@ -68,7 +55,7 @@ record_pad(struct bytes *s, int type, int id, const void *content, size_t len,
 	    (unsigned char)padding, 0 };
 	unsigned char junk = 0xee;
 
-	assert_true(len <= MAX_CONTENT && padding <= 255);
+	assert_true(len <= FCGI_MAX_LENGTH && padding <= 255);
 	put(s, h, sizeof(h));
 	put(s, content, len);
 	while (padding-- > 0)
@@ -132,7 +119,7 @@ nv(struct bytes *s, const char *name, const char *value)
 
 /*
  * The PARAMS stream p as records cut at the offsets cuts[0..ncut) (rising)
- * and at every MAX_CONTENT bytes, then the empty record that ends it.
+ * and at every FCGI_MAX_LENGTH bytes, then the empty record that ends it.
  */
 static void
 params(struct bytes *s, int id, const struct bytes *p, const size_t *cuts,
@@ -142,8 +129,8 @@ params(struct bytes *s, int id, const struct bytes *p, const size_t *cuts,
 
 	while (at < p->len) {
 		next = i < ncut ? cuts[i] : p->len;
-		if (next - at > MAX_CONTENT)
-			next = at + MAX_CONTENT;
+		if (next - at > FCGI_MAX_LENGTH)
+			next = at + FCGI_MAX_LENGTH;
 		else if (i < ncut)
 			i++;
 		record(s, FCGI_PARAMS, id, p->b + at, next - at);
@@ -457,7 +444,7 @@ test_reply_empty(void **state)
 static void
 test_reply_split_and_keep_conn(void **state)
 {
-	size_t big = 2 * MAX_CONTENT + 100, i;
+	size_t big = 2 * FCGI_MAX_LENGTH + 100, i;
 	char *reply = malloc(big);
 	struct bytes in = { 0 }, p = { 0 }, want = { 0 };
 	struct wire w = { 0 };
@@ -473,9 +460,9 @@ test_reply_split_and_keep_conn(void **state)
 	assert_int_equal(w.keep, 1);
 	assert_int_equal(wire_reply(&w, reply, big), 0);
 	/* Records of at most 65535 content bytes, in order. */
-	record(&want, FCGI_STDOUT, 0x0102, reply, MAX_CONTENT);
-	record(&want, FCGI_STDOUT, 0x0102, reply + MAX_CONTENT, MAX_CONTENT);
-	record(&want, FCGI_STDOUT, 0x0102, reply + 2 * MAX_CONTENT, 100);
+	record(&want, FCGI_STDOUT, 0x0102, reply, FCGI_MAX_LENGTH);
+	record(&want, FCGI_STDOUT, 0x0102, reply + FCGI_MAX_LENGTH, FCGI_MAX_LENGTH);
+	record(&want, FCGI_STDOUT, 0x0102, reply + 2 * FCGI_MAX_LENGTH, 100);
 	record(&want, FCGI_STDOUT, 0x0102, NULL, 0);
 	end_request(&want, 0x0102, FCGI_REQUEST_COMPLETE);
 	assert_out(&w, &want);
@@ -497,8 +484,8 @@ test_reply_split_and_keep_conn(void **state)
 	assert_int_equal(w.keep, 0);
 	assert_env(&w, (const char *const []){ "FCGI_ROLE=RESPONDER",
 	    "REQUEST_URI=/two", NULL });
-	assert_int_equal(wire_reply(&w, reply, MAX_CONTENT), 0);
-	record(&want, FCGI_STDOUT, 0x0103, reply, MAX_CONTENT);
+	assert_int_equal(wire_reply(&w, reply, FCGI_MAX_LENGTH), 0);
+	record(&want, FCGI_STDOUT, 0x0103, reply, FCGI_MAX_LENGTH);
 	record(&want, FCGI_STDOUT, 0x0103, NULL, 0);
 	end_request(&want, 0x0103, FCGI_REQUEST_COMPLETE);
 	assert_out(&w, &want);

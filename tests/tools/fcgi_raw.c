@@ -36,11 +36,13 @@
 #include <signal.h>
 #include <sys/un.h>
 
+#include <fastcgi.h>
+
 #include "clock.h"
 #include "tool.h"
 
 #define MAX_CONNS	1024
-#define MAX_RECORD	(8 + 65535 + 255)
+#define MAX_RECORD	(FCGI_HEADER_LEN + FCGI_MAX_LENGTH + 255)
 
 struct fconn {
 	int		 fd, eof;
@@ -232,20 +234,20 @@ read_print(int until, int id, long count)
 		type = in[1];
 		rid = in[2] << 8 | in[3];
 		len = (size_t)in[4] << 8 | in[5];
-		if (type == 6 || type == 7) {
-			printf("%s %d%s", type == 6 ? "STDOUT" : "STDERR", rid, len ? " " : "");
+		if (type == FCGI_STDOUT || type == FCGI_STDERR) {
+			printf("%s %d%s", type == FCGI_STDOUT ? "STDOUT" : "STDERR", rid, len ? " " : "");
 			print_escaped(b, len);
 			putchar('\n');
-		} else if (type == 3 && len >= 8)
+		} else if (type == FCGI_END_REQUEST && len >= 8)
 			printf("END_REQUEST %d app=%u proto=%d\n", rid, (unsigned)b[0] << 24 |
 			    (unsigned)b[1] << 16 | (unsigned)b[2] << 8 | b[3], b[4]);
-		else if (type == 10) {
+		else if (type == FCGI_GET_VALUES_RESULT) {
 			fputs("GET_VALUES_RESULT", stdout);
 			for (off = 0; off + 2 <= len && b[off] < 128 && b[off + 1] < 128 &&
 			    off + 2 + (nl = b[off]) + (vl = b[off + 1]) <= len; off += 2 + nl + vl)
 				printf(" %.*s=%.*s", (int)nl, b + off + 2, (int)vl, b + off + 2 + nl);
 			putchar('\n');
-		} else if (type == 11 && len >= 1)
+		} else if (type == FCGI_UNKNOWN_TYPE && len >= 1)
 			printf("UNKNOWN_TYPE %d\n", b[0]);
 		else
 			printf("RECORD type=%d id=%d len=%zu\n", type, rid, len);
@@ -287,7 +289,7 @@ begin(int id, const char *role, const char *keep)
 
 	if (r == -1)
 		die(2, "begin ID ROLE [keep]", NULL);
-	record(1, id, b, 8);
+	record(FCGI_BEGIN_REQUEST, id, b, 8);
 }
 
 /* What nginx's auth_request sends: a[] is ROLE, keep|close, METHOD, URI
@@ -307,9 +309,9 @@ request(int id, char *a[5])
 		len += pair(buf + len, env[i][0], strlen(env[i][0]), env[i][1],
 		    strlen(env[i][1]));
 	begin(id, a[0], a[1]);
-	record(4, id, buf, len);
-	record(4, id, NULL, 0);
-	record(5, id, NULL, 0);
+	record(FCGI_PARAMS, id, buf, len);
+	record(FCGI_PARAMS, id, NULL, 0);
+	record(FCGI_STDIN, id, NULL, 0);
 }
 
 /* One pair NAME=xxx... (n bytes of value) in as many PARAMS as it takes. */
@@ -324,8 +326,9 @@ big_param(int id, const char *name, long n)
 		die(1, "out of memory", NULL);
 	memset(x, 'x', (size_t)n);
 	len = pair(b, name, strlen(name), x, (size_t)n);
-	for (off = 0; off < len; off += 65535)
-		record(4, id, b + off, len - off < 65535 ? len - off : 65535);
+	for (off = 0; off < len; off += FCGI_MAX_LENGTH)
+		record(FCGI_PARAMS, id, b + off, len - off < FCGI_MAX_LENGTH ?
+		    len - off : FCGI_MAX_LENGTH);
 	free(b);
 	free(x);
 }
@@ -355,7 +358,7 @@ command(char *p)
 		id = next_id(&p);
 		if ((a[0] = word(&p)) == NULL || strlen(a[0]) + strlen(p) + 8 > 65535)
 			die(2, "param ID NAME VALUE, in one record", a[0]);
-		record(4, id, buf, pair(buf, a[0], strlen(a[0]), p, strlen(p)));
+		record(FCGI_PARAMS, id, buf, pair(buf, a[0], strlen(a[0]), p, strlen(p)));
 	} else if (!strcmp(cmd, "big-param")) {
 		id = next_id(&p);
 		if ((a[0] = word(&p)) == NULL)
@@ -363,7 +366,8 @@ command(char *p)
 		big_param(id, a[0], num(word(&p), 0, 64L << 20));
 	} else if (!strcmp(cmd, "params-end") || !strcmp(cmd, "stdin-end") ||
 	    !strcmp(cmd, "abort"))
-		record(cmd[0] == 'p' ? 4 : cmd[0] == 's' ? 5 : 2, next_id(&p), NULL, 0);
+		record(cmd[0] == 'p' ? FCGI_PARAMS : cmd[0] == 's' ?
+		    FCGI_STDIN : FCGI_ABORT_REQUEST, next_id(&p), NULL, 0);
 	else if (!strcmp(cmd, "record")) {
 		n = num(word(&p), 0, 255);
 		id = next_id(&p);
@@ -376,7 +380,7 @@ command(char *p)
 	} else if (!strcmp(cmd, "get-values")) {
 		for (len = 0; (a[0] = word(&p)) != NULL && len + strlen(a[0]) < 65000; )
 			len += pair(buf + len, a[0], strlen(a[0]), "", 0);
-		record(9, 0, buf, len);
+		record(FCGI_GET_VALUES, 0, buf, len);
 	} else if (!strcmp(cmd, "flush"))
 		flush();
 	else if (!strcmp(cmd, "sleep")) {
