@@ -2013,7 +2013,7 @@ conf_new(struct loader *l, const char *path)
 	c->redis_timeout_ms = 100;
 	c->on_error = RLG_ON_ERROR_ALLOW;
 	c->audit_flush_interval_ms = 50;
-	c->audit_batch = 1000;
+	c->audit_batch = 200;	/* DESIGN.md: 1000 (README: performance) */
 	c->audit_queue = 100000;
 	c->audit_unmatched = 1;
 	c->path = lstrdup(l, path);

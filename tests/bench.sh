@@ -40,7 +40,8 @@
 # Knobs (environment): BENCH_DURATION seconds per wrk run (2),
 # BENCH_CONNS (10 50 100), BENCH_ROUNDS (4), BENCH_WORKERS (16: threads
 # of b r s t1 t3), BENCH_LOOPS (rlgate's event loops; empty: its default),
-# BENCH_FLUSH (rlgate's [audit] flush_interval, 50ms),
+# BENCH_FLUSH (rlgate's [audit] flush_interval, 50ms), BENCH_BATCH
+# (rlgate's [audit] batch; empty: its default),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # RLGATE_BIN (another rlgate binary, to compare builds).
@@ -54,6 +55,7 @@ ROUNDS=${BENCH_ROUNDS:-4}
 WORKERS=${BENCH_WORKERS:-16}
 LOOPS=${BENCH_LOOPS:-}
 FLUSH=${BENCH_FLUSH:-50ms}
+BATCH=${BENCH_BATCH:-}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
 CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
@@ -106,6 +108,7 @@ address = 127.0.0.1:$REDIS_PORT
 [audit]
 database = $(audited "$cfg" && echo "$T/audit-$cfg.db")
 flush_interval = $FLUSH
+$([ -n "$BATCH" ] && echo "batch = $BATCH")
 
 [rule:bench_ip]
 path = /bench/*
@@ -278,7 +281,7 @@ stop_all() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
-echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH; load average $load_before"
+echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}; load average $load_before"
 for cfg in $CONFIGS; do
 	start "$cfg" || exit 1
 	run_wrk "$cfg" 10 1 0 || exit 1	# warm-up
@@ -450,8 +453,8 @@ mkdir -p "$(dirname "$JSON")"
 	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
 	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
 	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
-	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
-	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "$THINK" \
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
+	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['
 	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '

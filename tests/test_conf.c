@@ -280,7 +280,7 @@ test_sample_loads(void **state)
 	/* The directory need not exist: audit opens the file later. */
 	assert_string_equal(c->audit_database, "/var/lib/rlgate/audit.db");
 	assert_int_equal(c->audit_flush_interval_ms, 50);
-	assert_int_equal(c->audit_batch, 1000);
+	assert_int_equal(c->audit_batch, 200);
 	assert_int_equal(c->audit_queue, 100000);
 	assert_int_equal(c->audit_unmatched, 1);
 	assert_null(c->cgi_upstream);
@@ -1358,9 +1358,9 @@ test_audit_batch_queue(void **state)
 	    "3: [audit] batch: a batch of 1000 rows cannot come from a queue of "
 	    "500; use a batch no larger than the queue", NULL);
 	/* Only the queue given: the default batch is what does not fit. */
-	expect_one("[audit]\nqueue = 999\n",
-	    "2: [audit] queue: a batch of 1000 rows cannot come from a queue "
-	    "of 999", NULL);
+	expect_one("[audit]\nqueue = 199\n",
+	    "2: [audit] queue: a batch of 200 rows cannot come from a queue "
+	    "of 199", NULL);
 }
 
 static void

@@ -140,7 +140,7 @@ main(int argc, char **argv)
 {
 	long long rows = 1000000, flush_ms = 50, t0, t_pushed, t_closed;
 	long long not_written, in_db, failed = 0, i, k, total;
-	int threads = 4, queue = 100000, batch = 1000, c;
+	int threads = 4, queue = 100000, batch = 200, c;	/* rlgate's */
 	char dir[] = "/tmp/audit_bench.XXXXXX", path[PATH_MAX], err[512];
 	struct pusher *p;
 	struct audit *a;
