@@ -442,9 +442,23 @@ call(redisContext *rc, const struct conf *c, int argc, const char **argv)
  * window_ms, burst, precision_ms stands in for the rule's own when set
  * (-1: not set); unlimited admits without counting.
  */
+enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
+
 struct override {
-	long long	 limit, window_ms, burst, precision_ms;
+	long long	 v[OV_COUNT];
 	int		 unlimited;
+};
+
+/* Each field: its name on the command line and in the hash, and whether
+ * it is a duration (in ms in the hash). */
+static const struct {
+	const char	*arg, *hash;
+	int		 duration;
+} ov_field[OV_COUNT] = {
+	[OV_LIMIT] = { "limit", "limit", 0 },
+	[OV_WINDOW] = { "window", "window_ms", 1 },
+	[OV_BURST] = { "burst", "burst", 0 },
+	[OV_PRECISION] = { "precision", "precision_ms", 1 },
 };
 
 /*
@@ -462,16 +476,16 @@ apply_override(const struct rule *ru, const struct override *o,
 	char msg[512];
 
 	*eff = *ru;
-	if (o->limit != -1)
-		eff->limit = o->limit;
-	if (o->window_ms != -1)
-		eff->window_ms = o->window_ms;
-	if (o->burst != -1 && burst)
-		eff->burst = o->burst;
-	if (o->precision_ms != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
-		eff->precision_ms = o->precision_ms;
+	if (o->v[OV_LIMIT] != -1)
+		eff->limit = o->v[OV_LIMIT];
+	if (o->v[OV_WINDOW] != -1)
+		eff->window_ms = o->v[OV_WINDOW];
+	if (o->v[OV_BURST] != -1 && burst)
+		eff->burst = o->v[OV_BURST];
+	if (o->v[OV_PRECISION] != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
+		eff->precision_ms = o->v[OV_PRECISION];
 	/* Unset (the rule's 0), the scripts' burst is the limit in use. */
-	if (burst && o->burst == -1 && ru->burst <= 0)
+	if (burst && o->v[OV_BURST] == -1 && ru->burst <= 0)
 		eff->burst = RLG_PARAM_UNSET;
 	p = conf_check_params(ru->algorithm, eff->limit, eff->window_ms,
 	    burst ? eff->burst : RLG_PARAM_UNSET,
@@ -517,6 +531,7 @@ read_override(const struct rule *ru, const redisReply *h, struct override *o,
     struct rule *eff, char *why, size_t whylen)
 {
 	const redisReply *u = hfield(h, "unlimited");
+	int i, set = 0;
 
 	memset(o, 0, sizeof(*o));
 	*eff = *ru;
@@ -534,13 +549,13 @@ read_override(const struct rule *ru, const redisReply *h, struct override *o,
 		    u->str);
 		return RLG_OVERRIDE_IGNORED;
 	}
-	if (hash_number(h, "limit", &o->limit, why, whylen) == -1 ||
-	    hash_number(h, "window_ms", &o->window_ms, why, whylen) == -1 ||
-	    hash_number(h, "burst", &o->burst, why, whylen) == -1 ||
-	    hash_number(h, "precision_ms", &o->precision_ms, why, whylen) == -1)
-		return RLG_OVERRIDE_IGNORED;
-	if (o->limit == -1 && o->window_ms == -1 && o->burst == -1 &&
-	    o->precision_ms == -1)
+	for (i = 0; i < OV_COUNT; i++) {
+		if (hash_number(h, ov_field[i].hash, &o->v[i], why,
+		    whylen) == -1)
+			return RLG_OVERRIDE_IGNORED;
+		set |= o->v[i] != -1;
+	}
+	if (!set)
 		return RLG_OVERRIDE_NONE;
 	if (apply_override(ru, o, eff, why, whylen) == -1) {
 		*eff = *ru;
@@ -567,9 +582,9 @@ static int
 parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 {
 	const char *eq = strchr(arg, '='), *v, *e;
-	long long *field, n;
+	long long n;
 	size_t len;
-	int dur;
+	int f;
 
 	if (eq == NULL) {
 		complain("\"%s\": use limit=N, window=DURATION, burst=N, "
@@ -578,45 +593,41 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	}
 	len = (size_t)(eq - arg);
 	v = eq + 1;
-	if (len == 5 && strncmp(arg, "limit", 5) == 0)
-		field = &o->limit, dur = 0;
-	else if (len == 6 && strncmp(arg, "window", 6) == 0)
-		field = &o->window_ms, dur = 1;
-	else if (len == 5 && strncmp(arg, "burst", 5) == 0)
-		field = &o->burst, dur = 0;
-	else if (len == 9 && strncmp(arg, "precision", 9) == 0)
-		field = &o->precision_ms, dur = 1;
-	else {
+	for (f = 0; f < OV_COUNT; f++)
+		if (strlen(ov_field[f].arg) == len &&
+		    strncmp(arg, ov_field[f].arg, len) == 0)
+			break;
+	if (f == OV_COUNT) {
 		complain("\"%.*s\" is not an override (use limit, window, burst "
 		    "or precision)", (int)len, arg);
 		return -1;
 	}
-	if (*field != -1) {
+	if (o->v[f] != -1) {
 		complain("%.*s is given twice", (int)len, arg);
 		return -1;
 	}
-	if (field == &o->burst && !conf_algorithm_has_burst(ru->algorithm)) {
+	if (f == OV_BURST && !conf_algorithm_has_burst(ru->algorithm)) {
 		complain("rule %s uses %s, which has no burst (only token_bucket, "
 		    "gcra and leaky_bucket do)", ru->name,
 		    conf_algorithm_name(ru->algorithm));
 		return -1;
 	}
-	if (field == &o->precision_ms && ru->algorithm != RLG_SLIDING_WINDOW) {
+	if (f == OV_PRECISION && ru->algorithm != RLG_SLIDING_WINDOW) {
 		complain("rule %s uses %s, which has no precision (only "
 		    "sliding_window does)", ru->name,
 		    conf_algorithm_name(ru->algorithm));
 		return -1;
 	}
-	if (dur ? conf_parse_duration(v, &n, &e) == -1 :
+	if (ov_field[f].duration ? conf_parse_duration(v, &n, &e) == -1 :
 	    conf_parse_int(v, 1, RLG_MAX_COUNT, &n, &e) == -1) {
-		if (dur)
+		if (ov_field[f].duration)
 			complain("%s: \"%s\" %s", arg, v, e);
 		else
 			complain("%s: \"%s\" %s (use a whole number, 1 to "
 			    "%lld)", arg, v, e, RLG_MAX_COUNT);
 		return -1;
 	}
-	*field = n;
+	o->v[f] = n;
 	return 0;
 }
 
@@ -808,13 +819,11 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key, int argc, char **argv)
 {
 	char okey[RLG_REDIS_KEY_SIZE], why[640], was[96], now[96];
-	char num[4][24];
-	const char *hset[12] = { "HSET", okey }, *del[] = { "DEL", okey, NULL };
+	char num[OV_COUNT][24];
+	const char *hset[2 + 2 * OV_COUNT + 1] = { "HSET", okey };
+	const char *del[] = { "DEL", okey, NULL };
 	const char *const *cmds[2] = { del, hset };
-	static const char *const field_name[4] = { "limit", "window_ms",
-	    "burst", "precision_ms" };
-	struct override o = { -1, -1, -1, -1, 0 };
-	long long field[4];
+	struct override o = { { -1, -1, -1, -1 }, 0 };
 	struct rule eff;
 	redisReply *r;
 	int i, n = 2;
@@ -875,19 +884,15 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	 * silently ignored per request. */
 	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
 		complain("rule %s: %s%s", ru->name, why,
-		    ru->algorithm == RLG_SLIDING_WINDOW && o.window_ms != -1 &&
-		    o.precision_ms == -1 ? " (give precision= as well)" : "");
+		    ru->algorithm == RLG_SLIDING_WINDOW && o.v[OV_WINDOW] != -1 &&
+		    o.v[OV_PRECISION] == -1 ? " (give precision= as well)" : "");
 		return EXIT_USAGE;
 	}
-	field[0] = o.limit;
-	field[1] = o.window_ms;
-	field[2] = o.burst;
-	field[3] = o.precision_ms;
-	for (i = 0; i < 4; i++) {
-		if (field[i] == -1)
+	for (i = 0; i < OV_COUNT; i++) {
+		if (o.v[i] == -1)
 			continue;
-		snprintf(num[i], sizeof(num[i]), "%lld", field[i]);
-		hset[n++] = field_name[i];
+		snprintf(num[i], sizeof(num[i]), "%lld", o.v[i]);
+		hset[n++] = ov_field[i].hash;
 		hset[n++] = num[i];
 	}
 	hset[n] = NULL;
