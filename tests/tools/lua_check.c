@@ -22,6 +22,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "tool.h"
+
 typedef __int128 i128;
 
 enum alg { FIXED, SWINDOW, SLOG, TOKEN, GCRA, LEAKY, NALG };
@@ -167,28 +169,6 @@ command(const char *fmt, ...)
 	if (r == NULL)
 		fatal("redis: %s", rc->errstr);
 	return r;
-}
-
-static char *
-read_file(const char *path)
-{
-	FILE *f;
-	char *buf;
-	long n;
-
-	if ((f = fopen(path, "rb")) == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	if ((buf = malloc((size_t)n + 1)) == NULL || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
 }
 
 static void
@@ -1933,7 +1913,7 @@ main(int argc, char **argv)
 		redisReply *r;
 
 		snprintf(path, sizeof(path), "%s/%s.lua", argv[2], alg_names[a]);
-		if ((src = read_file(path)) == NULL)
+		if ((src = tool_read_file(path)) == NULL)
 			fatal("%s: %s", path, strerror(errno));
 		r = command("SCRIPT LOAD %s", src);
 		ok(r->type == REDIS_REPLY_STRING && r->len == 40, "%s: SCRIPT LOAD %s",
