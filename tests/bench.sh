@@ -41,7 +41,8 @@
 # BENCH_CONNS (10 50 100), BENCH_ROUNDS (4), BENCH_WORKERS (16: threads
 # of b r s t1 t3), BENCH_LOOPS (rlgate's event loops; empty: its default),
 # BENCH_FLUSH (rlgate's [audit] flush_interval, 50ms), BENCH_BATCH
-# (rlgate's [audit] batch; empty: its default),
+# (rlgate's [audit] batch; empty: its default), BENCH_DBDIR (where the
+# audit databases go: e.g. /dev/shm; default the run's temporary directory),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # RLGATE_BIN (another rlgate binary, to compare builds).
@@ -56,6 +57,7 @@ WORKERS=${BENCH_WORKERS:-16}
 LOOPS=${BENCH_LOOPS:-}
 FLUSH=${BENCH_FLUSH:-50ms}
 BATCH=${BENCH_BATCH:-}
+DBDIR=${BENCH_DBDIR:-$T}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
 CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
@@ -106,7 +108,7 @@ $(case $cfg in t*) printf 'engine = threads\nworkers = %s' "$WORKERS";;
 address = 127.0.0.1:$REDIS_PORT
 
 [audit]
-database = $(audited "$cfg" && echo "$T/audit-$cfg.db")
+database = $(audited "$cfg" && echo "$DBDIR/audit-$cfg.db")
 flush_interval = $FLUSH
 $([ -n "$BATCH" ] && echo "batch = $BATCH")
 
@@ -269,7 +271,7 @@ stop_all() {
 		stop_pid "${BACKEND[$cfg]}"; st=$?
 		audited "$cfg" || continue
 		rules=${cfg#?}
-		AUDIT_DB=$T/audit-$cfg.db
+		AUDIT_DB=$DBDIR/audit-$cfg.db
 		read -r rows req <<<"$(sql "SELECT count(*), count(DISTINCT request_id) FROM decisions" | tr '|' ' ')"
 		echo "$cfg ${ANSWERED[$cfg]} $rows $req $rules $st" >> "$ROWS"
 		if [ "$req" -lt "${ANSWERED[$cfg]}" ] || [ "$rows" -ne $((req * rules)) ] || [ "$st" != 0 ]; then
@@ -281,7 +283,7 @@ stop_all() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
-echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}; load average $load_before"
+echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}, databases in $DBDIR; load average $load_before"
 for cfg in $CONFIGS; do
 	start "$cfg" || exit 1
 	run_wrk "$cfg" 10 1 0 || exit 1	# warm-up
@@ -300,6 +302,8 @@ for round in $(seq "$ROUNDS"); do
 	fi
 done
 stop_all
+# Ours, outside the temporary directory: not left behind.
+[ "$DBDIR" = "$T" ] || for cfg in $CONFIGS; do rm -f "$DBDIR/audit-$cfg.db"{,-wal,-shm}; done
 
 # --- the audit writer alone ---------------------------------------------
 # Three runs (the median counts): 2 threads push AUDIT_ROWS rows into a
