@@ -437,13 +437,13 @@ call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 
 /* ---- overrides ------------------------------------------------------- */
 
+enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
+
 /*
  * An override as the scripts read it from <key>:override: each of limit,
  * window_ms, burst, precision_ms stands in for the rule's own when set
  * (-1: not set); unlimited admits without counting.
  */
-enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
-
 struct override {
 	long long	 v[OV_COUNT];
 	int		 unlimited;
