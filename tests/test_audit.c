@@ -805,23 +805,32 @@ test_readonly_file_recovers(void **state)
 	check_rows(f->path, 1, 150);
 }
 
+/* Removes the database at path and its WAL and shared-memory files. */
+static void
+remove_db(const char *path)
+{
+	char p[300];
+
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+}
+
 /* Removed (or rotated away) while open: later rows go to a new file. */
 static void
 test_removed_file_is_recreated(void **state)
 {
 	struct fixture *f = *state;
-	char err[512], p[160], *log;
+	char err[512], *log;
 	struct audit *a;
 
 	capture_start();
 	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err, sizeof(err)));
 	push_range(a, 1, 0, 10);
 	assert_int_equal(wait_written(a, 10, 5000), 10);
-	unlink(f->path);
-	snprintf(p, sizeof(p), "%s-wal", f->path);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s-shm", f->path);
-	unlink(p);
+	remove_db(f->path);
 
 	push_range(a, 0, 0, 20);
 	assert_int_equal(wait_written(a, 30, 5000), 30);
@@ -846,14 +855,7 @@ test_two_processes_share_file(void **state)
 
 	capture_start();
 	for (i = 0; i < 3; i++) {	/* both create the file: a start-up race */
-		char p[160];
-
-		unlink(f->path);
-		snprintf(p, sizeof(p), "%s-wal", f->path);
-		unlink(p);
-		snprintf(p, sizeof(p), "%s-shm", f->path);
-		unlink(p);
-
+		remove_db(f->path);
 		fflush(NULL);
 		pid = fork();
 		assert_true(pid >= 0);
@@ -897,6 +899,44 @@ test_two_processes_share_file(void **state)
 	/* Neither writer starves the other past its busy timeout. */
 	assert_int_equal(count_lines(log, "error:", NULL), 0);
 	free(log);
+}
+
+/*
+ * Processes that open a fresh file at once (spawn-fcgi -F 4 on a new
+ * database) all start: the switch to WAL mode can deadlock two of them,
+ * and SQLite then answers BUSY without waiting; audit_open() tries again.
+ * Before it did, 2 to 5 opens in 800 failed here.
+ */
+static void
+test_processes_open_a_fresh_file_at_once(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	int i, k, status, failed = 0;
+	pid_t pid;
+
+	for (i = 0; i < 100; i++) {
+		remove_db(f->path);
+		fflush(NULL);
+		for (k = 0; k < 4; k++) {
+			assert_true((pid = fork()) >= 0);
+			if (pid == 0) {
+				struct audit *a = audit_open(f->path, 100, 10,
+				    5, err, sizeof(err));
+
+				if (a == NULL) {
+					fprintf(stderr, "open %d: %s\n", i, err);
+					_exit(1);
+				}
+				_exit(audit_close(a, 1000) != 0);
+			}
+		}
+		for (k = 0; k < 4; k++) {
+			assert_true(wait(&status) > 0);
+			failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+		}
+	}
+	assert_int_equal(failed, 0);
 }
 
 /*
@@ -1185,6 +1225,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_processes_share_file,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_processes_open_a_fresh_file_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoints_off_the_writer,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
