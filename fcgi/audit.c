@@ -640,7 +640,7 @@ audit_open(const char *path, int queue_max, int batch,
 	while (db_open(a, errbuf, errlen) == -1) {
 		if (!a->err_busy || mono_ms() >= deadline)
 			goto fail;
-		sleep_ms(1 + random() % 10);
+		sleep_ms(1 + getpid() % 10);	/* apart: forked alike */
 	}
 	a->err_busy = 0;
 	/* Signals are for the threads that serve; the writer only writes. */

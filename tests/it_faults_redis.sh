@@ -226,7 +226,7 @@ BUSY=$!
 # The script runs once Redis stops answering: for its first 600 ms (the
 # busy-reply-threshold) Redis answers nobody. A sleep here was not enough
 # on a loaded machine.
-wait_for 3 redis_held
+check "slow: Redis is held by the script" wait_for 3 redis_held
 B0=$(now_ms)
 wait "$BUSY"
 B1=$(now_ms)

@@ -356,7 +356,8 @@ command(char *p)
 		begin(id, a[0], word(&p));
 	} else if (!strcmp(cmd, "param")) {
 		id = next_id(&p);
-		if ((a[0] = word(&p)) == NULL || strlen(a[0]) + strlen(p) + 8 > 65535)
+		if ((a[0] = word(&p)) == NULL || strlen(a[0]) + strlen(p) + 8 >
+		    FCGI_MAX_LENGTH)
 			die(2, "param ID NAME VALUE, in one record", a[0]);
 		record(FCGI_PARAMS, id, buf, pair(buf, a[0], strlen(a[0]), p, strlen(p)));
 	} else if (!strcmp(cmd, "big-param")) {
