@@ -4,11 +4,12 @@
 # status endpoint scraped and parsed (/metrics in the Prometheus text
 # format, /health as JSON), the deny cache under a flood from one key (Redis
 # calls counted with INFO commandstats), dry run per rule and for the whole
-# gateway (as a responder, through cgi-fcgi), rlgate-ctl, and the layout of
-# make install.
+# gateway (as a responder, through cgi-fcgi), Redis reached on its unix
+# socket, rlgate-ctl, and the layout of make install.
 . "$(dirname "$0")/lib.sh"
 
 CTL=$TOP/fcgi/rlgate-ctl
+REDIS_SOCKET=$T/redis.sock	# section 3: Redis on its unix socket
 start_redis || exit 1
 AUDIT_DB=$T/audit.db
 DOCROOT=$T/www
@@ -231,9 +232,10 @@ c0=$(redis_calls evalsha)
 is "raise: the repeat is denied from the cache" 429 "$(status "$BASE/raise/a")"
 is "raise: without asking Redis" "$c0" "$(redis_calls evalsha)"
 is "log_level info: no debug lines" 0 "$(grep -c ': debug: ' "$T/rlgate.log")"
-# The reload raises the limit, and turns on a line per decision.
+# The reload raises the limit, and turns on a line per decision (in the
+# first [gateway]: engine_ini may have added a second).
 sed -i -e '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' \
-    -e 's/^\[gateway\]$/[gateway]\nlog_level = debug/' "$T/rlgate.ini"
+    -e '0,/^\[gateway\]$/ s//[gateway]\nlog_level = debug/' "$T/rlgate.ini"
 kill -HUP "$RLGATE_PID"
 generation2() { [ "$(health)" = 200 ] && [ "$(hj .config.generation)" = 2 ]; }
 check "SIGHUP: health shows config generation 2" wait_for 5 generation2
@@ -262,7 +264,7 @@ check "dry_run rule as a responder: the body says dry_run" grep -q '"rule":"dry"
 
 # [gateway] dry_run = yes: a second gateway on the same Redis, every rule in
 # dry run; plain and flood are over their limits there already.
-sed -e 's/^\[gateway\]$/[gateway]\ndry_run = yes/' -e "s|^database = .*|database = $T/dry.db|" "$T/rlgate.ini" > "$T/dry.ini"
+sed -e '0,/^\[gateway\]$/ s//[gateway]\ndry_run = yes/' -e "s|^database = .*|database = $T/dry.db|" "$T/rlgate.ini" > "$T/dry.ini"
 MAIN_PID=$RLGATE_PID
 RLGATE_PORT=$(free_port)
 DRY_PORT=$RLGATE_PORT
@@ -277,6 +279,29 @@ is "global dry run: the deny cache is not used" "Status: 200 OK $((c0 + 2))" "$(
 dry_rows() { [ "$(sqlite3 -batch -noheader "$T/dry.db" "SELECT count(*) FROM decisions WHERE reason='dry_run'" 2>/dev/null)" -ge 2 ]; }
 check "global dry run: audit rows say dry_run, status 200" wait_for 5 dry_rows
 is "global dry run: no row denies" 0 "$(sqlite3 -batch -noheader "$T/dry.db" "SELECT count(*) FROM decisions WHERE status<>200")"
+stop_rlgate
+
+# [redis] address = unix:/path: a gateway and rlgate-ctl on Redis's unix
+# socket (the same Redis; TCP untouched).
+cat > "$T/sock.ini" <<EOF
+[redis]
+address = unix:$REDIS_SOCKET
+[audit]
+database =
+[rule:sock]
+path = /sock/*
+limit = 2
+window = 1m
+EOF
+RLGATE_PORT=$(free_port)
+start_rlgate "$T/sock.ini" rlgate-sock || exit 1
+c0=$(redis_calls evalsha)
+sock=""
+for i in 1 2 3; do sock+=" $(fcgi_get "$RLGATE_PORT" /sock/a | head -1)"; done
+is "Redis on a unix socket: limit 2 gives 200, 200, 429" " Status: 200 OK Status: 200 OK Status: 429 Too Many Requests" "$sock"
+is "Redis on a unix socket: the three scripts ran there" $((c0 + 3)) "$(redis_calls evalsha)"
+is "Redis on a unix socket: rlgate-ctl peek reads the key (remaining 0)" 0 \
+	"$("$CTL" -c "$T/sock.ini" peek sock 127.0.0.1 | awk '$1 == "remaining" { print $2 }')"
 stop_rlgate
 
 # --- 4. rlgate-ctl -------------------------------------------------------------

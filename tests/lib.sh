@@ -3,7 +3,8 @@
 # processes it started (by PID) on exit, and counts checks.
 #
 #   . "$(dirname "$0")/lib.sh"
-#   start_redis                     -> $REDIS_PORT
+#   start_redis                     -> $REDIS_PORT (and a unix socket at
+#                                      $REDIS_SOCKET, when that is set)
 #   start_rlgate CONF [NAME]        -> $RLGATE_PORT, $RLGATE_PID, log $T/NAME.log
 #                                      ($RLGATE_WRAPPER, e.g. "valgrind ...",
 #                                      goes before the command)
@@ -63,7 +64,8 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_redis() {
 	REDIS_PORT=${1:-$(free_port)}
 	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-		--dir "$T" --logfile "$T/redis-$REDIS_PORT.log" &
+		--dir "$T" --logfile "$T/redis-$REDIS_PORT.log" \
+		${REDIS_SOCKET:+--unixsocket "$REDIS_SOCKET" --unixsocketperm 700} &
 	REDIS_PID=$!
 	PIDS+=("$REDIS_PID")
 	wait_for 10 redis-cli -p "$REDIS_PORT" ping || { echo "# redis did not start"; return 1; }
