@@ -10,6 +10,8 @@
 #       fastcgi.server block)
 #   b   lighttpd + tests/tools/allow_fcgi, a trivial always-allow FastCGI
 #       authorizer on libfcgi with BENCH_WORKERS threads, as t1 t3 (the floor)
+#   b2  the floor again, its own lighttpd and authorizer: what it "adds" over
+#       b is what this machine's noise alone makes of a difference (A/A)
 #   r   the same with one Redis PING per request on each thread's own
 #       connection (allow_fcgi -r): the floor of any gateway that waits for
 #       Redis on every request, as the design's does
@@ -45,6 +47,8 @@
 # audit databases go: e.g. /dev/shm; default the run's temporary directory),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
+# BENCH_REDIS_UNIX (1: rlgate reaches Redis on its unix socket, not TCP;
+# r and s stay on TCP),
 # RLGATE_BIN (another rlgate binary, to compare builds).
 # make runs it with sh: it is a bash script.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -60,7 +64,7 @@ BATCH=${BENCH_BATCH:-}
 DBDIR=${BENCH_DBDIR:-$T}
 THINK=${BENCH_THINK_MS:-10}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
-CONFIGS=${BENCH_ONLY:-a b r s c1 d1 c3 d3 t1 t3}
+CONFIGS=${BENCH_ONLY:-a b b2 r s c1 d1 c3 d3 t1 t3}
 JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
 RLGATE=${RLGATE_BIN:-$RLGATE}
 ALLOW=$TOP/tests/tools/allow_fcgi
@@ -75,12 +79,14 @@ command -v wrk >/dev/null || { echo "bench: wrk is missing (make deps)" >&2; exi
 DOCROOT=$T/www
 mkdir -p "$DOCROOT/bench"
 cp "$TOP/tests/www/user/list" "$DOCROOT/bench/item"	# 47 bytes of JSON
+REDIS_SOCKET=$T/redis.sock	# BENCH_REDIS_UNIX: rlgate's way to Redis
 start_redis >/dev/null || exit 1
 
 label() {
 	case $1 in
 	a)  echo "lighttpd alone";;
 	b)  echo "lighttpd + allow_fcgi (floor)";;
+	b2) echo "the floor again (A/A)";;
 	r)  echo "allow_fcgi + Redis PING";;
 	s)  echo "allow_fcgi + fixed_window.lua";;
 	c1) echo "rlgate, audit off, 1 rule";;
@@ -105,7 +111,7 @@ $(case $cfg in t*) printf 'engine = threads\nworkers = %s' "$WORKERS";;
     *) [ -n "$LOOPS" ] && printf 'workers = %s' "$LOOPS";; esac)
 
 [redis]
-address = 127.0.0.1:$REDIS_PORT
+address = $([ -n "${BENCH_REDIS_UNIX:-}" ] && echo "unix:$REDIS_SOCKET" || echo "127.0.0.1:$REDIS_PORT")
 
 [audit]
 database = $(audited "$cfg" && echo "$DBDIR/audit-$cfg.db")
@@ -181,9 +187,9 @@ start() {
 	local cfg=$1 bport=9
 	if [ "$cfg" != a ]; then
 		bport=$(free_port)
-		if [ "$cfg" = b ] || [ "$cfg" = r ] || [ "$cfg" = s ]; then
+		if [ "$cfg" = b ] || [ "$cfg" = b2 ] || [ "$cfg" = r ] || [ "$cfg" = s ]; then
 			"$ALLOW" -s "127.0.0.1:$bport" -w "$WORKERS" \
-			    $([ "$cfg" != b ] && echo "-r 127.0.0.1:$REDIS_PORT") \
+			    $([ "${cfg#b}" = "$cfg" ] && echo "-r 127.0.0.1:$REDIS_PORT") \
 			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
 			    2>>"$T/allow-$cfg.log" &
 		else
@@ -283,7 +289,7 @@ stop_all() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
-echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}, databases in $DBDIR; load average $load_before"
+echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b b2 r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}, databases in $DBDIR; load average $load_before"
 for cfg in $CONFIGS; do
 	start "$cfg" || exit 1
 	run_wrk "$cfg" 10 1 0 || exit 1	# warm-up
@@ -438,6 +444,13 @@ for cfg in d1 d3; do
 	[ "$THINK" -gt 0 ] &&
 		target "p99 added over the floor, $cfg, 50 paced connections (ms)" "$(ms "$(get "$cfg" paced 50 12)")" "<=" 1
 done
+# What the floor "adds" over itself: how far from 0 this run's noise alone
+# puts a p99 added.
+for kind in sat paced; do
+	r=$(get b2 "$kind" 50 12)
+	[ -n "$r" ] && [ "$r" != null ] &&
+		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, 50 $([ $kind = paced ] && echo "paced ")connections (ms)" "$(ms "$r")"
+done
 target "audit writer rows/s (audit_bench, median of 3)" "${AB_RPS:-null}" ">=" 200000
 target "audit writer rows per CPU second of its thread" "${AB_CPU_RPS:-null}" ">=" 200000
 lost_all=$((LOST_TOTAL + ${AB_LOST:-1} + ${AB_FULL_LOST:-1}))
@@ -457,8 +470,8 @@ mkdir -p "$(dirname "$JSON")"
 	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
 	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
 	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
-	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
-	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$THINK" \
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "redis": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
+	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$([ -n "${BENCH_REDIS_UNIX:-}" ] && echo unix || echo tcp)" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['
 	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '
@@ -470,7 +483,7 @@ mkdir -p "$(dirname "$JSON")"
 	echo '  ],'
 	echo '  "ratios": {'
 	first=1
-	for floor in b:11 r:13 s:15; do for cfg in r s c1 d1 c3 d3 t1 t3; do for c in $CONNS; do
+	for floor in b:11 r:13 s:15; do for cfg in b2 r s c1 d1 c3 d3 t1 t3; do for c in $CONNS; do
 		[ "$cfg" != "${floor%:*}" ] || continue
 		r=$(get "$cfg" sat "$c" "${floor#*:}")
 		[ -n "$r" ] && [ "$r" != null ] || continue
