@@ -26,8 +26,9 @@
  *                            0), else READABLE; nothing is read
  * TEXT may hold \r \n \t \\ and \xHH. Output lines: STDOUT ID TEXT (escaped
  * the same way; "STDOUT ID" when empty), STDERR ID TEXT, END_REQUEST ID
- * app=N proto=N, GET_VALUES_RESULT NAME=VALUE..., UNKNOWN_TYPE T, RECORD
- * type=T id=I len=L, EOF, RESET, WRITE_ERROR why. A read that waits -t ms
+ * app=N proto=N, GET_VALUES_RESULT NAME=VALUE... (MALFORMED last when the
+ * pairs do not fit the record), UNKNOWN_TYPE T, RECORD type=T id=I len=L,
+ * EOF, RESET, WRITE_ERROR why. A read that waits -t ms
  * (default 5000) prints TIMEOUT and exits 3; a bad script exits 2, a
  * failed connect 1.
  */
@@ -214,6 +215,23 @@ read_record(long long deadline)
 	}
 }
 
+/* A name-value pair's length at b[*off] (1 byte, or 4 with the top bit
+ * set), within len; moves *off past it. -1 when it does not fit. */
+static int
+nv_len(const unsigned char *b, size_t len, size_t *off, size_t *n)
+{
+	if (*off < len && b[*off] < 0x80) {
+		*n = b[(*off)++];
+		return 0;
+	}
+	if (*off + 4 > len)
+		return -1;
+	*n = ((size_t)b[*off] & 0x7f) << 24 | (size_t)b[*off + 1] << 16 |
+	    (size_t)b[*off + 2] << 8 | b[*off + 3];
+	*off += 4;
+	return 0;
+}
+
 /* Prints records until type `until` comes for id, or count are read;
  * -1 at the end of the connection. */
 static int
@@ -243,9 +261,14 @@ read_print(int until, int id, long count)
 			    (unsigned)b[1] << 16 | (unsigned)b[2] << 8 | b[3], b[4]);
 		else if (type == FCGI_GET_VALUES_RESULT) {
 			fputs("GET_VALUES_RESULT", stdout);
-			for (off = 0; off + 2 <= len && b[off] < 128 && b[off + 1] < 128 &&
-			    off + 2 + (nl = b[off]) + (vl = b[off + 1]) <= len; off += 2 + nl + vl)
-				printf(" %.*s=%.*s", (int)nl, b + off + 2, (int)vl, b + off + 2 + nl);
+			for (off = 0; off < len; off += nl + vl) {
+				if (nv_len(b, len, &off, &nl) == -1 || nv_len(b, len, &off, &vl) == -1 ||
+				    nl + vl > len - off) {
+					fputs(" MALFORMED", stdout);
+					break;
+				}
+				printf(" %.*s=%.*s", (int)nl, b + off, (int)vl, b + off + nl);
+			}
 			putchar('\n');
 		} else if (type == FCGI_UNKNOWN_TYPE && len >= 1)
 			printf("UNKNOWN_TYPE %d\n", b[0]);
