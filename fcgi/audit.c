@@ -46,8 +46,9 @@
  * that a busy machine starves it in the middle of a checkpoint, while it
  * holds SQLite's checkpoint lock and the writer cannot checkpoint either
  * (beside two busy loops, test_audit's WAL grew to 87-144 MB at 19, stayed
- * at 38-44 MB at 10, and at 36 MB on an idle machine). At 10 the tail of
- * the requests' latency was as at 19 in make bench; at 5 it was longer.
+ * at 38-44 MB at 10, and at 36 MB on an idle machine). make bench's paced
+ * tail with three rules may be a few tenths of a ms longer at 10 than at
+ * 19, and was longer still at 5: README, "What was changed".
  */
 #define AUDIT_CKPT_NICE		10
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
