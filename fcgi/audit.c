@@ -415,10 +415,9 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 		    "replaced; writing to a new one", a->path);
 		db_close(a);
 	}
-	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1) {
-		a->err_busy = 0;
+	/* Reopening on another's lock is a busy failure like any other. */
+	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1)
 		return -1;
-	}
 
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
@@ -652,7 +651,6 @@ audit_open(const char *path, int queue_max, int batch,
 			goto fail;
 		sleep_ms(1 + getpid() % 10);	/* apart: forked alike */
 	}
-	a->err_busy = 0;
 	/* Signals are for the threads that serve; the writer only writes. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

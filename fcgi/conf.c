@@ -2012,9 +2012,9 @@ conf_new(struct loader *l, const char *path)
 	c->redis_connect_timeout_ms = 200;
 	c->redis_timeout_ms = 100;
 	c->on_error = RLG_ON_ERROR_ALLOW;
-	c->audit_flush_interval_ms = 50;
-	c->audit_batch = 200;	/* DESIGN.md: 1000 (README: performance) */
-	c->audit_queue = 100000;
+	c->audit_flush_interval_ms = RLG_AUDIT_FLUSH_MS;
+	c->audit_batch = RLG_AUDIT_BATCH;
+	c->audit_queue = RLG_AUDIT_QUEUE;
 	c->audit_unmatched = 1;
 	c->path = lstrdup(l, path);
 	c->redis_address = lstrdup(l, "127.0.0.1:6379");

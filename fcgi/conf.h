@@ -14,6 +14,11 @@
 #include <stddef.h>
 
 #define RLG_DEFAULT_CONF	"/etc/rlgate/rlgate.ini"
+/* [audit] defaults; also tests/tools/audit_bench's. DESIGN.md's batch is
+ * 1000: README, "Where rlgate goes beyond DESIGN.md". */
+#define RLG_AUDIT_FLUSH_MS	50
+#define RLG_AUDIT_BATCH		200
+#define RLG_AUDIT_QUEUE		100000
 /*
  * Longest line accepted in the INI file, in bytes without the line end.
  * Debian's libinih reads a line in one buffer of INI_MAX_LINE (200) bytes

@@ -98,6 +98,8 @@ label() {
 	esac
 }
 
+# floor CONFIG: is it served by allow_fcgi (b b2 r s)?
+floor() { case $1 in b|b2|r|s) return 0;; esac; return 1; }
 # audited CONFIG: does it write an audit database (d1 d3 t1 t3)?
 audited() { case $1 in d*|t*) return 0;; esac; return 1; }
 
@@ -187,9 +189,9 @@ start() {
 	local cfg=$1 bport=9
 	if [ "$cfg" != a ]; then
 		bport=$(free_port)
-		if [ "$cfg" = b ] || [ "$cfg" = b2 ] || [ "$cfg" = r ] || [ "$cfg" = s ]; then
+		if floor "$cfg"; then
 			"$ALLOW" -s "127.0.0.1:$bport" -w "$WORKERS" \
-			    $([ "${cfg#b}" = "$cfg" ] && echo "-r 127.0.0.1:$REDIS_PORT") \
+			    $(case $cfg in r|s) echo "-r 127.0.0.1:$REDIS_PORT";; esac) \
 			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
 			    2>>"$T/allow-$cfg.log" &
 		else

@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "conf.h"
 
 struct pusher {
 	pthread_t	 thread;
@@ -138,9 +139,10 @@ count_rows(const char *path)
 int
 main(int argc, char **argv)
 {
-	long long rows = 1000000, flush_ms = 50, t0, t_pushed, t_closed;
+	long long rows = 1000000, flush_ms = RLG_AUDIT_FLUSH_MS, t0, t_pushed;
+	long long t_closed;
 	long long not_written, in_db, failed = 0, i, k, total;
-	int threads = 4, queue = 100000, batch = 200, c;	/* rlgate's */
+	int threads = 4, queue = RLG_AUDIT_QUEUE, batch = RLG_AUDIT_BATCH, c;
 	char dir[] = "/tmp/audit_bench.XXXXXX", path[PATH_MAX], err[512];
 	struct pusher *p;
 	struct audit *a;
