@@ -229,7 +229,7 @@ run_wrk() {
 	local cfg=$1 c=$2 d=$3 think=$4 out p v h0 b0=0 r0 bpid=${BACKEND[$1]:-}
 	h0=$(cpu_ns "${HTTPD[$cfg]}"); r0=$(cpu_ns "$REDIS_PID")
 	[ -n "$bpid" ] && b0=$(cpu_ns "$bpid")
-	out=$(BENCH_THINK=$think wrk -t2 -c"$c" -d"${d}s" --timeout 5s \
+	out=$(BENCH_THINK=$think wrk -t$((c < 2 ? 1 : 2)) -c"$c" -d"${d}s" --timeout 5s \
 	    -s "$T/count.lua" "http://127.0.0.1:${PORT[$cfg]}$URL_PATH" 2>&1 |
 	    grep '^BENCH ')
 	[ -n "$out" ] || { echo "bench: wrk gave no summary" >&2; return 1; }
