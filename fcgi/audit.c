@@ -2,14 +2,17 @@
  * audit: the SQLite writer. Workers copy rows into a bounded queue with
  * audit_push(); one thread per process writes them in batches, one
  * BEGIN IMMEDIATE ... COMMIT per batch, and a row leaves the queue only
- * when the transaction holding it has committed. Copying the WAL back
- * into the database (a checkpoint, 16 MB at a time) is another thread's
- * job, at the lowest priority: it is work the file needs sooner or later,
- * not work a request waits for. Not for reading the database: reports/
- * does that.
+ * when the transaction holding it has committed. Where rlgate may raise
+ * it back, the writer runs at SCHED_IDLE, so that its bursts never keep a
+ * request from a CPU, and is raised to normal priority while rows pile
+ * up. Copying the WAL back into the database (a checkpoint, 16 MB at a
+ * time) is another thread's job, at a lower priority: it is work the file
+ * needs sooner or later, not work a request waits for. Not for reading the
+ * database: reports/ does that.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,13 @@
  * 19, and was longer still at 5: README, "What was changed".
  */
 #define AUDIT_CKPT_NICE		10
+/*
+ * Rows waiting, in batches, that raise an idle writer to normal priority
+ * until the queue is down to less than a batch: a busy machine gives a
+ * SCHED_IDLE thread next to nothing (and one that holds the database's
+ * lock, nothing to anyone else).
+ */
+#define AUDIT_RAISE_BATCHES	4
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
 #define AUDIT_GAP_US		2000	/* between back-to-back commits */
 #define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
@@ -108,6 +118,9 @@ struct audit {
 	size_t			 batch;
 	long long		 flush_interval_ms;
 	int			 writer_waiting; /* signal wake only then */
+	int			 may_idle;	/* the writer idles unless raised */
+	int			 raised;
+	size_t			 raise_at;	/* rows waiting */
 	int			 room_waiters;
 	int			 pushers;	/* threads in audit_push() */
 	int			 stopping;	/* audit_push() refuses rows */
@@ -133,6 +146,53 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 	ts.tv_sec = at_ms / 1000;
 	ts.tv_nsec = (at_ms % 1000) * 1000000;
 	pthread_cond_timedwait(c, m, &ts);
+}
+
+static void *
+try_idle(void *arg)
+{
+	struct sched_param sp = { 0 };
+
+	*(int *)arg = pthread_setschedparam(pthread_self(), SCHED_IDLE,
+	    &sp) == 0 && pthread_setschedparam(pthread_self(), SCHED_OTHER,
+	    &sp) == 0;
+	return NULL;
+}
+
+/*
+ * Whether a thread of this process that goes SCHED_IDLE can be raised
+ * back: as root, with CAP_SYS_NICE, or with RLIMIT_NICE 20 or more
+ * (ulimit -e, systemd's LimitNICE=). Without that right a writer left
+ * idle on a busy machine could not catch up, so it runs at normal
+ * priority.
+ */
+static int
+idle_can_return(void)
+{
+	pthread_t t;
+	int ok = 0;
+
+	if (pthread_create(&t, NULL, try_idle, &ok) != 0)
+		return 0;
+	pthread_join(t, NULL);
+	return ok;
+}
+
+/* Raises the idle writer to normal priority, or lets it idle again. With
+ * a->mu held. */
+static void
+raise_writer(struct audit *a, int on)
+{
+	struct sched_param sp = { 0 };
+	int e;
+
+	if (!a->may_idle || a->raised == on)
+		return;
+	a->raised = on;
+	if ((e = pthread_setschedparam(a->thread, on ? SCHED_OTHER :
+	    SCHED_IDLE, &sp)) != 0)
+		log_warn("audit: %s: cannot set the writer's priority: %s",
+		    a->path, strerror(e));
 }
 
 /*
@@ -479,6 +539,7 @@ writer_main(void *arg)
 	size_t n, i;
 	int failing = 0, reported = 0;
 
+	pthread_setname_np(pthread_self(), "audit-writer");
 	pthread_mutex_lock(&a->mu);
 	due = mono_ms() + a->flush_interval_ms;
 	for (;;) {
@@ -538,6 +599,8 @@ writer_main(void *arg)
 				    a->count);
 			failing = reported = 0;
 			due = mono_ms() + a->flush_interval_ms;
+			if (a->count < a->batch && !a->closing)
+				raise_writer(a, 0);
 			if (a->count >= a->batch ||
 			    (a->closing && a->count > 0)) {
 				/*
@@ -588,6 +651,7 @@ audit_open(const char *path, int queue_max, int batch,
 {
 	struct audit *a = NULL;
 	pthread_condattr_t ca;
+	struct sched_param sp = { 0 };
 	sigset_t all, old;
 	char dummy[1];
 	long long deadline;
@@ -657,10 +721,16 @@ audit_open(const char *path, int queue_max, int batch,
 	/* Without a checkpointer the writer checkpoints itself. */
 	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
 	    a) == 0;
+	a->may_idle = idle_can_return();
+	a->raise_at = a->batch * AUDIT_RAISE_BATCHES < a->cap / 2 ?
+	    a->batch * AUDIT_RAISE_BATCHES : a->cap / 2 + 1;
 	errno = pthread_create(&a->thread, NULL, writer_main, a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (errno != 0)
 		goto fail_errno;
+	if (a->may_idle && pthread_setschedparam(a->thread, SCHED_IDLE,
+	    &sp) != 0)
+		a->may_idle = 0;
 	return a;
 
 fail_errno:
@@ -762,7 +832,8 @@ audit_push(struct audit *a, const struct audit_row *row)
 		return -1;
 	}
 	a->ring[(a->head + a->count) % a->cap] = q;
-	a->count++;
+	if (++a->count >= a->raise_at)
+		raise_writer(a, 1);
 	if (a->writer_waiting && (a->count == 1 || a->count >= a->batch))
 		pthread_cond_signal(&a->wake);
 	a->pushers--;
@@ -793,6 +864,7 @@ audit_close(struct audit *a, long long give_up_ms)
 	a->stopping = 1;
 	a->closing = 1;
 	a->give_up_at = mono_ms() + (give_up_ms > 0 ? give_up_ms : 0);
+	raise_writer(a, 1);		/* the rest, at once */
 	pthread_cond_broadcast(&a->wake);
 	pthread_cond_broadcast(&a->room);
 	pthread_cond_signal(&a->ckpt);

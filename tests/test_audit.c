@@ -1,6 +1,7 @@
 /*
  * test_audit: the audit writer against real SQLite files in a mkdtemp
  * directory: exact rows and NULLs from several threads, WAL, back-pressure,
+ * the writer's priority (SCHED_IDLE, raised while rows pile up),
  * a database locked by another connection, a full disk (RLIMIT_FSIZE and
  * a full tmpfs), a
  * read-only file (the immutable attribute, which stops root too), a removed
@@ -949,47 +950,45 @@ test_processes_open_a_fresh_file_at_once(void **state)
 	assert_int_equal(failed, 0);
 }
 
-/*
- * The thread called name in this process: 1 with its nice value, 0 if
- * there is none.
- */
-static int
-thread_nice(const char *name, int *nice)
+/* The id of the thread called name in this process, 0 if there is none. */
+static pid_t
+thread_id(const char *name)
 {
-	char p[300], comm[32], stat[1024], *f[20], *end;
+	char p[300], comm[32];
 	struct dirent *de;
-	int found = 0, i;
+	pid_t tid = 0;
 	DIR *d;
 	FILE *fp;
 
-	assert_non_null(d = opendir("/proc/self/task"));
-	while (!found && (de = readdir(d)) != NULL) {
+	if ((d = opendir("/proc/self/task")) == NULL)
+		return 0;
+	while (tid == 0 && (de = readdir(d)) != NULL) {
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", de->d_name);
 		if ((fp = fopen(p, "r")) == NULL)
 			continue;
-		found = fgets(comm, sizeof(comm), fp) != NULL &&
+		if (fgets(comm, sizeof(comm), fp) != NULL &&
 		    strncmp(comm, name, strlen(name)) == 0 &&
-		    comm[strlen(name)] == '\n';
+		    comm[strlen(name)] == '\n')
+			tid = (pid_t)atoi(de->d_name);
 		fclose(fp);
-		if (!found)
-			continue;
-		snprintf(p, sizeof(p), "/proc/self/task/%s/stat", de->d_name);
-		assert_non_null(fp = fopen(p, "r"));
-		assert_non_null(fgets(stat, sizeof(stat), fp));
-		fclose(fp);
-		/* f[i]: where field i starts (3: the state, 19: nice), after
-		 * "(comm)". */
-		end = strrchr(stat, ')');
-		for (i = 3; i <= 19 && end != NULL; i++)
-			f[i] = (end = strchr(end + 1, ' ')) != NULL ? end + 1 :
-			    NULL;
-		assert_non_null(end);
-		*nice = atoi(f[19]);
 	}
 	closedir(d);
-	return found;
+	return tid;
+}
+
+/* The thread called name, waited for up to 5 s (threads name themselves
+ * first thing). */
+static pid_t
+wait_thread(const char *name)
+{
+	pid_t tid;
+	int t;
+
+	for (t = 0; t < 2500 && (tid = thread_id(name)) == 0; t++)
+		sleep_ms(2);
+	return tid;
 }
 
 /*
@@ -1008,15 +1007,15 @@ test_checkpoints_off_the_writer(void **state)
 	char err[512], wal[160];
 	struct audit *a;
 	struct stat db, w;
-	int t, batches = 0, nice = 99;
+	int t, batches = 0;
+	pid_t tid;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
 	/* It names itself and lowers its priority first thing. */
-	for (t = 0; t < 2500 && !thread_nice("audit-ckpt", &nice); t++)
-		sleep_ms(2);
-	assert_int_equal(nice, 10);
+	assert_true((tid = wait_thread("audit-ckpt")) > 0);
+	assert_int_equal(getpriority(PRIO_PROCESS, (id_t)tid), 10);
 	for (;;) {
 		assert_int_equal(stat(wal, &w), 0);
 		if (w.st_size >= WAL_DUE || batches == 100)
@@ -1048,6 +1047,112 @@ test_checkpoints_off_the_writer(void **state)
 }
 
 /* A database that never becomes writable: close gives up and says how many. */
+/*
+ * Where it may be raised back (root, here), the writer runs at SCHED_IDLE
+ * and leaves the CPUs to the requests; it is raised to normal priority by
+ * the push that makes four batches wait (a busy machine would give an idle
+ * thread next to nothing), and idles again once they are written.
+ */
+static void
+test_writer_idles_unless_rows_pile_up(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	struct audit *a;
+	sqlite3 *locker;
+	pid_t tid;
+	int t;
+
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err,
+	    sizeof(err)));
+	assert_true((tid = wait_thread("audit-writer")) > 0);
+	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
+
+	/* Another connection's lock keeps the rows waiting. */
+	locker = db_open(f->path);
+	db_exec(locker, "BEGIN EXCLUSIVE");
+	push_range(a, 0, 0, 39);
+	sleep_ms(100);
+	assert_int_equal(stats(a).queued, 39);
+	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
+	push_range(a, 0, 39, 1);
+	assert_int_equal(sched_getscheduler(tid), SCHED_OTHER);
+
+	db_exec(locker, "COMMIT");
+	sqlite3_close(locker);
+	assert_int_equal(wait_written(a, 40, 5000), 40);
+	for (t = 0; t < 500 && sched_getscheduler(tid) != SCHED_IDLE; t++)
+		sleep_ms(10);
+	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
+	assert_int_equal(audit_close(a, 1000), 0);
+	check_rows(f->path, 1, 40);
+}
+
+/*
+ * A process that could not raise an idle thread back (not root, no
+ * CAP_SYS_NICE, RLIMIT_NICE below 20: a server's usual user) keeps its
+ * writer at normal priority; RLIMIT_NICE 20 is enough for it to idle.
+ * Each case runs in a child that becomes nobody; its exit status is the
+ * writer's policy, or 100 + a step that failed.
+ */
+static int
+policy_as_nobody(const char *dir, const char *path, rlim_t nice_limit)
+{
+	struct rlimit rl = { nice_limit, nice_limit };
+	struct audit *a;
+	char err[512];
+	pid_t pid, tid;
+	int status, policy;
+
+	assert_int_equal(chmod(dir, 0777), 0);
+	fflush(NULL);
+	assert_true((pid = fork()) >= 0);
+	if (pid == 0) {
+		if (setrlimit(RLIMIT_NICE, &rl) != 0 || setgid(65534) != 0 ||
+		    setuid(65534) != 0)
+			_exit(101);
+		if ((a = audit_open(path, 1000, 10, 5, err, sizeof(err))) ==
+		    NULL)
+			_exit(102);
+		if ((tid = wait_thread("audit-writer")) == 0)
+			_exit(103);
+		policy = sched_getscheduler(tid);
+		_exit(audit_close(a, 1000) == 0 && policy >= 0 ? policy : 104);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+test_writer_without_the_right_stays_normal(void **state)
+{
+	struct fixture *f = *state;
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(policy_as_nobody(f->dir, f->path, 0), SCHED_OTHER);
+}
+
+static void
+test_writer_with_rlimit_nice_idles(void **state)
+{
+	struct fixture *f = *state;
+	int policy;
+
+	if (geteuid() != 0)
+		skip();
+	/* Raising the hard limit takes CAP_SYS_RESOURCE, which a container's
+	 * root may not have. */
+	if ((policy = policy_as_nobody(f->dir, f->path, 20)) == 101) {
+		print_message("cannot raise RLIMIT_NICE here: skipped\n");
+		skip();
+	}
+	assert_int_equal(policy, SCHED_IDLE);
+}
+
 static void
 test_close_gives_up(void **state)
 {
@@ -1250,6 +1355,12 @@ main(void)
 		    test_processes_open_a_fresh_file_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoints_off_the_writer,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_writer_idles_unless_rows_pile_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_writer_without_the_right_stays_normal, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_writer_with_rlimit_nice_idles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,
