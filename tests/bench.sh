@@ -32,7 +32,9 @@
 # is taken against the floor's run next to it, so that a machine whose
 # load drifts (other people's tests) shifts all of them alike. A paced run
 # (50 connections, each pausing BENCH_THINK_MS between a response and its
-# next request) measures latency below saturation. Then the audit writer
+# next request) measures latency below saturation, and a run at one
+# connection the latency of a request that finds nothing queued before it
+# (what a gateway adds to one request, not to a queue). Then the audit writer
 # alone (tests/tools/audit_bench): rows per second into SQLite, and the
 # latency of a push when the queue is full.
 #
@@ -46,6 +48,7 @@
 # (rlgate's [audit] batch; empty: its default), BENCH_DBDIR (where the
 # audit databases go: e.g. /dev/shm; default the run's temporary directory),
 # BENCH_THINK_MS (10: think time of the paced latency run, 0 skips it),
+# BENCH_ONE (1: the run at one connection; 0 skips it),
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # BENCH_REDIS_UNIX (1: rlgate reaches Redis on its unix socket, not TCP;
 # r and s stay on TCP),
@@ -63,6 +66,7 @@ FLUSH=${BENCH_FLUSH:-50ms}
 BATCH=${BENCH_BATCH:-}
 DBDIR=${BENCH_DBDIR:-$T}
 THINK=${BENCH_THINK_MS:-10}
+ONE=${BENCH_ONE:-1}
 AUDIT_ROWS=${BENCH_AUDIT_ROWS:-400000}
 CONFIGS=${BENCH_ONLY:-a b b2 r s c1 d1 c3 d3 t1 t3}
 JSON=${BENCH_JSON:-$TOP/reports/bench-latest.json}
@@ -308,6 +312,11 @@ for round in $(seq "$ROUNDS"); do
 			[ "$cfg" = a ] || measure "$cfg" "$round" paced 50 || exit 1
 		done
 	fi
+	if [ "$ONE" = 1 ]; then
+		for cfg in $order; do
+			[ "$cfg" = a ] || measure "$cfg" "$round" one 1 || exit 1
+		done
+	fi
 done
 stop_all
 # Ours, outside the temporary directory: not left behind.
@@ -413,13 +422,24 @@ if [ "$THINK" -gt 0 ]; then
 		    "$(ms "$(get "$cfg" paced 50 16)")"
 	done
 fi
+if [ "$ONE" = 1 ]; then
+	echo "# one connection: a request with nothing queued before it"
+	for cfg in $CONFIGS; do
+		r=$(get "$cfg" one 1 4); [ -n "$r" ] || continue
+		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" 1 "$r" \
+		    "$(ms "$(get "$cfg" one 1 5)")" "$(ms "$(get "$cfg" one 1 6)")" \
+		    "$(ms "$(get "$cfg" one 1 12)")" "$(ms "$(get "$cfg" one 1 14)")" \
+		    "$(ms "$(get "$cfg" one 1 16)")"
+	done
+fi
 
 # How far the p99 added moves from round to round on this machine: the
 # median above is one of these.
-echo "# p99 added over b at 50 connections, round by round (ms)"
-for kind in sat paced; do for cfg in $CONFIGS; do
+echo "# p99 added over b at 50 connections (and at one), round by round (ms)"
+for kind in sat paced one; do for cfg in $CONFIGS; do
 	case $cfg in a|b) continue;; esac
-	r=$(get "$cfg" "$kind" 50 17); [ -n "$r" ] && [ "$r" != - ] || continue
+	r=$(get "$cfg" "$kind" "$([ $kind = one ] && echo 1 || echo 50)" 17)
+	[ -n "$r" ] && [ "$r" != - ] || continue
 	printf '%-34s %6s   %s\n' "$cfg $(label "$cfg")" "$kind" \
 	    "$(echo "$r" | tr ',' '\n' | while read -r u; do echo "$(ms "$u")"; done | paste -sd' ')"
 done; done
@@ -448,10 +468,20 @@ for cfg in d1 d3; do
 done
 # What the floor "adds" over itself: how far from 0 this run's noise alone
 # puts a p99 added.
-for kind in sat paced; do
-	r=$(get b2 "$kind" 50 12)
+for kind in sat paced one; do
+	case $kind in
+	sat) n=50 what="50 connections";; paced) n=50 what="50 paced connections";;
+	one) n=1 what="one connection";;
+	esac
+	r=$(get b2 "$kind" $n 12)
 	[ -n "$r" ] && [ "$r" != null ] &&
-		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, 50 $([ $kind = paced ] && echo "paced ")connections (ms)" "$(ms "$r")"
+		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, $what (ms)" "$(ms "$r")"
+done
+# Not a target: the same latency with nothing queued.
+for cfg in d1 d3; do
+	r=$(get "$cfg" one 1 12)
+	[ -n "$r" ] && [ "$r" != null ] &&
+		printf '  %-58s %8s\n' "p99 added over the floor, $cfg, one connection (ms)" "$(ms "$r")"
 done
 target "audit writer rows/s (audit_bench, median of 3)" "${AB_RPS:-null}" ">=" 200000
 target "audit writer rows per CPU second of its thread" "${AB_CPU_RPS:-null}" ">=" 200000
