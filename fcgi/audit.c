@@ -728,9 +728,9 @@ audit_open(const char *path, int queue_max, int batch,
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (errno != 0)
 		goto fail_errno;
-	if (a->may_idle && pthread_setschedparam(a->thread, SCHED_IDLE,
-	    &sp) != 0)
-		a->may_idle = 0;
+	/* Before any push: raise_writer() knows it idles. */
+	if (a->may_idle)
+		pthread_setschedparam(a->thread, SCHED_IDLE, &sp);
 	return a;
 
 fail_errno:
