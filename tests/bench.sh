@@ -412,25 +412,24 @@ for cfg in $CONFIGS; do
 		    "$(get "$cfg" sat "$c" 7)/$(get "$cfg" sat "$c" 8)/$(get "$cfg" sat "$c" 9)"
 	done
 done
+# latency_rows KIND CONNS: the table of a run below saturation.
+latency_rows() {
+	local kind=$1 c=$2 cfg r
+	for cfg in $CONFIGS; do
+		r=$(get "$cfg" "$kind" "$c" 4); [ -n "$r" ] || continue
+		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" "$c" "$r" \
+		    "$(ms "$(get "$cfg" "$kind" "$c" 5)")" "$(ms "$(get "$cfg" "$kind" "$c" 6)")" \
+		    "$(ms "$(get "$cfg" "$kind" "$c" 12)")" "$(ms "$(get "$cfg" "$kind" "$c" 14)")" \
+		    "$(ms "$(get "$cfg" "$kind" "$c" 16)")"
+	done
+}
 if [ "$THINK" -gt 0 ]; then
 	echo "# paced: 50 connections, each waiting ${THINK} ms between a response and its next request"
-	for cfg in $CONFIGS; do
-		r=$(get "$cfg" paced 50 4); [ -n "$r" ] || continue
-		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" 50 "$r" \
-		    "$(ms "$(get "$cfg" paced 50 5)")" "$(ms "$(get "$cfg" paced 50 6)")" \
-		    "$(ms "$(get "$cfg" paced 50 12)")" "$(ms "$(get "$cfg" paced 50 14)")" \
-		    "$(ms "$(get "$cfg" paced 50 16)")"
-	done
+	latency_rows paced 50
 fi
 if [ "$ONE" = 1 ]; then
 	echo "# one connection: a request with nothing queued before it"
-	for cfg in $CONFIGS; do
-		r=$(get "$cfg" one 1 4); [ -n "$r" ] || continue
-		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" 1 "$r" \
-		    "$(ms "$(get "$cfg" one 1 5)")" "$(ms "$(get "$cfg" one 1 6)")" \
-		    "$(ms "$(get "$cfg" one 1 12)")" "$(ms "$(get "$cfg" one 1 14)")" \
-		    "$(ms "$(get "$cfg" one 1 16)")"
-	done
+	latency_rows one 1
 fi
 
 # How far the p99 added moves from round to round on this machine: the
