@@ -890,6 +890,12 @@ audit_close(struct audit *a, long long give_up_ms)
 	return lost;
 }
 
+int
+audit_writer_idles(const struct audit *a)
+{
+	return a != NULL && a->may_idle;
+}
+
 void
 audit_stats(struct audit *a, struct audit_stats *st)
 {

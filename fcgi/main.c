@@ -342,6 +342,11 @@ main(int argc, char *argv[])
 		    c->audit_batch, c->audit_flush_interval_ms, errbuf,
 		    sizeof(errbuf))) == NULL)
 			fatal("audit: %s", errbuf);
+		log_info("audit: %s: %s", c->audit_database,
+		    audit_writer_idles(gateway_audit) ? "the writer idles "
+		    "(SCHED_IDLE) until rows pile up" : "the writer runs at "
+		    "normal priority (LimitNICE=20 would let it idle: "
+		    "rlgate(8))");
 	}
 	{
 		char errbuf[256];
