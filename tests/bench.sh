@@ -104,6 +104,8 @@ label() {
 
 # floor CONFIG: is it served by allow_fcgi (b b2 r s)?
 floor() { case $1 in b|b2|r|s) return 0;; esac; return 1; }
+# conns_of KIND: the connections the p99 added is read at (sat, paced: 50; one: 1).
+conns_of() { [ "$1" = one ] && echo 1 || echo 50; }
 # audited CONFIG: does it write an audit database (d1 d3 t1 t3)?
 audited() { case $1 in d*|t*) return 0;; esac; return 1; }
 
@@ -295,7 +297,7 @@ stop_all() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
-echo "# rlgate bench: wrk -t2 -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b b2 r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}, databases in $DBDIR; load average $load_before"
+echo "# rlgate bench: wrk -t2 (-t1 at one connection) -d${DUR}s per run, connections: $CONNS; $ROUNDS rounds; $WORKERS threads (b b2 r s t1 t3), ${LOOPS:-one per CPU} loops (c d), flush $FLUSH, batch ${BATCH:-default}, databases in $DBDIR; load average $load_before"
 for cfg in $CONFIGS; do
 	start "$cfg" || exit 1
 	run_wrk "$cfg" 10 1 0 || exit 1	# warm-up
@@ -309,12 +311,12 @@ for round in $(seq "$ROUNDS"); do
 	done
 	if [ "$THINK" -gt 0 ]; then
 		for cfg in $order; do
-			[ "$cfg" = a ] || measure "$cfg" "$round" paced 50 || exit 1
+			[ "$cfg" = a ] || measure "$cfg" "$round" paced "$(conns_of paced)" || exit 1
 		done
 	fi
 	if [ "$ONE" = 1 ]; then
 		for cfg in $order; do
-			[ "$cfg" = a ] || measure "$cfg" "$round" one 1 || exit 1
+			[ "$cfg" = a ] || measure "$cfg" "$round" one "$(conns_of one)" || exit 1
 		done
 	fi
 done
@@ -412,9 +414,10 @@ for cfg in $CONFIGS; do
 		    "$(get "$cfg" sat "$c" 7)/$(get "$cfg" sat "$c" 8)/$(get "$cfg" sat "$c" 9)"
 	done
 done
-# latency_rows KIND CONNS: the table of a run below saturation.
+# latency_rows KIND: the table of a run below saturation.
 latency_rows() {
-	local kind=$1 c=$2 cfg r
+	local kind=$1 c cfg r
+	c=$(conns_of "$kind")
 	for cfg in $CONFIGS; do
 		r=$(get "$cfg" "$kind" "$c" 4); [ -n "$r" ] || continue
 		printf '%-34s %5s %9s %9s %9s   p99 added over b %s, r %s, s %s ms\n' "$cfg $(label "$cfg")" "$c" "$r" \
@@ -425,11 +428,11 @@ latency_rows() {
 }
 if [ "$THINK" -gt 0 ]; then
 	echo "# paced: 50 connections, each waiting ${THINK} ms between a response and its next request"
-	latency_rows paced 50
+	latency_rows paced
 fi
 if [ "$ONE" = 1 ]; then
 	echo "# one connection: a request with nothing queued before it"
-	latency_rows one 1
+	latency_rows one
 fi
 
 # How far the p99 added moves from round to round on this machine: the
@@ -437,7 +440,7 @@ fi
 echo "# p99 added over b at 50 connections (and at one), round by round (ms)"
 for kind in sat paced one; do for cfg in $CONFIGS; do
 	case $cfg in a|b) continue;; esac
-	r=$(get "$cfg" "$kind" "$([ $kind = one ] && echo 1 || echo 50)" 17)
+	r=$(get "$cfg" "$kind" "$(conns_of "$kind")" 17)
 	[ -n "$r" ] && [ "$r" != - ] || continue
 	printf '%-34s %6s   %s\n' "$cfg $(label "$cfg")" "$kind" \
 	    "$(echo "$r" | tr ',' '\n' | while read -r u; do echo "$(ms "$u")"; done | paste -sd' ')"
@@ -469,10 +472,10 @@ done
 # puts a p99 added.
 for kind in sat paced one; do
 	case $kind in
-	sat) n=50 what="50 connections";; paced) n=50 what="50 paced connections";;
-	one) n=1 what="one connection";;
+	sat) what="50 connections";; paced) what="50 paced connections";;
+	one) what="one connection";;
 	esac
-	r=$(get b2 "$kind" $n 12)
+	r=$(get b2 "$kind" "$(conns_of "$kind")" 12)
 	[ -n "$r" ] && [ "$r" != null ] &&
 		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, $what (ms)" "$(ms "$r")"
 done

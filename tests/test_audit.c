@@ -1046,7 +1046,6 @@ test_checkpoints_off_the_writer(void **state)
 	check_rows(f->path, batches, 20000);
 }
 
-/* A database that never becomes writable: close gives up and says how many. */
 /*
  * Where it may be raised back (root, here), the writer runs at SCHED_IDLE
  * and leaves the CPUs to the requests; it is raised to normal priority by
@@ -1153,6 +1152,7 @@ test_writer_with_rlimit_nice_idles(void **state)
 	assert_int_equal(policy, SCHED_IDLE);
 }
 
+/* A database that never becomes writable: close gives up and says how many. */
 static void
 test_close_gives_up(void **state)
 {
