@@ -40,7 +40,6 @@
  * than AUDIT_TXN_MS: other processes wait AUDIT_BUSY_MS. */
 #define AUDIT_TXN_ROWS		16384
 #define AUDIT_TXN_MS		100
-#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB): checkpoint */
 /* The checkpointer has not kept up (starved by a busy machine, or failing):
  * the writer checkpoints itself, so that the WAL stays bounded. */
 #define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)

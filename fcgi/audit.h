@@ -100,9 +100,13 @@ struct audit_row {
  *   the workers stop answering requests until the database is writable
  *   again (or audit_stop() is called). queue_max rows of memory (each
  *   about 200 bytes plus its strings) is what buys time before that.
- * - Checkpoints are run by the writer after commits (PASSIVE, when the
- *   WAL passes 16 MB), never inside a COMMIT.
+ * - Checkpoints (PASSIVE, when the WAL passes AUDIT_CHECKPOINT_PAGES) are
+ *   run by a thread of their own, on its own connection, never inside a
+ *   COMMIT; the writer checkpoints itself only when the WAL reaches four
+ *   times that (a starved or failing checkpointer).
  */
+#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) */
+
 struct audit;
 
 /*

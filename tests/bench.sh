@@ -504,7 +504,7 @@ mkdir -p "$(dirname "$JSON")"
 	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
 	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
 	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
-	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "redis": "%s", "think_ms": %s, "wrk_threads": 2, "file_bytes": %s, "seconds": %s},\n' \
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "redis": "%s", "think_ms": %s, "wrk_threads": 2, "wrk_threads_at_one_conn": 1, "file_bytes": %s, "seconds": %s},\n' \
 	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$([ -n "${BENCH_REDIS_UNIX:-}" ] && echo unix || echo tcp)" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['

@@ -10,7 +10,8 @@
 #    lighttpd-style AUTHORIZER requests get Status: 200 and Variable-*.
 # 2. No pinning: 40 kept-alive idle connections, and a new one is served.
 # 3. Batching: 21 requests that arrive while Redis is busy take at most 3
-#    round trips (/metrics), each exactly decided and audited.
+#    round trips (/metrics), each exactly decided and audited. The loop
+#    waits for work at SCHED_BATCH, for Redis at SCHED_OTHER.
 # 4. A leaky_bucket delay is a timer: a request to another rule, sent while
 #    a delayed reply waits, is answered first; the delayed one then comes.
 # 5. Protocol: GET_VALUES, UNKNOWN_TYPE, CANT_MPX_CONN, UNKNOWN_ROLE,
@@ -108,6 +109,10 @@ metric() {
 # idle: just the listener and the loop's Redis connection.
 sockets() { ls -l "/proc/$PID/fd" 2>/dev/null | grep -c 'socket:'; }
 idle() { [ "$(sockets)" = 2 ]; }
+# loop_class: the scheduling class of the loop's thread, as ps shows it
+# (B: SCHED_BATCH, TS: SCHED_OTHER); loop_class_is CLASS.
+loop_class() { ps -L -o comm=,cls= -p "$PID" | awk '$1 == "events-loop" { print $2 }' | paste -sd ' '; }
+loop_class_is() { [ "$(loop_class)" = "$1" ]; }
 log_lines() { wc -l < "$LOG"; }
 REPLY_OK='STDOUT 1 / END_REQUEST 1 app=0 proto=0'	# what ends a reply to id 1
 
@@ -174,6 +179,7 @@ check "and when the client is gone, rlgate closes all 41 (2 sockets again)" wait
 # arrive on 20 connections meanwhile and must go to Redis together.
 count0=$(metric rlgate_redis_latency_seconds_count)
 sum0=$(metric rlgate_redis_latency_seconds_sum)
+check "the loop waits for work at SCHED_BATCH (B): a new connection preempts nobody" wait_for 2 loop_class_is B
 rcli EVAL "$BUSY_LUA" 0 1500000 > "$T/busy.out" 2>&1 &
 BUSY=$!
 check "batching: Redis is busy running the script" wait_for 2 redis_held
@@ -181,8 +187,12 @@ check "batching: Redis is busy running the script" wait_for 2 redis_held
 	printf 'conn 0\nrequest 1 responder close GET /batch/item\nsleep 200\n'
 	for i in $(seq 1 20); do printf 'conn %d\nrequest 1 responder close GET /batch/item\n' "$i"; done
 	for i in $(seq 0 20); do printf 'conn %d\nwait-reply 1\n' "$i"; done
-} | raw > "$T/batch.out"
-wait "$BUSY"
+} | raw > "$T/batch.out" &
+BATCH=$!
+PIDS+=("$BATCH")
+check "the loop waits for Redis's reply at SCHED_OTHER (TS): the reply wakes it at once" wait_for 1 loop_class_is TS
+wait "$BATCH" "$BUSY"
+check "and waits for work at SCHED_BATCH again" wait_for 2 loop_class_is B
 count1=$(metric rlgate_redis_latency_seconds_count)
 sum1=$(metric rlgate_redis_latency_seconds_sum)
 is "batching: the busy script ran to its end" 1 "$(cat "$T/busy.out")"

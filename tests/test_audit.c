@@ -998,7 +998,8 @@ wait_thread(const char *name)
  * that, so the database file can now grow only by the checkpointer's hand,
  * however late a busy machine lets it run.
  */
-#define WAL_DUE		(32 + 4000 * (4096 + 24))	/* header, frames */
+/* The WAL's header, then its frames: a header and a 4096-byte page each. */
+#define WAL_DUE		(32 + AUDIT_CHECKPOINT_PAGES * (4096 + 24))
 
 static void
 test_checkpoints_off_the_writer(void **state)
