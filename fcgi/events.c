@@ -98,7 +98,8 @@ static void	progress(struct loop *, struct conn *);
  * next requests, for the same batch) instead of being switched out for each
  * connection. Awake, the loop is an ordinary thread again, so that Redis's
  * reply to its batch wakes it at once. Either switch is allowed to any
- * process (neither changes the nice value). README, "What was changed".
+ * process (neither changes the nice value); were one refused, the loop
+ * would only stay as it was. README, "What was changed".
  */
 static void
 set_policy(int policy)

@@ -996,9 +996,9 @@ wait_thread(const char *name)
  * Rows until a checkpoint is due (the WAL holds AUDIT_CHECKPOINT_PAGES
  * pages), then none: the writer would checkpoint itself only at four times
  * that, so the database file can now grow only by the checkpointer's hand,
- * however late a busy machine lets it run.
+ * however late a busy machine lets it run. WAL_DUE: that WAL's size, its
+ * header and the frames (a 24-byte header and a 4096-byte page each).
  */
-/* The WAL's header, then its frames: a header and a 4096-byte page each. */
 #define WAL_DUE		(32 + AUDIT_CHECKPOINT_PAGES * (4096 + 24))
 
 static void
