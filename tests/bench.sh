@@ -104,8 +104,15 @@ label() {
 
 # floor CONFIG: is it served by allow_fcgi (b b2 r s)?
 floor() { case $1 in b|b2|r|s) return 0;; esac; return 1; }
-# conns_of KIND: the connections the p99 added is read at (sat, paced: 50; one: 1).
+# conns_of KIND: the connections the p99 added is read at (sat, paced: 50;
+# one: 1); conns_words KIND: the same in the targets' words.
 conns_of() { [ "$1" = one ] && echo 1 || echo 50; }
+conns_words() {
+	case $1 in
+	sat) echo "50 connections";; paced) echo "50 paced connections";;
+	one) echo "one connection";;
+	esac
+}
 # audited CONFIG: does it write an audit database (d1 d3 t1 t3)?
 audited() { case $1 in d*|t*) return 0;; esac; return 1; }
 
@@ -464,26 +471,24 @@ for c in $CONNS; do
 	target "d3/b req/s, 3 rules, audit on, $c connections" "$(get d3 sat "$c" 11)" ">=" 0.65
 done
 for cfg in d1 d3; do
-	target "p99 added over the floor, $cfg, 50 connections (ms)" "$(ms "$(get "$cfg" sat 50 12)")" "<=" 1
-	[ "$THINK" -gt 0 ] &&
-		target "p99 added over the floor, $cfg, 50 paced connections (ms)" "$(ms "$(get "$cfg" paced 50 12)")" "<=" 1
+	for kind in sat paced; do
+		[ $kind = sat ] || [ "$THINK" -gt 0 ] || continue
+		target "p99 added over the floor, $cfg, $(conns_words $kind) (ms)" \
+		    "$(ms "$(get "$cfg" $kind "$(conns_of $kind)" 12)")" "<=" 1
+	done
 done
 # What the floor "adds" over itself: how far from 0 this run's noise alone
 # puts a p99 added.
 for kind in sat paced one; do
-	case $kind in
-	sat) what="50 connections";; paced) what="50 paced connections";;
-	one) what="one connection";;
-	esac
 	r=$(get b2 "$kind" "$(conns_of "$kind")" 12)
 	[ -n "$r" ] && [ "$r" != null ] &&
-		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, $what (ms)" "$(ms "$r")"
+		printf '  %-58s %8s    (noise: the floor against itself)\n' "p99 added, b2 over b, $(conns_words $kind) (ms)" "$(ms "$r")"
 done
 # Not a target: the same latency with nothing queued.
 for cfg in d1 d3; do
-	r=$(get "$cfg" one 1 12)
+	r=$(get "$cfg" one "$(conns_of one)" 12)
 	[ -n "$r" ] && [ "$r" != null ] &&
-		printf '  %-58s %8s\n' "p99 added over the floor, $cfg, one connection (ms)" "$(ms "$r")"
+		printf '  %-58s %8s\n' "p99 added over the floor, $cfg, $(conns_words one) (ms)" "$(ms "$r")"
 done
 target "audit writer rows/s (audit_bench, median of 3)" "${AB_RPS:-null}" ">=" 200000
 target "audit writer rows per CPU second of its thread" "${AB_CPU_RPS:-null}" ">=" 200000
