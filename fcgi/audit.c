@@ -118,7 +118,7 @@ struct audit {
 	long long		 flush_interval_ms;
 	int			 writer_waiting; /* signal wake only then */
 	int			 may_idle;	/* the writer idles unless raised */
-	int			 raised;
+	int			 raised;	/* at normal priority */
 	size_t			 raise_at;	/* rows waiting */
 	int			 room_waiters;
 	int			 pushers;	/* threads in audit_push() */
@@ -650,7 +650,6 @@ audit_open(const char *path, int queue_max, int batch,
 {
 	struct audit *a = NULL;
 	pthread_condattr_t ca;
-	struct sched_param sp = { 0 };
 	sigset_t all, old;
 	char dummy[1];
 	long long deadline;
@@ -721,15 +720,16 @@ audit_open(const char *path, int queue_max, int batch,
 	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
 	    a) == 0;
 	a->may_idle = idle_can_return();
+	a->raised = 1;		/* created at normal priority */
 	a->raise_at = a->batch * AUDIT_RAISE_BATCHES < a->cap / 2 ?
 	    a->batch * AUDIT_RAISE_BATCHES : a->cap / 2 + 1;
 	errno = pthread_create(&a->thread, NULL, writer_main, a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (errno != 0)
 		goto fail_errno;
-	/* Before any push: raise_writer() knows it idles. */
-	if (a->may_idle)
-		pthread_setschedparam(a->thread, SCHED_IDLE, &sp);
+	pthread_mutex_lock(&a->mu);
+	raise_writer(a, 0);	/* it idles, where it may */
+	pthread_mutex_unlock(&a->mu);
 	return a;
 
 fail_errno:
