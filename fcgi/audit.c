@@ -27,6 +27,7 @@
 #include "audit.h"
 #include "clock.h"
 #include "log.h"
+#include "policy.h"
 
 /* A write waits this long for another writer's lock; opening (schema,
  * switch to WAL) may wait longer. */
@@ -150,11 +151,8 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 static void *
 try_idle(void *arg)
 {
-	struct sched_param sp = { 0 };
-
-	*(int *)arg = pthread_setschedparam(pthread_self(), SCHED_IDLE,
-	    &sp) == 0 && pthread_setschedparam(pthread_self(), SCHED_OTHER,
-	    &sp) == 0;
+	*(int *)arg = policy_set(pthread_self(), SCHED_IDLE) == 0 &&
+	    policy_set(pthread_self(), SCHED_OTHER) == 0;
 	return NULL;
 }
 
@@ -163,7 +161,7 @@ try_idle(void *arg)
  * back: as root, with CAP_SYS_NICE, or with RLIMIT_NICE 20 or more
  * (ulimit -e, systemd's LimitNICE=). Without that right a writer left
  * idle on a busy machine could not catch up, so it runs at normal
- * priority.
+ * priority. A policy given at start is kept (policy.h).
  */
 static int
 idle_can_return(void)
@@ -182,14 +180,12 @@ idle_can_return(void)
 static void
 raise_writer(struct audit *a, int on)
 {
-	struct sched_param sp = { 0 };
 	int e;
 
 	if (!a->may_idle || a->raised == on)
 		return;
 	a->raised = on;
-	if ((e = pthread_setschedparam(a->thread, on ? SCHED_OTHER :
-	    SCHED_IDLE, &sp)) != 0)
+	if ((e = policy_set(a->thread, on ? SCHED_OTHER : SCHED_IDLE)) != 0)
 		log_warn("audit: %s: cannot set the writer's priority: %s",
 		    a->path, strerror(e));
 }
@@ -719,7 +715,7 @@ audit_open(const char *path, int queue_max, int batch,
 	/* Without a checkpointer the writer checkpoints itself. */
 	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
 	    a) == 0;
-	a->may_idle = idle_can_return();
+	a->may_idle = policy_ours() && idle_can_return();
 	a->raised = 1;		/* created at normal priority */
 	a->raise_at = a->batch * AUDIT_RAISE_BATCHES < a->cap / 2 ?
 	    a->batch * AUDIT_RAISE_BATCHES : a->cap / 2 + 1;

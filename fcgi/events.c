@@ -32,6 +32,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
+#include "policy.h"
 #include "wire.h"
 
 #define IN_FIRST	4096
@@ -99,14 +100,16 @@ static void	progress(struct loop *, struct conn *);
  * connection. Awake, the loop is an ordinary thread again, so that Redis's
  * reply to its batch wakes it at once. Either switch is allowed to any
  * process (neither changes the nice value); were one refused, the loop
- * would only stay as it was. README, "What was changed".
+ * would only stay as it was. Under a policy given at start the loops do
+ * not switch (policy.h). README, "What was changed".
  */
+static int	switching;		/* the loops switch policies */
+
 static void
 set_policy(int policy)
 {
-	struct sched_param sp = { 0 };
-
-	pthread_setschedparam(pthread_self(), policy, &sp);
+	if (switching)
+		policy_set(pthread_self(), policy);
 }
 
 static void
@@ -609,6 +612,7 @@ events_start(int fd, int n)
 	int flags, i;
 
 	listen_fd = fd;
+	switching = policy_ours();
 	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
 	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
 		return -1;

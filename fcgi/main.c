@@ -26,6 +26,7 @@
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
+#include "policy.h"
 #include "respond.h"
 #include "scripts.h"
 #include "threads.h"
@@ -342,11 +343,13 @@ main(int argc, char *argv[])
 		    c->audit_batch, c->audit_flush_interval_ms, errbuf,
 		    sizeof(errbuf))) == NULL)
 			fatal("audit: %s", errbuf);
-		log_info("audit: %s: %s", c->audit_database,
-		    audit_writer_idles(gateway_audit) ? "the writer idles "
-		    "(SCHED_IDLE) until rows pile up" : "the writer runs at "
-		    "normal priority (LimitNICE=20 would let it idle: "
-		    "rlgate(8))");
+		if (audit_writer_idles(gateway_audit))
+			log_info("audit: %s: the writer idles (SCHED_IDLE) "
+			    "until rows pile up", c->audit_database);
+		else if (policy_ours())
+			log_info("audit: %s: the writer runs at normal "
+			    "priority (LimitNICE=20 would let it idle: "
+			    "rlgate(8))", c->audit_database);
 	}
 	{
 		char errbuf[256];
@@ -368,6 +371,11 @@ main(int argc, char *argv[])
 	    RLG_VERSION, gateway_threads, engine == RLG_ENGINE_EVENTS ?
 	    "event loops" : "workers", c->nrules,
 	    listen_addr != NULL ? listen_addr : "fd 0");
+	if (!policy_ours())
+		log_info("scheduling policy %s given at start: every thread "
+		    "keeps it", policy_name(policy_now()));
+	else if (engine == RLG_ENGINE_EVENTS)
+		log_info("the event loops wait for work at SCHED_BATCH");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)

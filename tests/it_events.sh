@@ -20,6 +20,8 @@
 # 6. Apache mod_authnz_fcgi's way: no KEEP_CONN, no STDIN at all.
 # 7. SIGTERM while a delayed reply waits: it is sent, rlgate exits 0, the
 #    decision is in the audit database.
+# 8. Under a policy given at start (chrt -b) the loop keeps it, also while
+#    it waits for Redis.
 # Then, for contrast, the threads engine with one worker: a kept connection
 #    does pin it (what 2 shows the events engine does not do).
 . "$(dirname "$0")/lib.sh"
@@ -323,6 +325,30 @@ check "and its reply was due (at ${due:-?} ms) after SIGTERM was sent (at $term_
 check "and rlgate did not send it early: it exited after it was due ($((term_ms + exit_ms)) >= ${due:-?} ms)" \
 	[ "$((term_ms + exit_ms))" -ge "${due:-99999999999999}" ]
 check "the stop was logged" grep -q 'stopped' "$LOG"
+
+# ---- 8. A policy given at start is kept ----------------------------------------
+# Under chrt -b the loop stays at SCHED_BATCH even while it waits for Redis,
+# where it would otherwise switch to SCHED_OTHER (section 3).
+RLGATE_PORT=
+RLGATE_WRAPPER="chrt -b 0" start_rlgate "$T/rlgate.ini" batch || exit 1
+PID=$RLGATE_PID
+ADDR=127.0.0.1:$RLGATE_PORT
+check "chrt -b: the policy given at start is logged as kept" \
+	wait_for 5 grep -q 'info: scheduling policy SCHED_BATCH given at start: every thread keeps it' "$T/batch.log"
+is "chrt -b: the audit writer keeps it too (no line says it idles)" 0 "$(grep -c 'writer idles' "$T/batch.log")"
+rcli EVAL "$BUSY_LUA" 0 1500000 > /dev/null 2>&1 &
+BUSY=$!
+check "chrt -b: Redis is busy running the script" wait_for 2 redis_held
+raw 'request 1 responder close GET /batch/item' 'wait-reply 1' > "$T/kept.out" &
+KEPT=$!
+PIDS+=("$KEPT")
+# The loop's call waits, unread, in Redis's socket: the loop is serving.
+redis_unread() { ss -tnH state established "( sport = :$REDIS_PORT )" | awk '$1 > 0 { f = 1 } END { exit !f }'; }
+check "chrt -b: the loop's call waits in Redis's socket" wait_for 1 redis_unread
+is "chrt -b: the loop waits for Redis at SCHED_BATCH (B), the policy it was given" B "$(loop_class)"
+wait "$KEPT" "$BUSY"
+is "chrt -b: the request was answered 200" 200 "$(statuses "$T/kept.out")"
+stop_rlgate
 
 # ---- Contrast: the threads engine, one worker ----------------------------------
 sed -e 's/^engine = events$/engine = threads/' "$T/rlgate.ini" > "$T/threads.ini"

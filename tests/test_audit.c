@@ -1095,13 +1095,15 @@ test_writer_idles_unless_rows_pile_up(void **state)
  * CAP_SYS_NICE, RLIMIT_NICE below 20: a server's usual user) keeps its
  * writer at normal priority; RLIMIT_NICE 20 is enough for it to idle.
  * Each case runs in a child that becomes nobody (or, with uid 0, stays
- * root); its exit status is the writer's policy, or 100 + a step that
- * failed.
+ * root), started at policy start (chrt's way); its exit status is the
+ * writer's policy, or 100 + a step that failed.
  */
 static int
-policy_as(uid_t uid, const char *dir, const char *path, rlim_t nice_limit)
+policy_as(uid_t uid, const char *dir, const char *path, rlim_t nice_limit,
+    int start)
 {
 	struct rlimit rl = { nice_limit, nice_limit };
+	struct sched_param sp = { 0 };
 	struct audit *a;
 	char err[512];
 	pid_t pid, tid;
@@ -1111,7 +1113,8 @@ policy_as(uid_t uid, const char *dir, const char *path, rlim_t nice_limit)
 	fflush(NULL);
 	assert_true((pid = fork()) >= 0);
 	if (pid == 0) {
-		if (setrlimit(RLIMIT_NICE, &rl) != 0 || (uid != 0 &&
+		if (setrlimit(RLIMIT_NICE, &rl) != 0 ||
+		    sched_setscheduler(0, start, &sp) != 0 || (uid != 0 &&
 		    (setgid(uid) != 0 || setuid(uid) != 0)))
 			_exit(101);
 		if ((a = audit_open(path, 1000, 10, 5, err, sizeof(err))) ==
@@ -1139,8 +1142,10 @@ test_writer_without_the_right_stays_normal(void **state)
 	/* The same child as root idles: the right alone makes the difference
 	 * (on a file of its own: nobody could not write root's). */
 	snprintf(root_db, sizeof(root_db), "%s/root.db", f->dir);
-	assert_int_equal(policy_as(0, f->dir, root_db, 0), SCHED_IDLE);
-	assert_int_equal(policy_as(65534, f->dir, f->path, 0), SCHED_OTHER);
+	assert_int_equal(policy_as(0, f->dir, root_db, 0, SCHED_OTHER),
+	    SCHED_IDLE);
+	assert_int_equal(policy_as(65534, f->dir, f->path, 0, SCHED_OTHER),
+	    SCHED_OTHER);
 }
 
 static void
@@ -1153,11 +1158,27 @@ test_writer_with_rlimit_nice_idles(void **state)
 		skip();
 	/* Raising the hard limit takes CAP_SYS_RESOURCE, which a container's
 	 * root may not have. */
-	if ((policy = policy_as(65534, f->dir, f->path, 20)) == 101) {
+	if ((policy = policy_as(65534, f->dir, f->path, 20,
+	    SCHED_OTHER)) == 101) {
 		print_message("cannot raise RLIMIT_NICE here: skipped\n");
 		skip();
 	}
 	assert_int_equal(policy, SCHED_IDLE);
+}
+
+/*
+ * A policy given at start (chrt, CPUSchedulingPolicy=) is the operator's:
+ * the writer keeps it, even where it could idle (root, here).
+ */
+static void
+test_writer_keeps_a_policy_given_at_start(void **state)
+{
+	struct fixture *f = *state;
+
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(policy_as(0, f->dir, f->path, 0, SCHED_BATCH),
+	    SCHED_BATCH);
 }
 
 /* A database that never becomes writable: close gives up and says how many. */
@@ -1369,6 +1390,8 @@ main(void)
 		    test_writer_without_the_right_stays_normal, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_writer_with_rlimit_nice_idles, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_writer_keeps_a_policy_given_at_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,
