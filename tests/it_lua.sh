@@ -3,7 +3,8 @@
 # drives them with a virtual clock (hand-computed sequences, randomised
 # arrivals against a model in C, the promises, retry_after, argument errors,
 # TTLs, overrides in KEYS[2]), then a few redis-cli calls check the usage
-# shown in lua/README.md.
+# shown in lua/README.md, and that the functions every script carries are
+# the same text in all six.
 # LUA_SEED=N repeats a run; LUA_CHECK_N=N sets the requests per random run.
 . "$(dirname "$0")/lib.sh"
 
@@ -78,5 +79,18 @@ is "EVALSHA with the SCRIPT LOAD sha" "1 0 1 1000 0 5000000 0" \
 	"$(rcli evalsha "$sha" 1 'rl:{readme:sha}' 5000000 1 1 1000 1 '' | tr '\n' ' ' | sed 's/ $//')"
 err=$(rcli evalsha "$sha" 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
 is "an argument error is one sentence" "rlgate: cost 2 is above burst 1: such a request could never be admitted" "$err"
+
+# 3. Each script stands alone (DESIGN.md section 5), so the pieces they share
+# are written in each: the same text in all six, or a fix made to one
+# script and not to the others fails here.
+# shared NAME FILE: the function NAME of FILE, from its "local function"
+# line to the "end" that closes it.
+shared() { awk -v name="$1" '$0 ~ "^local function " name "\\(" { p = 1 } p { print } p && /^end$/ { exit }' "$2"; }
+check "shared() finds fixed_window.lua's apply_override(), 18 lines" \
+	[ "$(shared apply_override "$TOP/lua/fixed_window.lua" | wc -l)" = 18 ]
+for fn in num fdiv arg_int apply_override reply; do
+	is "the six scripts share $fn() letter for letter: one text" 1 \
+		"$(for f in "$TOP"/lua/*.lua; do shared "$fn" "$f" | md5sum; done | sort -u | wc -l)"
+done
 
 finish
