@@ -716,7 +716,7 @@ audit_open(const char *path, int queue_max, int batch,
 	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
 	    a) == 0;
 	a->may_idle = policy_ours() && idle_can_return();
-	a->raised = 1;		/* created at normal priority */
+	a->raised = 1;	/* created at normal priority where may_idle */
 	a->raise_at = a->batch * AUDIT_RAISE_BATCHES < a->cap / 2 ?
 	    a->batch * AUDIT_RAISE_BATCHES : a->cap / 2 + 1;
 	errno = pthread_create(&a->thread, NULL, writer_main, a);

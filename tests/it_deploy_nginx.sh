@@ -42,7 +42,7 @@ is "rlgate's socket is 0666" 666 "$(stat -c %a "$SOCK")"
 is "as www-data, the audit writer runs at normal priority (logged)" 1 \
 	"$(grep -c 'info: audit: .*: the writer runs at normal priority (LimitNICE=20 would let it idle' "$T/rlgate.log")"
 is "as www-data, the audit writer's thread is SCHED_OTHER" TS \
-	"$(ps -L -o comm=,cls= -p "$(pgrep -f "^$T/bin/rlgate -c")" | awk '$1 == "audit-writer" { print $2 }')"
+	"$(thread_class "$(pgrep -f "^$T/bin/rlgate -c")" audit-writer)"
 
 HTTP_PORT=$(free_port)
 ship_conf nginx.conf "$T/rlgate-site.conf" \

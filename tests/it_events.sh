@@ -111,9 +111,9 @@ metric() {
 # idle: just the listener and the loop's Redis connection.
 sockets() { ls -l "/proc/$PID/fd" 2>/dev/null | grep -c 'socket:'; }
 idle() { [ "$(sockets)" = 2 ]; }
-# loop_class: the scheduling class of the loop's thread, as ps shows it
-# (B: SCHED_BATCH, TS: SCHED_OTHER); loop_class_is CLASS.
-loop_class() { ps -L -o comm=,cls= -p "$PID" | awk '$1 == "events-loop" { print $2 }' | paste -sd ' '; }
+# loop_class: the scheduling class of the loop's thread (thread_class);
+# loop_class_is CLASS.
+loop_class() { thread_class "$PID" events-loop; }
 loop_class_is() { [ "$(loop_class)" = "$1" ]; }
 log_lines() { wc -l < "$LOG"; }
 REPLY_OK='STDOUT 1 / END_REQUEST 1 app=0 proto=0'	# what ends a reply to id 1
@@ -181,6 +181,8 @@ check "and when the client is gone, rlgate closes all 41 (2 sockets again)" wait
 # arrive on 20 connections meanwhile and must go to Redis together.
 count0=$(metric rlgate_redis_latency_seconds_count)
 sum0=$(metric rlgate_redis_latency_seconds_sum)
+check "the start-up log says the loops wait for work at SCHED_BATCH" \
+	grep -q 'info: the event loops wait for work at SCHED_BATCH' "$LOG"
 check "the loop waits for work at SCHED_BATCH (B): a new connection preempts nobody" wait_for 2 loop_class_is B
 rcli EVAL "$BUSY_LUA" 0 1500000 > "$T/busy.out" 2>&1 &
 BUSY=$!
@@ -336,7 +338,7 @@ ADDR=127.0.0.1:$RLGATE_PORT
 check "chrt -b: the policy given at start is logged as kept" \
 	wait_for 5 grep -q 'info: scheduling policy SCHED_BATCH given at start: every thread keeps it' "$T/batch.log"
 is "chrt -b: the audit writer keeps it too (B, where it would idle: IDL)" B \
-	"$(ps -L -o comm=,cls= -p "$PID" | awk '$1 == "audit-writer" { print $2 }')"
+	"$(thread_class "$PID" audit-writer)"
 rcli EVAL "$BUSY_LUA" 0 1500000 > /dev/null 2>&1 &
 BUSY=$!
 check "chrt -b: Redis is busy running the script" wait_for 2 redis_held

@@ -234,7 +234,7 @@ is "raise: without asking Redis" "$c0" "$(redis_calls evalsha)"
 is "log_level info: no debug lines" 0 "$(grep -c ': debug: ' "$T/rlgate.log")"
 # As root rlgate may raise a thread back: its audit writer idles, and says so.
 is "as root, the audit writer idles (logged once)" 1 "$(grep -c 'info: audit: .*: the writer idles (SCHED_IDLE) until rows pile up' "$T/rlgate.log")"
-is "as root, the audit writer's thread is SCHED_IDLE" IDL "$(ps -L -o comm=,cls= -p "$RLGATE_PID" | awk '$1 == "audit-writer" { print $2 }')"
+is "as root, the audit writer's thread is SCHED_IDLE" IDL "$(thread_class "$RLGATE_PID" audit-writer)"
 # The reload raises the limit, and turns on a line per decision (in the
 # first [gateway]: engine_ini may have added a second).
 sed -i -e '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' \
