@@ -101,6 +101,7 @@ struct audit {
 	long long		 busy_since;	/* monotonic ms, busy_wait() */
 	int			 err_busy;	/* failed on another's lock */
 	int			 wal_frames;	/* WAL size after last commit */
+	int			 writer_ckpt_failing; /* said so already */
 	struct qrow		**txn;		/* rows being written */
 	size_t			 txn_max;
 	char			 err[512];	/* why the last write failed */
@@ -131,10 +132,10 @@ struct audit {
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
 	pthread_cond_t		 ckpt;
 	int			 ckpt_wanted;
-	int			 ckpt_failing;	/* said so already */
 
 	pthread_t		 thread;
 	pthread_t		 ckpt_thread;
+	int			 ckpt_failing;	/* checkpointer only: said so */
 	int			 ckpt_started;
 };
 
@@ -391,25 +392,39 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
 
 /*
  * A PASSIVE checkpoint of db: it never waits for readers or for the other
- * checkpointer, and a later one finishes what it left. A failure is said
- * once, until one succeeds: the rows are safe in the WAL, only the WAL
- * grows.
+ * checkpointer, and a later one finishes what it left. rc is SQLITE_OK, or
+ * why db could not be opened. A failure is said once, until one succeeds:
+ * the rows are safe in the WAL, only the WAL grows. The checkpointer and
+ * the writer's fallback each keep their own count, so that the one's
+ * failures are not told apart by the other's successes.
  */
 static void
-checkpoint(struct audit *a, sqlite3 *db)
+checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
 {
-	int rc, failed, failing;
+	int *failing = by_writer ? &a->writer_ckpt_failing : &a->ckpt_failing;
+	char why[512];
 
-	rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-	    NULL, NULL);
-	failing = rc != SQLITE_OK && rc != SQLITE_BUSY;
-	pthread_mutex_lock(&a->mu);
-	failed = a->ckpt_failing;
-	a->ckpt_failing = failing;
-	pthread_mutex_unlock(&a->mu);
-	if (failing && !failed)
-		log_warn("audit: %s: checkpoint failed: %s", a->path,
-		    sqlite3_errmsg(db));
+	if (rc == SQLITE_OK)
+		rc = sqlite3_wal_checkpoint_v2(db, NULL,
+		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
+		if (*failing)
+			log_info("audit: %s: %s checkpoints again", a->path,
+			    by_writer ? "the writer" : "the checkpointer");
+		*failing = 0;
+		return;
+	}
+	if (!*failing) {
+		err_from_db(db, rc, why, sizeof(why));
+		if (by_writer)
+			log_warn("audit: %s: checkpoint failed: %s; the WAL "
+			    "grows until one succeeds", a->path, why);
+		else	/* 4 KiB pages, 250 a megabyte */
+			log_warn("audit: %s: checkpoint failed: %s; the writer "
+			    "checkpoints when the WAL reaches %d MB", a->path,
+			    why, AUDIT_CHECKPOINT_MAX / 250);
+	}
+	*failing = 1;
 }
 
 /*
@@ -422,6 +437,7 @@ ckpt_main(void *arg)
 {
 	struct audit *a = arg;
 	sqlite3 *db;
+	int rc;
 
 	setpriority(PRIO_PROCESS, (id_t)gettid(), AUDIT_CKPT_NICE);
 	pthread_setname_np(pthread_self(), "audit-ckpt");
@@ -436,11 +452,11 @@ ckpt_main(void *arg)
 		/* A connection knows the file is in WAL mode only once it
 		 * has read it: before that a checkpoint does nothing. */
 		db = NULL;
-		if (sqlite3_open_v2(a->path, &db, SQLITE_OPEN_READWRITE |
-		    SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK &&
-		    sqlite3_exec(db, "SELECT 1 FROM sqlite_schema LIMIT 1", NULL,
-		    NULL, NULL) == SQLITE_OK)
-			checkpoint(a, db);
+		if ((rc = sqlite3_open_v2(a->path, &db, SQLITE_OPEN_READWRITE |
+		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK)
+			rc = sqlite3_exec(db, "SELECT 1 FROM sqlite_schema "
+			    "LIMIT 1", NULL, NULL, NULL);
+		checkpoint(a, db, rc, 0);
 		sqlite3_close(db);
 		pthread_mutex_lock(&a->mu);
 	}
@@ -496,7 +512,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	 * from its beginning, and wal_frames falls. */
 	if (a->wal_frames >= AUDIT_CHECKPOINT_MAX || (!a->ckpt_started &&
 	    a->wal_frames >= AUDIT_CHECKPOINT_PAGES))
-		checkpoint(a, a->db);
+		checkpoint(a, a->db, SQLITE_OK, 1);
 	else if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		pthread_mutex_lock(&a->mu);
 		a->ckpt_wanted = 1;

@@ -1048,6 +1048,80 @@ test_checkpoints_off_the_writer(void **state)
 }
 
 /*
+ * The writer's fallback, alone: a checkpointer that cannot open the
+ * database (no descriptor left: RLIMIT_NOFILE binds root too, and the
+ * writer's files are open already) says so once, and the writer
+ * checkpoints itself when the WAL reaches four times
+ * AUDIT_CHECKPOINT_PAGES: the WAL stays bounded, and the database file
+ * grows only then. Given descriptors again, the checkpointer says it
+ * works, at the next AUDIT_CHECKPOINT_PAGES.
+ */
+static void
+test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], wal[160], *log;
+	struct rlimit rl, none;
+	struct audit *a;
+	struct stat db, w;
+	off_t wal_max = 0, db_at_fallback;
+	long long written = 0;
+	int fd, batches = 0;
+
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
+	    sizeof(err)));
+	/* No descriptor can be opened once the lowest free one is the limit
+	 * (the test asserts only with the limit restored). */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_true((fd = dup(0)) >= 0);
+	close(fd);
+	none = rl;
+	none.rlim_cur = (rlim_t)fd;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+	do {
+		push_range(a, batches, 0, 20000);
+		written += 20000;
+		batches++;
+		if (wait_written(a, written, 30000) < written ||
+		    stat(wal, &w) != 0 || stat(f->path, &db) != 0)
+			break;
+		if (w.st_size > wal_max)
+			wal_max = w.st_size;
+	} while (db.st_size < 4 << 20 && batches < 200);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_int_equal(stats(a).written, written);
+	/* The pages went to the database file once the WAL held four times
+	 * the usual checkpoint's (WAL_DUE), and by then only, and the WAL
+	 * did not grow by more than a batch beyond that. */
+	assert_true(db.st_size >= 4 << 20);
+	assert_true(wal_max >= 4 * (WAL_DUE - 32));
+	assert_true(wal_max < (17 << 22));
+
+	/* The checkpointer again, at the next 4000 pages: the database file
+	 * grows long before the WAL is back at the writer's fallback. */
+	db_at_fallback = db.st_size;
+	while (db.st_size == db_at_fallback && batches < 250) {
+		push_batch(a, batches++);
+		assert_int_equal(stat(f->path, &db), 0);
+		assert_int_equal(stat(wal, &w), 0);
+	}
+	assert_true(db.st_size > db_at_fallback);
+	assert_int_equal(audit_close(a, 5000), 0);
+	log = capture_end();
+	assert_int_equal(count_lines(log, "warn: audit:", "checkpoint failed: "
+	    "unable to open database file"), 1);
+	assert_int_equal(count_lines(log, "warn: audit:", "Too many open "
+	    "files); the writer checkpoints when the WAL reaches 64 MB"), 1);
+	assert_int_equal(count_lines(log, "info: audit:", "the checkpointer "
+	    "checkpoints again"), 1);
+	assert_int_equal(count_lines(log, "audit:", NULL), 2);
+	free(log);
+	check_rows(f->path, batches, 20000);
+}
+
+/*
  * Where it may be raised back (root, here), the writer runs at SCHED_IDLE
  * and leaves the CPUs to the requests; it is raised to normal priority by
  * the push that makes four batches wait (a busy machine would give an idle
@@ -1383,6 +1457,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_processes_open_a_fresh_file_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_checkpoints_off_the_writer,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_writer_checkpoints_if_the_checkpointer_cannot,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_writer_idles_unless_rows_pile_up, setup, teardown),
