@@ -395,8 +395,8 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
  * checkpointer, and a later one finishes what it left. rc is SQLITE_OK, or
  * why db could not be opened. A failure is said once, until one succeeds:
  * the rows are safe in the WAL, only the WAL grows. The checkpointer and
- * the writer's fallback each keep their own count, so that the one's
- * failures are not told apart by the other's successes.
+ * the writer's fallback each have a flag of their own: the fallback's
+ * success does not end the checkpointer's failure, nor the other way round.
  */
 static void
 checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
