@@ -52,6 +52,8 @@
 # BENCH_AUDIT_ROWS (400000), BENCH_ONLY (e.g. "b d1": those configurations),
 # BENCH_REDIS_UNIX (1: rlgate reaches Redis on its unix socket, not TCP;
 # r and s stay on TCP),
+# BENCH_FCGI_UNIX (1: every lighttpd reaches its backend, the floor's or
+# rlgate, on a unix socket, conf/lighttpd-spawn.conf's way, not TCP),
 # RLGATE_BIN (another rlgate binary, to compare builds).
 # make runs it with sh: it is a bash script.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -199,28 +201,39 @@ declare -A HTTPD BACKEND PORT ANSWERED
 # conf/lighttpd.conf with only its var. lines changed ("a" without the
 # fastcgi.server block).
 start() {
-	local cfg=$1 bport=9
+	local cfg=$1 bport=9 baddr sock=
 	if [ "$cfg" != a ]; then
 		bport=$(free_port)
+		baddr=127.0.0.1:$bport
+		if [ -n "${BENCH_FCGI_UNIX:-}" ]; then
+			sock=$T/fcgi-$cfg.sock
+			baddr=$sock
+		fi
 		if floor "$cfg"; then
-			"$ALLOW" -s "127.0.0.1:$bport" -w "$WORKERS" \
+			"$ALLOW" -s "$baddr" -w "$WORKERS" \
 			    $(case $cfg in r|s) echo "-r 127.0.0.1:$REDIS_PORT";; esac) \
 			    $([ "$cfg" = s ] && echo "-e $TOP/lua/fixed_window.lua") \
 			    2>>"$T/allow-$cfg.log" &
 		else
 			rlgate_ini "$cfg" > "$T/rlgate-$cfg.ini"
-			"$RLGATE" -c "$T/rlgate-$cfg.ini" -s "127.0.0.1:$bport" \
-			    2>>"$T/rlgate-$cfg.log" &
+			"$RLGATE" -c "$T/rlgate-$cfg.ini" \
+			    -s "${sock:+unix:}$baddr" 2>>"$T/rlgate-$cfg.log" &
 		fi
 		BACKEND[$cfg]=$!
 		PIDS+=("$!")
-		wait_for 10 port_open "$bport" || { echo "bench: $cfg did not start"; return 1; }
+		if [ -n "$sock" ]; then
+			wait_for 10 test -S "$sock"
+		else
+			wait_for 10 port_open "$bport"
+		fi || { echo "bench: $cfg did not start"; return 1; }
 	fi
 	PORT[$cfg]=$(free_port)
 	sed -e "s|^var.http_port .*|var.http_port   = ${PORT[$cfg]}|" \
 	    -e "s|^var.docroot .*|var.docroot     = \"$DOCROOT\"|" \
 	    -e "s|^var.rlgate_port .*|var.rlgate_port = $bport|" \
 	    "$TOP/conf/lighttpd.conf" > "$T/lighttpd-$cfg.conf"
+	[ -n "$sock" ] && sed -i -e "s|^\( *\)\"host\" *=> var.rlgate_host,|\1\"socket\" => \"$sock\",|" \
+	    -e '/^ *"port" *=> var.rlgate_port,/d' "$T/lighttpd-$cfg.conf"
 	[ "$cfg" = a ] && sed -i '/^fastcgi.server/,/^)))/d' "$T/lighttpd-$cfg.conf"
 	lighttpd -tt -f "$T/lighttpd-$cfg.conf" || return 1
 	lighttpd -D -f "$T/lighttpd-$cfg.conf" 2>>"$T/lighttpd-$cfg.log" &
@@ -509,8 +522,8 @@ mkdir -p "$(dirname "$JSON")"
 	    "$("$RLGATE" -V 2>/dev/null | awk '{print $2}')" "$commit" "$dirty"
 	printf '  "machine": {"cpus": %s, "cpu": "%s", "kernel": "%s", "load_before": "%s", "load_after": "%s"},\n' \
 	    "$(nproc)" "$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)" "$(uname -r)" "$load_before" "$load_after"
-	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "redis": "%s", "think_ms": %s, "wrk_threads": 2, "wrk_threads_at_one_conn": 1, "file_bytes": %s, "seconds": %s},\n' \
-	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$([ -n "${BENCH_REDIS_UNIX:-}" ] && echo unix || echo tcp)" "$THINK" \
+	printf '  "params": {"duration_s": %s, "conns": [%s], "rounds": %s, "workers": %s, "loops": "%s", "flush_interval": "%s", "batch": "%s", "redis": "%s", "fastcgi": "%s", "think_ms": %s, "wrk_threads": 2, "wrk_threads_at_one_conn": 1, "file_bytes": %s, "seconds": %s},\n' \
+	    "$DUR" "$(echo $CONNS | tr ' ' ',')" "$ROUNDS" "$WORKERS" "${LOOPS:-per-cpu}" "$FLUSH" "${BATCH:-default}" "$([ -n "${BENCH_REDIS_UNIX:-}" ] && echo unix || echo tcp)" "$([ -n "${BENCH_FCGI_UNIX:-}" ] && echo unix || echo tcp)" "$THINK" \
 	    "$(wc -c < "$DOCROOT/bench/item")" "$(( $(date +%s) - t_start ))"
 	echo '  "results": ['
 	awk -v labels="$(for c in $CONFIGS; do printf '%s=%s;' "$c" "$(label "$c")"; done)" '

@@ -14,7 +14,7 @@
  * of 10^9 per second: always admitted). A failed round trip is a 500 and
  * a new connection.
  *
- *   allow_fcgi -s HOST:PORT [-w WORKERS] [-r REDIS_HOST:PORT [-e SCRIPT]]
+ *   allow_fcgi -s HOST:PORT|/PATH [-w WORKERS] [-r REDIS_HOST:PORT [-e SCRIPT]]
  *
  * SIGTERM/SIGINT: exit 0 after printing the number of requests answered
  * (on stderr: "allow_fcgi: N requests").
@@ -152,7 +152,9 @@ main(int argc, char **argv)
 	if (addr == NULL || n < 1 || n > 1024 ||
 	    (script != NULL && redis_port == 0))
 		goto usage;
-	if ((listen_fd = tool_tcp(addr, 1)) == -1) {
+	/* A path is a unix socket (libfcgi's, backlog as tool_tcp's). */
+	if ((listen_fd = addr[0] == '/' ? FCGX_OpenSocket(addr, 1024) :
+	    tool_tcp(addr, 1)) == -1) {
 		fprintf(stderr, "allow_fcgi: %s: %s\n", addr, strerror(errno));
 		return 1;
 	}
@@ -180,7 +182,7 @@ main(int argc, char **argv)
 	free(script);
 	return 0;
 usage:
-	fprintf(stderr, "usage: allow_fcgi -s HOST:PORT [-w WORKERS] "
+	fprintf(stderr, "usage: allow_fcgi -s HOST:PORT|/PATH [-w WORKERS] "
 	    "[-r REDIS_HOST:PORT [-e SCRIPT]]\n");
 	return 2;
 }
