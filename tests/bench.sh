@@ -204,11 +204,8 @@ start() {
 	local cfg=$1 bport=9 baddr sock=
 	if [ "$cfg" != a ]; then
 		bport=$(free_port)
-		baddr=127.0.0.1:$bport
-		if [ -n "${BENCH_FCGI_UNIX:-}" ]; then
-			sock=$T/fcgi-$cfg.sock
-			baddr=$sock
-		fi
+		[ -n "${BENCH_FCGI_UNIX:-}" ] && sock=$T/fcgi-$cfg.sock
+		baddr=${sock:-127.0.0.1:$bport}
 		if floor "$cfg"; then
 			"$ALLOW" -s "$baddr" -w "$WORKERS" \
 			    $(case $cfg in r|s) echo "-r 127.0.0.1:$REDIS_PORT";; esac) \
