@@ -964,7 +964,8 @@ re_copies(const char *p, const char **end)
  * of the expanded expression: "((a{50}){50}){50}" takes 28 MB and one
  * more level gigabytes. A repetition straight after another (which POSIX
  * leaves undefined) copies the expression once per repetition: fuzz_conf
- * found "[0-9]+++...+" taking gigabytes. The size counted here is an
+ * found "[0-9]+++...+" taking gigabytes, and empty groups repeated within
+ * each other, which count as one atom here. The size counted here is an
  * upper bound: alternatives count as if all were taken.
  */
 static enum re_fault
@@ -995,7 +996,10 @@ re_check(const char *re, const char **at)
 			continue;
 		}
 		if (*p == ')' && depth > 0) {
-			last = size[depth--];
+			/* Even an empty group is copied: "((){200}){200}"
+			 * takes gigabytes as surely as with an atom in it. */
+			last = size[depth] > 0 ? size[depth] : 1;
+			depth--;
 			if ((size[depth] += last) > RE_POSITIONS)
 				return RE_LARGE;
 			continue;

@@ -992,6 +992,17 @@ test_paths(void **state)
 	    "4: [rule:r] path: \"~^/((a{50}){50}){50}$\" is too large once "
 	    "its repetitions are expanded (over 20000 characters from "
 	    "\"{50}$\")", NULL);
+	/* An empty group counts as one: regcomp() copies it all the same
+	 * (fuzz_conf: rlgate -t ran 14 s into 4 GB and crashed on the
+	 * three levels below). */
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "path = ~^/((((){200}){200}){200})$\n",
+	    "4: [rule:r] path: ", "is too large once its repetitions are "
+	    "expanded");
+	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\n"
+	    "path = ~^/(((|){200}){200}){200}$\n",
+	    "4: [rule:r] path: ", "is too large once its repetitions are "
+	    "expanded");
 	expect_one("[rule:r]\nlimit = 1\nwindow = 1s\npath = ~^/(x|y{99}){201}$\n",
 	    "4: [rule:r] path: ", "is too large once its repetitions are "
 	    "expanded");
