@@ -1688,7 +1688,8 @@ finish_section(struct loader *l)
 		finish_rule(l);
 }
 
-/* Checks between keys of [gateway], [redis], [audit] at the end. */
+/* Checks between keys of [gateway], [redis], [audit], and that there is a
+ * rule, at the end. */
 static void
 finish_conf(struct loader *l)
 {
@@ -1708,6 +1709,12 @@ finish_conf(struct loader *l)
 		lerr(l, l->seen[K_USERNAME], "redis", "username", "is set "
 		    "without a password (Redis AUTH takes both); set password "
 		    "or remove username");
+	/* A rule with errors still counts here: its own error says what
+	 * is wrong, and "no rule" would be noise beside it. */
+	if (c->nrules == 0)
+		lerr(l, 0, NULL, NULL, "no [rule:NAME] section: rlgate would "
+		    "limit nothing; add a rule (dry_run = yes records "
+		    "without limiting)");
 }
 
 static void

@@ -164,6 +164,14 @@ check "unknown section named with its line" grep -q "bad.ini:9: \[nonsense\]" "$
 check "configuration OK is not printed" bash -c "! grep -q 'configuration OK' '$T/bad.out'"
 "$RLGATE" -t -c "$TOP/conf/rlgate.ini" > "$T/sample.out" 2>&1
 is "the sample conf/rlgate.ini passes -t" "configuration OK" "$(cat "$T/sample.out")"
+# A file with no rule would limit nothing: -t refuses it, and so does a start.
+printf '[redis]\naddress = 127.0.0.1:%s\n[audit]\ndatabase =\n' "$REDIS_PORT" > "$T/norule.ini"
+"$RLGATE" -t -c "$T/norule.ini" > "$T/norule.out" 2>&1
+is "rlgate -t exits 1 on a file with no rule" 1 $?
+check "and says why" grep -qxF "$T/norule.ini: no [rule:NAME] section: rlgate would limit nothing; add a rule (dry_run = yes records without limiting)" "$T/norule.out"
+timeout 5 "$RLGATE" -c "$T/norule.ini" -s "127.0.0.1:$(free_port)" > "$T/norule.start" 2>&1
+is "a start with no rule is refused (exit 1)" 1 $?
+check "and says why" grep -qF "norule.ini: no [rule:NAME] section" "$T/norule.start"
 
 # 6. Redis stopped, then back.
 stop_redis

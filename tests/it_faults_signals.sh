@@ -3,11 +3,11 @@
 # and lighttpd (conf/lighttpd.conf as shipped, with an access log) on
 # loopback, driven by ab.
 #
-# 1. SIGHUP under load: a file with an error is refused and the running
-#    rules stay; a good file changes the limits at once; twenty reloads in
-#    a row on top. Across all of it ab reports 0 failed requests and every
-#    answer 200, every request has its audit row, and the rows show the
-#    limit changing in the middle of the run.
+# 1. SIGHUP under load: a file with an error, or with no rule at all, is
+#    refused and the running rules stay; a good file changes the limits at
+#    once; twenty reloads in a row on top. Across all of it ab reports 0
+#    failed requests and every answer 200, every request has its audit row,
+#    and the rows show the limit changing in the middle of the run.
 # 2. SIGTERM under load (a rule admitting 300 per second, so that both
 #    200 and 429 are answered): rlgate finishes what it accepted and exits
 #    0, and every request lighttpd got an answer from rlgate for has its
@@ -73,6 +73,12 @@ kill -HUP "$RLGATE_PID"
 check "broken file: refused and logged" wait_for 5 logged 'keeping the running configuration' 1
 check "broken file: the log names the line" grep -q 'reload: .*rlgate.ini:[0-9]*: \[rule:broken\] limit' "$LOG"
 is "broken file: the old limit (2 per minute) still applies" "200 200 429" "$(statuses a 3)"
+# A file with no rule at all would limit nothing: refused the same way.
+: > "$T/rlgate.ini"
+kill -HUP "$RLGATE_PID"
+check "empty file: refused and logged" wait_for 5 logged 'keeping the running configuration' 2
+check "empty file: the log says why" grep -q 'reload: .*rlgate.ini: no \[rule:NAME\] section: rlgate would limit nothing' "$LOG"
+is "empty file: the limit (2 per minute) still applies" "200 200 429" "$(statuses e 3)"
 alive() { kill -0 "$1" 2>/dev/null; }
 check "ab still running during the reloads" alive "$AB"
 

@@ -122,15 +122,27 @@ assert_error(const char *errors, const char *prefix, const char *needle)
 	fail();
 }
 
-/* The file fails with exactly one error, the one described. */
+/* The error of a file with no [rule:NAME] section, after "FILE:". */
+#define NO_RULE	" no [rule:NAME] section: rlgate would limit nothing; add a " \
+		"rule (dry_run = yes records without limiting)"
+
+/*
+ * The file fails with exactly one error, the one described; plus, when the
+ * text has no rule section, the one that says so.
+ */
 static void
 expect_one(const char *text, const char *prefix, const char *needle)
 {
 	char *errors = load_fail(text);
+	size_t want = 1;
 
-	if (count_lines(errors) != 1)
-		print_message("expected one error, got:\n%s", errors);
-	assert_int_equal(count_lines(errors), 1);
+	if (strstr(text, "[rule:") == NULL) {
+		assert_error(errors, NO_RULE, NULL);
+		want++;
+	}
+	if (count_lines(errors) != want)
+		print_message("expected %zu errors, got:\n%s", want, errors);
+	assert_int_equal(count_lines(errors), want);
 	assert_error(errors, prefix, needle);
 	free(errors);
 }
@@ -313,8 +325,13 @@ test_sample_loads(void **state)
 static void
 test_defaults(void **state)
 {
+	static const char *const none[] = {
+		"", "; nothing\n", "[gateway]\nworkers = 2\n[redis]\n[audit]\n",
+	};
 	struct conf *c;
 	struct rule *r;
+	char *errors;
+	size_t i;
 
 	(void)state;
 	c = load_ok("[rule:r]\nlimit = 5\nwindow = 1m\n");
@@ -340,10 +357,17 @@ test_defaults(void **state)
 	assert_int_equal(r->cost, 1);
 	conf_free(c);
 
-	/* No rules at all: every request is allowed, which is valid. */
-	c = load_ok("; nothing\n");
-	assert_int_equal(c->nrules, 0);
-	conf_free(c);
+	/* No rule at all would allow every request: an error, for -t, at
+	 * start and on reload, whatever else the file says. */
+	for (i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+		errors = load_fail(none[i]);
+		assert_int_equal(count_lines(errors), 1);
+		assert_error(errors, NO_RULE, NULL);
+		free(errors);
+	}
+	/* A rule with errors is not "no rule": its own error says it. */
+	expect_one("[rule:r]\nlimit = 0\nwindow = 1s\n", "2: [rule:r] limit:",
+	    NULL);
 }
 
 static void
@@ -642,7 +666,7 @@ test_long_line(void **state)
 	 * section before it. */
 	n = snprintf(text, sizeof(text), "[gateway]\n[rule:");
 	memset(text + n, 'x', 200);
-	strcpy(text + n + 200, "]\nlimit = 1\n");
+	strcpy(text + n + 200, "]\nlimit = 1\n" RULE_OK);
 	expect_one(text, "2: line is longer than 199 characters", NULL);
 }
 
@@ -925,7 +949,7 @@ test_addresses(void **state)
 	(void)state;
 	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		snprintf(text, sizeof(text), "[redis]\naddress = %s\n"
-		    "[gateway]\nlisten = %s\n", good[i], good[i]);
+		    "[gateway]\nlisten = %s\n" RULE_OK, good[i], good[i]);
 		c = load_ok(text);
 		assert_string_equal(c->redis_address, good[i]);
 		assert_string_equal(c->listen, good[i]);
@@ -1377,7 +1401,7 @@ test_audit_batch_queue(void **state)
 static void
 test_password_mode(void **state)
 {
-	static const char text[] = "[redis]\npassword = secret\n";
+	static const char text[] = "[redis]\npassword = secret\n" RULE_OK;
 	char *errors, *c_errors = NULL;
 	struct conf *c;
 
@@ -1398,7 +1422,7 @@ test_password_mode(void **state)
 	assert_string_equal(c->redis_password, "secret");
 	conf_free(c);
 	/* A world-readable file without a password is fine. */
-	write_file("[redis]\npassword =\n", 0644);
+	write_file("[redis]\npassword =\n" RULE_OK, 0644);
 	c = conf_load(file, &c_errors);
 	assert_non_null(c);
 	conf_free(c);
@@ -1483,7 +1507,7 @@ test_trusted(void **state)
 
 	(void)state;
 	c = load_ok("[gateway]\ntrusted_proxies = 127.0.0.1 10.1.2.3/8 "
-	    "192.168.4.0/22 2001:db8::/32 ::1 fe80::/10\n");
+	    "192.168.4.0/22 2001:db8::/32 ::1 fe80::/10\n" RULE_OK);
 	assert_int_equal(c->ntrusted, 6);
 	assert_int_equal(c->trusted[1].bits, 8);
 	assert_int_equal(c->trusted[1].addr[1], 0);	/* host bits dropped */
@@ -1510,12 +1534,12 @@ test_trusted(void **state)
 	assert_false(conf_trusted(c, AF_INET6, V6("a00::1")));
 	conf_free(c);
 
-	c = load_ok("[gateway]\ntrusted_proxies = 0.0.0.0/0\n");
+	c = load_ok("[gateway]\ntrusted_proxies = 0.0.0.0/0\n" RULE_OK);
 	assert_true(conf_trusted(c, AF_INET, V4("203.0.113.9")));
 	assert_false(conf_trusted(c, AF_INET6, V6("2001:db8::1")));
 	conf_free(c);
 
-	c = load_ok("[gateway]\n");
+	c = load_ok("[gateway]\n" RULE_OK);
 	assert_int_equal(c->ntrusted, 0);
 	assert_false(conf_trusted(c, AF_INET, V4("127.0.0.1")));
 	conf_free(c);

@@ -136,7 +136,7 @@ test_forwarded_for_only_from_trusted(void **state)
 {
 	struct conf *c = conf_from("[gateway]\n"
 	    "trusted_proxies = 127.0.0.1/32 10.0.0.0/8\n"
-	    "[audit]\ndatabase =\n");
+	    "[audit]\ndatabase =\n[rule:r]\nlimit = 1\nwindow = 1s\n");
 	const char *direct[] = { "REMOTE_ADDR=203.0.113.9",
 	    "HTTP_X_FORWARDED_FOR=1.1.1.1", NULL };
 	const char *proxied[] = { "REMOTE_ADDR=127.0.0.1",
