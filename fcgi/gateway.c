@@ -180,6 +180,16 @@ job_begin(struct job *j, const struct conf *c, char **envp, int status,
 	j->d.n = (size_t)n;
 }
 
+void
+job_refuse(struct job *j, int status, const char *why)
+{
+	j->status = 0;
+	j->bad_status = status;
+	j->d.bad_detail = why;
+	j->d.bad_rule = NULL;
+	j->d.n = 0;
+}
+
 /* log_level = debug: a line per decided request, as its audit rows say. */
 static void
 log_decision(const struct decision *d)

@@ -56,6 +56,13 @@ void		 job_begin(struct job *j, const struct conf *c, char **envp,
 		    int status, struct match *m);
 
 /*
+ * Makes j (job_begin() done) a bad request answered with status, for a
+ * request that could not be read whole (why: a sentence for the reply, the
+ * log and its audit row, reason bad_request); no rule decides it.
+ */
+void		 job_refuse(struct job *j, int status, const char *why);
+
+/*
  * Decides j from its matches m[0..j->d.n) and their verdicts v, writes
  * the reply into out (RLG_MAX_RESPONSE bytes), queues its audit rows and
  * counts it into w (NULL: nowhere). Returns the reply's length.

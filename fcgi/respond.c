@@ -85,6 +85,7 @@ respond_reason_phrase(int status)
 	case 403: return "Forbidden";
 	case 414: return "URI Too Long";
 	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 503: return "Service Unavailable";
 	default:  return status < 500 ? "Client Error" : "Server Error";

@@ -41,7 +41,7 @@ struct decision {
 	const char		*bad_detail;
 
 	/* Filled in by respond_decide(): */
-	/* status: 200, deny_status, 503, 400 or 414; retry_after_ms: the
+	/* status: 200, deny_status, 503, 400, 414 or 431; retry_after_ms: the
 	 * longest wait among the denials; delay_ms: leaky_bucket's wait. */
 	int			 status;
 	int			 allowed;	/* the request goes through */

@@ -19,6 +19,10 @@ enum { REQUEST_COMPLETE = 0, CANT_MPX_CONN, OVERLOADED, UNKNOWN_ROLE };
 #define KEEP_CONN	1
 #define MAX_CONTENT	65535
 
+/* w->refused's sentences name the limits. */
+_Static_assert(WIRE_MAX_ENV == 4096 && WIRE_MAX_PARAMS == 1048576,
+    "the sentences of w->refused say 4096 params and 1048576 bytes");
+
 void
 wire_free(struct wire *w)
 {
@@ -133,6 +137,9 @@ make_env(struct wire *w)
 		used = pair(in + off, w->params_len - off, &name, &nlen, &value,
 		    &vlen);
 		if (used == 0) {
+			/* Over WIRE_MAX_PARAMS: the stream was cut. */
+			if (w->refused != NULL)
+				break;
 			w->error = "a PARAMS name-value pair is cut short";
 			return -1;
 		}
@@ -143,8 +150,9 @@ make_env(struct wire *w)
 		    memchr(name, '=', nlen) != NULL)
 			continue;
 		if (nenv > WIRE_MAX_ENV) {	/* envp[0] is FCGI_ROLE */
-			w->error = "more than WIRE_MAX_ENV params";
-			return -1;
+			w->refused = "the request has more than 4096 params "
+			    "(headers)";
+			break;
 		}
 		if (nenv + 2 > w->env_cap) {
 			size_t cap = w->env_cap * 2;
@@ -247,6 +255,7 @@ wire_feed(struct wire *w, const unsigned char *buf, size_t len)
 			}
 			w->id = id;
 			w->params_len = 0;
+			w->refused = NULL;
 			w->state = WIRE_PARAMS;
 			break;
 		case ABORT_REQUEST:
@@ -267,9 +276,14 @@ wire_feed(struct wire *w, const unsigned char *buf, size_t len)
 				    WIRE_READY : WIRE_STDIN;
 				break;
 			}
+			/* Too much: read to the end all the same, keep
+			 * nothing more, and answer it (431). */
+			if (w->refused != NULL)
+				break;
 			if (w->params_len + clen > WIRE_MAX_PARAMS) {
-				w->error = "PARAMS over WIRE_MAX_PARAMS bytes";
-				return -1;
+				w->refused = "the request's params (headers) "
+				    "are over 1048576 bytes";
+				break;
 			}
 			if (grow(&w->params, &w->params_cap,
 			    w->params_len + clen) == -1) {

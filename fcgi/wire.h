@@ -50,6 +50,9 @@ struct wire {
 	size_t		 out_len, out_off, out_cap;
 	int		 closing;	/* close once out is sent: the last
 					 * request did not ask FCGI_KEEP_CONN */
+	const char	*refused;	/* READY, but over WIRE_MAX_PARAMS or
+					 * WIRE_MAX_ENV: why (answer 431);
+					 * envp holds the params before it */
 	const char	*error;		/* why wire_feed() returned -1 */
 };
 
@@ -61,11 +64,12 @@ void	wire_free(struct wire *w);
  * many bytes it used (0: no complete record there yet), stopping after the
  * record that makes the request READY. Management records (GET_VALUES,
  * unknown types) and refusals (another request id, a role other than
- * RESPONDER or AUTHORIZER) are answered in w->out. Returns -1 when the
- * peer does not speak FastCGI or a request is over WIRE_MAX_PARAMS or
- * WIRE_MAX_ENV; w->error then says which, and the connection should be
- * closed. An aborted request (FCGI_ABORT_REQUEST before READY) is ended
- * and forgotten.
+ * RESPONDER or AUTHORIZER) are answered in w->out. A request over
+ * WIRE_MAX_PARAMS or WIRE_MAX_ENV is read to its end all the same (the
+ * rest of its params dropped) and becomes READY with w->refused set.
+ * Returns -1 when the peer does not speak FastCGI; w->error then says why,
+ * and the connection should be closed. An aborted request
+ * (FCGI_ABORT_REQUEST before READY) is ended and forgotten.
  */
 long	wire_feed(struct wire *w, const unsigned char *buf, size_t len);
 

@@ -17,8 +17,8 @@
  * responder's empty STDIN) and leaves no complete record unread
  * otherwise; -1 comes with w->error. A READY request has a role rlgate
  * plays and params that are "NAME=value" strings, NULL-terminated, its
- * FCGI_ROLE first, at most WIRE_MAX_ENV (wire.h: -1 only when there are
- * more). Everything in w->out is whole records of version 1: answers to
+ * FCGI_ROLE first, at most WIRE_MAX_ENV (wire.h: a request with more is
+ * READY with w->refused). Everything in w->out is whole records of version 1: answers to
  * management records and refusals as the specification shapes them, and
  * each reply exactly its data in STDOUT records of at most 65535 bytes,
  * the empty STDOUT and an END_REQUEST, all for the request's id, after

@@ -15,8 +15,8 @@
 # 4. A leaky_bucket delay is a timer: a request to another rule, sent while
 #    a delayed reply waits, is answered first; the delayed one then comes.
 # 5. Protocol: GET_VALUES, UNKNOWN_TYPE, CANT_MPX_CONN, UNKNOWN_ROLE,
-#    ABORT_REQUEST, a peer that does not speak FastCGI, PARAMS at and over
-#    1 MiB; rlgate serves on.
+#    ABORT_REQUEST, a peer that does not speak FastCGI, PARAMS at 1 MiB;
+#    over 1 MiB or 5000 params: 431 and an audit row; rlgate serves on.
 # 6. Apache mod_authnz_fcgi's way: no KEEP_CONN, no STDIN at all.
 # 7. SIGTERM while a delayed reply waits: it is sent, rlgate exits 0, the
 #    decision is in the audit database.
@@ -276,11 +276,39 @@ raw 'begin 1 responder keep' 'big-param 1 X 1048548' 'param 1 REQUEST_URI /open/
     'params-end 1' 'stdin-end 1' 'wait-reply 1' > "$T/mib.out"
 is "PARAMS of exactly 1 MiB: answered 200" "STDOUT 1 Status: 200 / $REPLY_OK" "$(summary "$T/mib.out")"
 lines0=$(log_lines)
-raw 'begin 1 responder keep' 'big-param 1 X 1048549' 'param 1 REQUEST_URI /open/big' \
-    'params-end 1' 'stdin-end 1' 'wait-reply 1' > "$T/big.out"
-is "PARAMS of 1 MiB + 1 byte: the connection is closed, no reply" EOF "$(summary "$T/big.out")"
-is "and rlgate logged exactly one line" 1 $(( $(log_lines) - lines0 ))
-check "that line says PARAMS are over the limit" bash -c "tail -n 1 '$LOG' | grep -q 'warn: fastcgi: PARAMS over WIRE_MAX_PARAMS bytes; connection closed'"
+# One byte more: read to its end, answered 431 and recorded as a bad request,
+# with what came before the limit (REQUEST_URI /open/bigger: 25 bytes,
+# REMOTE_ADDR 10.5.0.7: 21, X: 6 + 1048525); the kept connection serves on.
+raw 'begin 1 responder keep' 'param 1 REQUEST_URI /open/bigger' 'param 1 REMOTE_ADDR 10.5.0.7' \
+    'big-param 1 X 1048525' 'params-end 1' 'stdin-end 1' 'wait-reply 1' \
+    'request 2 responder keep GET /open/after-big 10.5.0.7' 'wait-reply 2' > "$T/big.out"
+is "PARAMS of 1 MiB + 1 byte: 431, then the kept connection serves the next (200)" \
+	"STDOUT 1 Status: 431 / $REPLY_OK / STDOUT 2 Status: 200 / STDOUT 2 / END_REQUEST 2 app=0 proto=0" \
+	"$(summary "$T/big.out")"
+check "the 431 says why" grep -qF '"detail":"the request'"'"'s params (headers) are over 1048576 bytes"' "$T/big.out"
+# 5000 params (a web server would have refused so many headers; a direct
+# client need not).
+{
+	echo 'begin 1 responder keep'
+	echo 'param 1 REQUEST_METHOD GET'
+	echo 'param 1 REQUEST_URI /open/many'
+	echo 'param 1 REMOTE_ADDR 10.5.0.8'
+	for i in $(seq 4997); do echo "param 1 HTTP_X_H$i v"; done
+	echo 'params-end 1'; echo 'stdin-end 1'; echo 'wait-reply 1'
+	echo 'request 2 responder keep GET /open/after-many 10.5.0.8'; echo 'wait-reply 2'
+} | raw > "$T/many.out"
+is "5000 params: 431, then the kept connection serves the next (200)" \
+	"STDOUT 1 Status: 431 / $REPLY_OK / STDOUT 2 Status: 200 / STDOUT 2 / END_REQUEST 2 app=0 proto=0" \
+	"$(summary "$T/many.out")"
+check "the 431 says why" grep -qF '"detail":"the request has more than 4096 params (headers)"' "$T/many.out"
+check "both have their audit row" wait_for 5 rows_at_least 1 "path='/open/after-many'"
+is "audit: 1 MiB + 1 byte: one row, bad_request, 431, no rule, what was read" \
+	"|0|bad_request|431|/open/bigger|10.5.0.7" \
+	"$(sql "SELECT rule, allowed, reason, status, path, client_ip FROM decisions WHERE path='/open/bigger'")"
+is "audit: 5000 params: one row, bad_request, 431, no rule, what was read" \
+	"|0|bad_request|431|GET|/open/many|10.5.0.8" \
+	"$(sql "SELECT rule, allowed, reason, status, method, path, client_ip FROM decisions WHERE path='/open/many'")"
+is "and rlgate logged nothing about them" 0 $(( $(log_lines) - lines0 ))
 check "rlgate is still running (pid $PID)" kill -0 "$PID"
 is "and still serves: a normal request answered 200" "STDOUT 1 Status: 200 / $REPLY_OK" \
 	"$(raw 'request 1 responder close GET /open/item 10.5.0.9' 'wait-reply 1' > "$T/after.out"; summary "$T/after.out")"

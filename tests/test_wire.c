@@ -866,10 +866,14 @@ params_of_size(struct bytes *in, size_t total)
 static void
 test_params_too_long(void **state)
 {
-	struct bytes in = { 0 };
+	struct bytes in = { 0 }, p = { 0 };
 	struct wire w = { 0 };
+	char *big = malloc(WIRE_MAX_PARAMS + 1);
 
 	(void)state;
+	assert_non_null(big);
+	memset(big, 'v', WIRE_MAX_PARAMS);
+	big[WIRE_MAX_PARAMS] = '\0';
 	/* WIRE_MAX_PARAMS bytes are a request... */
 	params_of_size(&in, WIRE_MAX_PARAMS);
 	assert_int_equal(feed(&w, &in), in.len);
@@ -878,13 +882,40 @@ test_params_too_long(void **state)
 	assert_int_equal(strlen(w.envp[1]), WIRE_MAX_PARAMS - 6 + 2);
 	assert_null(w.envp[2]);
 	wire_free(&w);
-	/* ... one more is not. */
+	/* ... one more is read to its end and refused, the pair it cut
+	 * dropped, the ones before it kept (for the audit row). */
 	in.len = 0;
 	params_of_size(&in, WIRE_MAX_PARAMS + 1);
-	assert_int_equal(feed(&w, &in), -1);
-	assert_string_equal(w.error, "PARAMS over WIRE_MAX_PARAMS bytes");
+	assert_int_equal(feed(&w, &in), in.len);
+	assert_null(w.error);
+	assert_int_equal(w.state, WIRE_READY);
+	assert_string_equal(w.refused, "the request's params (headers) are "
+	    "over 1048576 bytes");
+	assert_env(&w, (const char *const[]){ "FCGI_ROLE=RESPONDER", NULL });
+	wire_free(&w);
+	memset(&w, 0, sizeof(w));
+	in.len = 0;
+	nv(&p, "REQUEST_URI", "/a");
+	nv(&p, "X", big);
+	request(&in, 1, WIRE_RESPONDER, FCGI_KEEP_CONN, &p);
+	assert_int_equal(feed(&w, &in), in.len);
+	assert_non_null(w.refused);
+	assert_env(&w, (const char *const[]){ "FCGI_ROLE=RESPONDER",
+	    "REQUEST_URI=/a", NULL });
+	/* Answered, the connection's next request starts afresh. */
+	assert_int_equal(wire_reply(&w, "", 0), 0);
+	p.len = 0;
+	nv(&p, "REQUEST_URI", "/b");
+	in.len = 0;
+	request(&in, 2, WIRE_RESPONDER, FCGI_KEEP_CONN, &p);
+	assert_int_equal(feed(&w, &in), in.len);
+	assert_null(w.refused);
+	assert_env(&w, (const char *const[]){ "FCGI_ROLE=RESPONDER",
+	    "REQUEST_URI=/b", NULL });
 	wire_free(&w);
 	free(in.b);
+	free(p.b);
+	free(big);
 }
 
 /* A request of n params "A=" (the smallest pair there is). */
@@ -901,7 +932,8 @@ many_params(struct bytes *in, size_t n)
 }
 
 /* WIRE_MAX_ENV params are a request (after FCGI_ROLE, which is not a
- * param); one more is refused. */
+ * param); one more is read to its end and refused, the first WIRE_MAX_ENV
+ * kept (for the audit row). */
 static void
 test_too_many_params(void **state)
 {
@@ -919,9 +951,18 @@ test_too_many_params(void **state)
 		assert_string_equal(w.envp[i], "A=");
 	assert_null(w.envp[WIRE_MAX_ENV + 1]);
 	wire_free(&w);
+	assert_null(w.refused);
+	wire_free(&w);
+	memset(&w, 0, sizeof(w));
 	many_params(&in, WIRE_MAX_ENV + 1);
-	assert_int_equal(feed(&w, &in), -1);
-	assert_string_equal(w.error, "more than WIRE_MAX_ENV params");
+	assert_int_equal(feed(&w, &in), in.len);
+	assert_null(w.error);
+	assert_int_equal(w.state, WIRE_READY);
+	assert_string_equal(w.refused, "the request has more than 4096 "
+	    "params (headers)");
+	for (i = 1; i <= WIRE_MAX_ENV; i++)
+		assert_string_equal(w.envp[i], "A=");
+	assert_null(w.envp[WIRE_MAX_ENV + 1]);
 	wire_free(&w);
 	free(in.b);
 }
