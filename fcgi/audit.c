@@ -129,6 +129,7 @@ struct audit {
 	long long		 give_up_at;	/* monotonic ms, once closing */
 	long long		 written;
 	long long		 failures;
+	void			(*on_write)(void);	/* audit_on_write() */
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
 	pthread_cond_t		 ckpt;
 	int			 ckpt_wanted;
@@ -601,6 +602,8 @@ writer_main(void *arg)
 			pthread_mutex_unlock(&a->mu);
 			for (i = 0; i < n; i++)
 				free(a->txn[i]);
+			if (a->on_write != NULL)
+				a->on_write();
 			pthread_mutex_lock(&a->mu);
 			if (a->room_waiters > 0)
 				pthread_cond_broadcast(&a->room);
@@ -629,6 +632,11 @@ writer_main(void *arg)
 
 		pthread_mutex_lock(&a->mu);
 		a->failures++;
+		if (a->on_write != NULL) {
+			pthread_mutex_unlock(&a->mu);
+			a->on_write();
+			pthread_mutex_lock(&a->mu);
+		}
 		now = mono_ms();
 		if (!failing) {
 			failing = 1;
@@ -905,6 +913,16 @@ int
 audit_writer_idles(const struct audit *a)
 {
 	return a != NULL && a->may_idle;
+}
+
+void
+audit_on_write(struct audit *a, void (*fn)(void))
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->on_write = fn;
+	pthread_mutex_unlock(&a->mu);
 }
 
 void

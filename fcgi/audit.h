@@ -156,6 +156,13 @@ long long	 audit_close(struct audit *a, long long give_up_ms);
  */
 int		 audit_writer_idles(const struct audit *a);
 
+/*
+ * fn is called by a's writer thread after each write attempt, committed or
+ * failed, without a's lock (it may call audit_stats()). Set it before rows
+ * come. Accepts NULL a.
+ */
+void		 audit_on_write(struct audit *a, void (*fn)(void));
+
 /* Counters for tests and logs. Thread safe. a NULL gives zeros. */
 struct audit_stats {
 	long long	 queued;	/* rows currently waiting */

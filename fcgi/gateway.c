@@ -76,6 +76,8 @@ gen_install(struct conf *c)
 	pthread_mutex_unlock(&gen_lock);
 	if (old != NULL)
 		gen_release(old);
+	if (g != NULL)
+		gateway_publish();
 }
 
 /* Writes the audit rows of one decided request. */
@@ -249,9 +251,9 @@ job_serve(const struct conf *c, struct limiter *lim, struct job *j,
 	return len;
 }
 
-/* What the status pages show besides the counters. */
+/* What the status pages show besides the counters, for this process. */
 static void
-process_numbers(struct metrics_process *p)
+own_numbers(struct metrics_process *p)
 {
 	struct audit_stats st;
 	long long now = wall_ms();
@@ -267,10 +269,30 @@ process_numbers(struct metrics_process *p)
 	if (st.queued > 0 && st.oldest_ts_ms > 0 && now > st.oldest_ts_ms)
 		p->audit_lag_ms = now - st.oldest_ts_ms;
 	pthread_mutex_lock(&gen_lock);
-	p->generation = current->number;
-	p->loaded_ms = current->loaded_ms;
+	if (current != NULL) {
+		p->generation = current->number;
+		p->loaded_ms = current->loaded_ms;
+	}
 	pthread_mutex_unlock(&gen_lock);
 	p->deny_cache_entries = denycache_size();
+}
+
+void
+gateway_publish(void)
+{
+	struct metrics_process p;
+
+	own_numbers(&p);
+	metrics_publish(&p);
+}
+
+/* The numbers of every process sharing the counters, this one's fresh. */
+static void
+process_numbers(struct metrics_process *p)
+{
+	own_numbers(p);
+	metrics_publish(p);
+	metrics_total(p);
 }
 
 /* Room for n bytes in p. */

@@ -96,6 +96,13 @@ struct page {
 size_t		 status_page(const struct conf *c, const struct job *j,
 		    struct limiter *l, struct page *p);
 
+/*
+ * Publishes this process's numbers (workers, audit, configuration) to the
+ * processes that share its counters (metrics_share()); the status pages
+ * do it too. Thread safe; for the audit writer after each write.
+ */
+void		 gateway_publish(void);
+
 /* How many threads serve requests; for the status pages. */
 extern int	 gateway_threads;
 

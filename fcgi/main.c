@@ -324,6 +324,8 @@ main(int argc, char *argv[])
 	}
 
 	listen_fd = listen_addr != NULL ? open_listener(listen_addr) : 0;
+	/* spawn-fcgi -F N: /metrics counts every process on this socket. */
+	metrics_share(listen_fd, c);
 	/* Signals are taken by sigwait() below, never by a worker. */
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit (ulimit -f, systemd LimitFSIZE) reached by the
@@ -343,6 +345,7 @@ main(int argc, char *argv[])
 		    c->audit_batch, c->audit_flush_interval_ms, errbuf,
 		    sizeof(errbuf))) == NULL)
 			fatal("audit: %s", errbuf);
+		audit_on_write(gateway_audit, gateway_publish);
 		if (audit_writer_idles(gateway_audit))
 			log_info("audit: %s: the writer idles (SCHED_IDLE) "
 			    "until rows pile up", c->audit_database);
@@ -401,6 +404,7 @@ main(int argc, char *argv[])
 	}
 	/* audit_close() logs what it could not write. */
 	lost = audit_close(gateway_audit, 30000);
+	metrics_unshare();
 	if (listen_addr != NULL && strncmp(listen_addr, "unix:", 5) == 0)
 		unlink(listen_addr + 5);
 	log_info("stopped");

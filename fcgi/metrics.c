@@ -1,17 +1,29 @@
 /*
  * metrics: per-worker counters and the texts the status endpoint serves.
- * A worker only ever writes its own counters (relaxed atomic stores, so a
- * scrape on another thread reads whole values); the rule-name registry
- * and the list of workers change only at start and on reload, under one
- * mutex. Nothing here decides or answers a request.
+ * The counters live in one table: private memory, or, once metrics_share()
+ * has found the processes serving the same socket and configuration, a
+ * POSIX shared memory object they all map, each worker with a slot of its
+ * own. A worker only ever writes its own slot (relaxed atomic stores, so a
+ * scrape in any process reads whole values); rule names and slots change
+ * only at start, on reload and at exit, under a mutex and (shared) an
+ * flock on the object. Nothing here decides or answers a request.
  */
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
@@ -28,8 +40,13 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"local_cache"
 };
 
+#define MAX_WORKERS	1024	/* worker slots of every process sharing */
+#define MAX_PROCS	256	/* processes sharing */
+#define TABLE_MAGIC	"rlgate metrics table 1"
+
 struct metrics_worker {
-	struct metrics_worker	*next;
+	atomic_int		 pid;		/* owner; 0: free (counts stay) */
+	int			 own;		/* not in the table: free() it */
 	atomic_int		 busy;
 	atomic_ullong		 requests;
 	atomic_ullong		 redis_errors;
@@ -39,13 +56,34 @@ struct metrics_worker {
 	/* [slot][outcome]; slot RLG_METRICS_RULES: no rule (bad requests) */
 	atomic_ullong
 	    decisions[RLG_METRICS_RULES + 1][RLG_OUT_COUNT];
+} __attribute__((aligned(64)));
+
+/* A process's struct metrics_process, as it last published it. */
+struct proc {
+	atomic_int		 pid;		/* 0: free */
+	atomic_llong		 workers, audit, written, queued, retries,
+				 lag_ms, generation, loaded_ms, deny_cache;
 };
 
-static pthread_mutex_t		 reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct metrics_worker	*workers;		/* under reg_lock */
-static char			*names[RLG_METRICS_RULES]; /* under reg_lock */
-static int			 nnames;		/* under reg_lock */
-static int			 full_logged;		/* under reg_lock */
+struct table {
+	char			 magic[32];
+	size_t			 size;
+	atomic_int		 nworkers;	/* slots ever taken */
+	atomic_int		 nnames;
+	/* The audit counters of processes gone, so that totals never
+	 * go down when one exits. */
+	atomic_llong		 gone_written, gone_retries;
+	char			 names[RLG_METRICS_RULES][RLG_MAX_RULE_NAME + 1];
+	struct proc		 procs[MAX_PROCS];
+	struct metrics_worker	 workers[MAX_WORKERS];
+};
+
+static pthread_mutex_t	 reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct table	*table;		/* set under reg_lock, then kept */
+static int		 shm_fd = -1;	/* shared: the object, for flock */
+static char		 shm_name[40];
+static struct proc	*self_proc;	/* shared: this process's entry */
+static int		 full_logged;	/* under reg_lock */
 
 /* The owner's increment: one writer, so no read-modify-write atomics. */
 static void
@@ -61,53 +99,122 @@ get(atomic_ullong *x)
 	return atomic_load_explicit(x, memory_order_relaxed);
 }
 
+/* reg_lock, then (shared) the other processes out. */
+static void
+lock(void)
+{
+	pthread_mutex_lock(&reg_lock);
+	if (shm_fd != -1)
+		while (flock(shm_fd, LOCK_EX) == -1 && errno == EINTR)
+			;
+}
+
+static void
+unlock(void)
+{
+	if (shm_fd != -1)
+		flock(shm_fd, LOCK_UN);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* The table, private until metrics_share(); NULL when out of memory.
+ * Under reg_lock. Untouched pages cost nothing. */
+static struct table *
+table_get(void)
+{
+	void *p;
+
+	if (table != NULL)
+		return table;
+	p = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	table = p;
+	return table;
+}
+
+/* Is pid, a process that took a slot, still running? */
+static int
+alive(int pid)
+{
+	return pid == getpid() || kill(pid, 0) == 0 || errno == EPERM;
+}
+
 struct metrics_worker *
 metrics_worker_new(void)
 {
-	struct metrics_worker *w;
+	struct metrics_worker *w = NULL;
+	struct table *t;
+	int i, n, pid;
 
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		return NULL;
-	pthread_mutex_lock(&reg_lock);
-	w->next = workers;
-	workers = w;
-	pthread_mutex_unlock(&reg_lock);
+	lock();
+	if ((t = table_get()) != NULL) {
+		n = atomic_load(&t->nworkers);
+		/* A slot freed, or left by a process killed: its counts
+		 * stay in the totals, the new owner adds to them. */
+		for (i = 0; i < n && w == NULL; i++)
+			if ((pid = atomic_load(&t->workers[i].pid)) == 0 ||
+			    !alive(pid))
+				w = &t->workers[i];
+		if (w == NULL && n < MAX_WORKERS) {
+			w = &t->workers[n];
+			atomic_store(&t->nworkers, n + 1);
+		}
+		if (w != NULL) {
+			atomic_store(&w->busy, 0);
+			atomic_store(&w->pid, getpid());
+		} else if (!full_logged) {
+			log_warn("metrics: more than %d workers share the "
+			    "counters; the next ones are not in the totals",
+			    MAX_WORKERS);
+			full_logged = 1;
+		}
+	}
+	unlock();
+	/* Counted, not scraped: still a worker that runs. */
+	if (w == NULL && (w = aligned_alloc(_Alignof(struct metrics_worker),
+	    sizeof(*w))) != NULL) {
+		memset(w, 0, sizeof(*w));
+		w->own = 1;
+	}
 	return w;
 }
 
 void
 metrics_worker_free(struct metrics_worker *w)
 {
-	struct metrics_worker **pp;
-
 	if (w == NULL)
 		return;
-	pthread_mutex_lock(&reg_lock);
-	for (pp = &workers; *pp != NULL; pp = &(*pp)->next)
-		if (*pp == w) {
-			*pp = w->next;
-			break;
-		}
-	pthread_mutex_unlock(&reg_lock);
-	free(w);
+	if (w->own) {
+		free(w);
+		return;
+	}
+	lock();
+	atomic_store(&w->busy, 0);
+	atomic_store(&w->pid, 0);
+	unlock();
 }
 
 void
 metrics_register_rules(struct conf *c)
 {
+	struct table *t;
 	size_t i;
-	int s;
+	int s, n;
 
-	pthread_mutex_lock(&reg_lock);
+	lock();
+	t = table_get();
+	n = t != NULL ? atomic_load(&t->nnames) : 0;
 	for (i = 0; i < c->nrules; i++) {
 		struct rule *ru = &c->rules[i];
 
-		for (s = 0; s < nnames; s++)
-			if (strcmp(names[s], ru->name) == 0)
+		for (s = 0; s < n; s++)
+			if (strcmp(t->names[s], ru->name) == 0)
 				break;
-		if (s == nnames) {
-			if (nnames == RLG_METRICS_RULES ||
-			    (names[s] = strdup(ru->name)) == NULL) {
+		if (s == n) {
+			if (t == NULL || n == RLG_METRICS_RULES ||
+			    strlen(ru->name) > RLG_MAX_RULE_NAME) {
 				if (!full_logged)
 					log_warn("metrics: more than %d rule "
 					    "names seen; rule %s is not "
@@ -117,11 +224,224 @@ metrics_register_rules(struct conf *c)
 				ru->metrics_slot = -1;
 				continue;
 			}
-			nnames++;
+			/* The name first: a scrape reads nnames, then
+			 * the names below it. */
+			strcpy(t->names[s], ru->name);
+			atomic_store(&t->nnames, ++n);
 		}
 		ru->metrics_slot = s;
 	}
+	unlock();
+}
+
+/* FNV-1a, 64 bits: a name for what identifies the group. */
+static uint64_t
+fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n-- > 0)
+		h = (h ^ *b++) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Takes an entry in t->procs for this process. Under lock(). */
+static struct proc *
+take_proc(struct table *t)
+{
+	struct proc *pr;
+	int i, pid;
+
+	for (i = 0; i < MAX_PROCS; i++) {
+		pr = &t->procs[i];
+		if ((pid = atomic_load(&pr->pid)) != 0 && alive(pid))
+			continue;
+		if (pid != 0) {		/* killed: keep its counters */
+			atomic_fetch_add(&t->gone_written,
+			    atomic_load(&pr->written));
+			atomic_fetch_add(&t->gone_retries,
+			    atomic_load(&pr->retries));
+		}
+		atomic_store(&pr->workers, 0);
+		atomic_store(&pr->audit, 0);
+		atomic_store(&pr->written, 0);
+		atomic_store(&pr->queued, 0);
+		atomic_store(&pr->retries, 0);
+		atomic_store(&pr->lag_ms, 0);
+		atomic_store(&pr->deny_cache, 0);
+		atomic_store(&pr->generation, 0);
+		atomic_store(&pr->loaded_ms, 0);
+		atomic_store(&pr->pid, getpid());
+		return pr;
+	}
+	return NULL;
+}
+
+int
+metrics_share(int listen_fd, struct conf *c)
+{
+	char real[PATH_MAX], key[64];
+	const char *conf_path = c->path;
+	struct stat st, shm_st;
+	struct table *t = MAP_FAILED;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	int fd = -1, tries, n;
+
+	if (fstat(listen_fd, &st) == -1)
+		return -1;
+	if (realpath(conf_path, real) != NULL)
+		conf_path = real;
+	n = snprintf(key, sizeof(key), "%ju:%ju:", (uintmax_t)st.st_dev,
+	    (uintmax_t)st.st_ino);
+	h = fnv1a(fnv1a(h, key, (size_t)n), conf_path, strlen(conf_path));
+	snprintf(shm_name, sizeof(shm_name), "/rlgate-%016jx", (uintmax_t)h);
+
+	/* The last process out removes the object: one that opened it
+	 * meanwhile finds it unlinked once it has the lock, and retries. */
+	for (tries = 0; tries < 10; tries++) {
+		if ((fd = shm_open(shm_name, O_RDWR | O_CREAT | O_CLOEXEC,
+		    0600)) == -1)
+			goto fail;
+		while (flock(fd, LOCK_EX) == -1)
+			if (errno != EINTR)
+				goto fail;
+		if (fstat(fd, &shm_st) == -1)
+			goto fail;
+		if (shm_st.st_nlink > 0)
+			break;
+		close(fd);
+		fd = -1;
+	}
+	if (fd == -1) {
+		errno = EAGAIN;
+		goto fail;
+	}
+	if (shm_st.st_size == 0 &&
+	    ftruncate(fd, (off_t)sizeof(struct table)) == -1)
+		goto fail;
+	if (shm_st.st_size != 0 &&
+	    shm_st.st_size != (off_t)sizeof(struct table)) {
+		errno = EPROTO;		/* another version's */
+		goto fail;
+	}
+	t = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE,
+	    MAP_SHARED, fd, 0);
+	if (t == MAP_FAILED)
+		goto fail;
+	if (shm_st.st_size == 0) {
+		strcpy(t->magic, TABLE_MAGIC);
+		t->size = sizeof(struct table);
+	} else if (strcmp(t->magic, TABLE_MAGIC) != 0 ||
+	    t->size != sizeof(struct table)) {
+		errno = EPROTO;
+		goto fail;
+	}
+	pthread_mutex_lock(&reg_lock);
+	if ((self_proc = take_proc(t)) == NULL) {
+		pthread_mutex_unlock(&reg_lock);
+		errno = EUSERS;
+		goto fail;
+	}
+	/* No worker counts yet: the private table goes. */
+	if (table != NULL)
+		munmap(table, sizeof(struct table));
+	table = t;
+	shm_fd = fd;
+	flock(fd, LOCK_UN);
 	pthread_mutex_unlock(&reg_lock);
+	metrics_register_rules(c);
+	/* A fatal() later in the start must not leave the object behind. */
+	atexit(metrics_unshare);
+	log_debug("metrics: shared in /dev/shm%s", shm_name);
+	return 0;
+fail:
+	log_warn("metrics: cannot share the counters in /dev/shm%s: %s; "
+	    "/metrics shows this process only", shm_name, strerror(errno));
+	if (t != MAP_FAILED)
+		munmap(t, sizeof(struct table));
+	if (fd != -1)
+		close(fd);
+	return -1;
+}
+
+void
+metrics_unshare(void)
+{
+	struct table *t = table;
+	int i, pid, others = 0;
+
+	if (self_proc == NULL)
+		return;
+	lock();
+	atomic_fetch_add(&t->gone_written, atomic_load(&self_proc->written));
+	atomic_fetch_add(&t->gone_retries, atomic_load(&self_proc->retries));
+	atomic_store(&self_proc->pid, 0);
+	self_proc = NULL;
+	for (i = 0; i < atomic_load(&t->nworkers); i++)
+		if (atomic_load(&t->workers[i].pid) == getpid()) {
+			atomic_store(&t->workers[i].busy, 0);
+			atomic_store(&t->workers[i].pid, 0);
+		}
+	for (i = 0; i < MAX_PROCS; i++)
+		if ((pid = atomic_load(&t->procs[i].pid)) != 0 && alive(pid))
+			others++;
+	if (others == 0)
+		shm_unlink(shm_name);
+	unlock();
+}
+
+void
+metrics_publish(const struct metrics_process *p)
+{
+	struct proc *pr = self_proc;
+
+	if (pr == NULL)
+		return;
+	atomic_store(&pr->workers, p->workers);
+	atomic_store(&pr->audit, p->audit);
+	atomic_store(&pr->written, p->audit_written);
+	atomic_store(&pr->queued, p->audit_queued);
+	atomic_store(&pr->retries, p->audit_retries);
+	atomic_store(&pr->lag_ms, p->audit_lag_ms);
+	atomic_store(&pr->generation, p->generation);
+	atomic_store(&pr->loaded_ms, p->loaded_ms);
+	atomic_store(&pr->deny_cache, (long long)p->deny_cache_entries);
+}
+
+void
+metrics_total(struct metrics_process *p)
+{
+	struct table *t = table;
+	struct proc *pr;
+	long long v;
+	int i, pid;
+
+	p->processes = 1;
+	if (self_proc == NULL)
+		return;
+	p->audit_written += atomic_load(&t->gone_written);
+	p->audit_retries += atomic_load(&t->gone_retries);
+	for (i = 0; i < MAX_PROCS; i++) {
+		pr = &t->procs[i];
+		if (pr == self_proc || (pid = atomic_load(&pr->pid)) == 0 ||
+		    !alive(pid))
+			continue;
+		p->processes++;
+		p->workers += (int)atomic_load(&pr->workers);
+		p->audit |= atomic_load(&pr->audit) != 0;
+		p->audit_written += atomic_load(&pr->written);
+		p->audit_queued += atomic_load(&pr->queued);
+		p->audit_retries += atomic_load(&pr->retries);
+		if ((v = atomic_load(&pr->lag_ms)) > p->audit_lag_ms)
+			p->audit_lag_ms = v;
+		p->deny_cache_entries += (size_t)atomic_load(&pr->deny_cache);
+		/* The oldest configuration in force anywhere. */
+		if ((v = atomic_load(&pr->generation)) > 0 &&
+		    v < p->generation)
+			p->generation = v;
+		if ((v = atomic_load(&pr->loaded_ms)) > 0 && v < p->loaded_ms)
+			p->loaded_ms = v;
+	}
 }
 
 static void
@@ -199,16 +519,26 @@ metrics_redis_error(struct metrics_worker *w)
 		bump(&w->redis_errors, 1);
 }
 
+/* Slots a scrape reads: every one ever taken. */
+static int
+nworkers(void)
+{
+	return table != NULL ? atomic_load(&table->nworkers) : 0;
+}
+
+/* Busy workers of the processes still running. */
 static int
 metrics_workers_busy(void)
 {
 	struct metrics_worker *w;
-	int n = 0;
+	int i, n = 0, pid;
 
-	pthread_mutex_lock(&reg_lock);
-	for (w = workers; w != NULL; w = w->next)
-		n += atomic_load_explicit(&w->busy, memory_order_relaxed);
-	pthread_mutex_unlock(&reg_lock);
+	for (i = 0; i < nworkers(); i++) {
+		w = &table->workers[i];
+		if ((pid = atomic_load(&w->pid)) != 0 && alive(pid))
+			n += atomic_load_explicit(&w->busy,
+			    memory_order_relaxed);
+	}
 	return n;
 }
 
@@ -258,33 +588,33 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	unsigned long long sum_us = 0, lat_count = 0, cum, v;
 	struct out o = { out, 0, outlen };
 	struct metrics_worker *w;
-	int busy = 0, s, k;
+	int nw = nworkers(), nnames, s, k, i;
 	size_t b;
 
 	if (outlen > 0)
 		out[0] = '\0';
-	pthread_mutex_lock(&reg_lock);
-	for (w = workers; w != NULL; w = w->next) {
+	for (i = 0; i < nw; i++) {
+		w = &table->workers[i];
 		requests += get(&w->requests);
 		errors += get(&w->redis_errors);
 		for (b = 0; b <= NBOUNDS; b++)
 			lat[b] += get(&w->lat_bucket[b]);
 		sum_us += get(&w->lat_sum_us);
 		lat_count += get(&w->lat_count);
-		busy += atomic_load_explicit(&w->busy, memory_order_relaxed);
 	}
 
 	header(&o, "rlgate_decisions_total", "counter",
 	    "Rule decisions by rule and outcome (rule=\"\": a bad request no "
 	    "rule is named for).");
+	nnames = table != NULL ? atomic_load(&table->nnames) : 0;
 	for (s = 0; s <= nnames; s++) {
-		const char *name = s < nnames ? names[s] : "";
+		const char *name = s < nnames ? table->names[s] : "";
 		int slot = s < nnames ? s : RLG_METRICS_RULES;
 
 		for (k = 0; k < RLG_OUT_COUNT; k++) {
 			v = 0;
-			for (w = workers; w != NULL; w = w->next)
-				v += get(&w->decisions[slot][k]);
+			for (i = 0; i < nw; i++)
+				v += get(&table->workers[i].decisions[slot][k]);
 			/* Bad requests without a rule: once there are some. */
 			if (s == nnames && v == 0)
 				continue;
@@ -294,7 +624,6 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 			    v);
 		}
 	}
-	pthread_mutex_unlock(&reg_lock);
 
 	metric(&o, "rlgate_requests_total", "counter",
 	    "Requests decided (the status endpoint is not counted).",
@@ -327,9 +656,12 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	    (double)p->audit_lag_ms / 1e3);
 	metric(&o, "rlgate_workers_busy", "gauge",
 	    "Worker threads serving a request (this scrape included).",
-	    (long long)busy);
+	    (long long)metrics_workers_busy());
 	metric(&o, "rlgate_workers", "gauge", "Worker threads.",
 	    (long long)p->workers);
+	metric(&o, "rlgate_processes", "gauge",
+	    "Processes serving this socket and configuration, counted here.",
+	    (long long)p->processes);
 	metric(&o, "rlgate_deny_cache_entries", "gauge",
 	    "Denials remembered by the deny cache.",
 	    (long long)p->deny_cache_entries);
@@ -405,9 +737,10 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	put_time(&o, h->p.loaded_ms);
 	put(&o, ",\"loaded_ms\":%lld,\"path\":", h->p.loaded_ms);
 	put_str(&o, h->config_path);
-	put(&o, ",\"rules\":%zu},\"workers\":{\"busy\":%d,\"total\":%d},"
-	    "\"deny_cache\":{\"entries\":%zu},\"problems\":[", h->rules,
-	    metrics_workers_busy(), h->p.workers, h->p.deny_cache_entries);
+	put(&o, ",\"rules\":%zu},\"processes\":%d,\"workers\":{\"busy\":%d,"
+	    "\"total\":%d},\"deny_cache\":{\"entries\":%zu},\"problems\":[",
+	    h->rules, h->p.processes, metrics_workers_busy(), h->p.workers,
+	    h->p.deny_cache_entries);
 	if (!h->redis_ok) {
 		put(&o, "\"redis does not answer\"");
 		sep = ",";

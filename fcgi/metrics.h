@@ -2,8 +2,11 @@
  * metrics: the counters behind the status endpoint (<status_path>/metrics
  * and /health). Each worker thread counts into its own struct
  * metrics_worker, with no lock and no shared cache line on the request
- * path; a scrape sums them. Writes the Prometheus text exposition format
- * 0.0.4 and the health JSON; the HTTP framing and who may ask are main's.
+ * path; a scrape sums them, over every process that serves the same
+ * listening socket and configuration (spawn-fcgi -F N) once they share
+ * their counters (metrics_share()). Writes the Prometheus text exposition
+ * format 0.0.4 and the health JSON; the HTTP framing and who may ask are
+ * main's.
  */
 #ifndef RLG_METRICS_H
 #define RLG_METRICS_H
@@ -29,14 +32,32 @@ enum metrics_outcome {
 struct metrics_worker;
 
 /*
- * A worker's counters, registered for scraping until metrics_worker_free().
- * Only the thread that owns it may count into it. NULL when out of memory
- * (every counting function accepts NULL and then counts nothing).
+ * A worker's counters, scraped until metrics_worker_free(). Only the
+ * thread that owns it may count into it. NULL when out of memory (every
+ * counting function accepts NULL and then counts nothing).
  */
 struct metrics_worker	*metrics_worker_new(void);
 
-/* Unregisters and frees w (its counts leave the totals). Accepts NULL. */
+/* Gives w up; its counts stay in the totals. Accepts NULL. */
 void	 metrics_worker_free(struct metrics_worker *w);
+
+/*
+ * Shares the counters with every process that serves listen_fd's socket
+ * (the same socket: its inode) with the configuration at c's path: one
+ * POSIX shared memory object, /dev/shm/rlgate-HASH, created by the first
+ * and removed by the last (metrics_unshare()). Call once, at start, after
+ * metrics_register_rules(c) and before any metrics_worker_new(); c's rules
+ * are registered again in the shared names. Returns 0, or -1 (logged) when
+ * the counters stay this process's own. Not for CGI mode.
+ */
+int	 metrics_share(int listen_fd, struct conf *c);
+
+/*
+ * At exit, once no worker counts any more: leaves the shared counters (the
+ * counts stay) and removes the object when no process is left. Also run
+ * by exit() (atexit); a second call does nothing.
+ */
+void	 metrics_unshare(void);
 
 /*
  * Gives every rule of c its counter slot (c's rules' metrics_slot), by
@@ -69,7 +90,23 @@ struct metrics_process {
 	long long	 generation;	/* configurations loaded, 1 at start */
 	long long	 loaded_ms;	/* the current one's, ms since epoch */
 	size_t		 deny_cache_entries;
+	int		 processes;	/* sharing the counters (metrics_total) */
 };
+
+/*
+ * Makes p, this process's numbers, what the other processes sharing the
+ * counters see of it. Thread safe; a no-op when not shared.
+ */
+void	 metrics_publish(const struct metrics_process *p);
+
+/*
+ * Turns p, this process's numbers, into the totals of every process
+ * sharing the counters, as each last published them (and the audit
+ * counters of the processes gone): sums; audit_lag_ms the largest;
+ * generation and loaded_ms those of the oldest configuration in force.
+ * Sets p->processes. Thread safe.
+ */
+void	 metrics_total(struct metrics_process *p);
 
 /*
  * Writes the Prometheus text (format 0.0.4) of every counter plus p into
