@@ -143,10 +143,11 @@ cluster_ports() {
 	done
 	[ ${#CPORTS[@]} = 6 ]
 }
-cluster_up() {	# every node says cluster_state:ok
+cluster_up() {	# every node says cluster_state:ok, and sees 3 replicas
 	local p
 	for p in "${CPORTS[@]}"; do
 		redis-cli -p "$p" CLUSTER INFO 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+		[ "$(redis-cli -p "$p" CLUSTER NODES 2>/dev/null | awk '$3 ~ /slave/' | wc -l)" = 3 ] || return 1
 	done
 }
 start_cluster() {
