@@ -89,10 +89,14 @@ drop_kinds() {	# drop_kinds WHY KIND...: they are not run
 	local why=$1 k out=
 	shift
 	for k in $KINDS; do
-		case " $* " in *" $k "*) echo "# $k: skipped: $why";; *) out="$out $k";; esac
+		case " $* " in
+		*" $k "*) echo "# $k: skipped: $why"; SKIPPED+=("$k|$why");;
+		*) out="$out $k";;
+		esac
 	done
 	KINDS=${out# }
 }
+SKIPPED=()	# KIND|WHY of the kinds not run
 has_kind() { case " $KINDS " in *" $1 "*) return 0;; esac; return 1; }
 
 # The web servers serve as www-data, as Debian runs them; sockets, logs
@@ -491,7 +495,7 @@ added() { local v; v=$(get "$1" "$2" "$3"); [ -z "$v" ] || [ "$v" = null ] && ec
 dash() { [ "$1" = null ] && echo - || echo "$1"; }
 
 echo
-echo "# medians of $ROUNDS rounds; x floor and added: medians of the round-by-round values against the floor's run"
+echo "# medians of $ROUNDS round(s); x floor and added: medians of the round-by-round values against the floor's run"
 printf '%-17s %-33s %8s %7s %7s %7s | %-s\n' kind "" "req/s" "x floor" "p50 ms" "p99 ms" \
     "one connection: p50 ms, p99 ms, added over the floor p50, p99"
 CSV_ROWS=
@@ -507,6 +511,9 @@ for kind in $KINDS; do
 	    "$(dash "$(ratio "$kind" sat 9)")" "$(ms "$(get "$kind" sat 4)")" "$(ms "$(get "$kind" sat 5)")" "$one"
 	CSV_ROWS="$CSV_ROWS$kind,\"$(label "$kind")\",$r,$(ratio "$kind" sat 9),$(ms "$(get "$kind" sat 4)"),$(ms "$(get "$kind" sat 5)"),$(get "$kind" one 3),$o50,$o99,$a50,$a99,$(get "$kind" sat 6),$(get "$kind" sat 7),$(get "$kind" sat 8)
 "
+done
+for k in "${SKIPPED[@]}"; do
+	printf '%-17s %-33s skipped: %s\n' "${k%%|*}" "$(label "${k%%|*}")" "${k#*|}"
 done
 
 # --- targets (issue 21 item 4) -------------------------------------------
@@ -575,6 +582,12 @@ cp "$RESULTS/latest.csv" "$PREV" 2>/dev/null || : > "$PREV"
 	END { print "" }' "$SUMMARY"
 	printf '  ],\n  "audit": ['
 	awk '{ printf "%s\n    {\"kind\": \"%s\", \"responses\": %d, \"requests_recorded\": %d, \"rows\": %d, \"rules\": %d, \"lost\": %d}", (NR > 1 ? "," : ""), $1, $2, $3, $4, $5, ($2 > $3 ? $2 - $3 : 0) }' "$AUDIT"
+	printf '\n  ],\n  "skipped": ['
+	for i in "${!SKIPPED[@]}"; do
+		k=${SKIPPED[$i]}
+		printf '%s\n    {"kind": "%s", "why": "%s"}' "$([ "$i" -gt 0 ] && echo ,)" "${k%%|*}" \
+		    "$(printf '%s' "${k#*|}" | sed 's/[\\"]/\\&/g' | tr -d '\000-\037')"
+	done
 	printf '\n  ],\n  "targets": [%s\n  ]\n}\n' "$TARGETS"
 } > "$RESULTS/latest.json.tmp" && mv "$RESULTS/latest.json.tmp" "$RESULTS/latest.json"
 echo
@@ -583,7 +596,7 @@ echo "# written $RESULTS/latest.csv (the table), latest-runs.csv (every run), la
 # The change against the previous latest.csv, kind by kind.
 if [ -s "$PREV" ]; then
 	echo "# req/s against the previous latest.csv:"
-	tail -n +2 "$PREV" | awk -F, '{ print $1, $3 }' | while read -r kind old; do
+	tail -n +2 "$PREV" | sed 's/"[^"]*"//' | awk -F, '{ print $1, $3 }' | while read -r kind old; do
 		new=$(get "$kind" sat 3)
 		[ -n "$new" ] && [ "${old:-0}" -gt 0 ] 2>/dev/null && printf '  %-17s %7s -> %7s (%s)\n' "$kind" "$old" "$new" \
 		    "$(awk -v a="$old" -v b="$new" 'BEGIN { printf "%+.0f%%", (b - a) * 100 / a }')"
