@@ -253,7 +253,7 @@ start_lighttpd() {
 # here), serving DOCROOT; nginx-limit_req behind one limit_req zone keyed
 # on the client address.
 start_nginx() {
-	local kind=$1 d=$T/nginx-$1 p lz= lr=
+	local kind=$1 d=$T/nginx-$1 p lz='' lr=''
 	p=$(free_port)
 	mkdir -p "$d/tmp"
 	if [ "$kind" = nginx-limit_req ]; then
