@@ -27,7 +27,7 @@ endif
 # The gateway, one file per concern, in the order a request goes through them;
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
-GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/threads.c
+GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
 	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c

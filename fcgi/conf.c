@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -105,6 +106,8 @@ struct loader {
 	size_t		 errcap;
 	int		 too_many;
 	int		 oom;
+	char		*warnings;	/* becomes c->warnings */
+	size_t		 warnlen;
 };
 
 struct enum_name {
@@ -132,12 +135,6 @@ static const struct enum_name yes_no[] = {
 	{ "yes", 1, 0 }, { "no", 0, 0 },
 	{ "true", 1, 1 }, { "false", 0, 1 }, { "on", 1, 1 }, { "off", 0, 1 },
 	{ "1", 1, 1 }, { "0", 0, 1 },
-	{ NULL, 0, 0 }
-};
-
-static const struct enum_name engines[] = {
-	{ "events", RLG_ENGINE_EVENTS, 0 },
-	{ "threads", RLG_ENGINE_THREADS, 0 },
 	{ NULL, 0, 0 }
 };
 
@@ -194,6 +191,8 @@ static int	set_duration(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_enum(struct loader *, const struct key *, void *,
 		    const char *);
+static int	set_engine(struct loader *, const struct key *, void *,
+		    const char *);
 static int	set_string(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_password(struct loader *, const struct key *, void *,
@@ -228,8 +227,8 @@ static int	set_cost(struct loader *, const struct key *, void *,
 static const struct key keys[NKEYS] = {
 	[K_LISTEN] = { S_GATEWAY, "listen", set_address, C(listen),
 	    0, 0, NULL, NULL, 0 },
-	[K_ENGINE] = { S_GATEWAY, "engine", set_enum, C(engine),
-	    0, 0, engines, "an engine", 0 },
+	[K_ENGINE] = { S_GATEWAY, "engine", set_engine, 0,
+	    0, 0, NULL, NULL, 0 },
 	[K_WORKERS] = { S_GATEWAY, "workers", set_int, C(workers),
 	    1, 1024, NULL, NULL, 0 },
 	[K_DENY_STATUS] = { S_GATEWAY, "deny_status", set_int,
@@ -373,6 +372,38 @@ lerr(struct loader *l, int line, const char *sec, const char *key,
 	}
 	e->line = line;
 	e->seq = l->nerrs++;
+}
+
+/*
+ * Records the warning "FILE:LINE: [sec] key: message" for c->warnings:
+ * the file loads, but the user likely meant something else.
+ */
+static void __attribute__((format(printf, 5, 6)))
+lwarn(struct loader *l, int line, const char *sec, const char *key,
+    const char *fmt, ...)
+{
+	char msg[1024], *text, *more;
+	size_t len;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (asprintf(&text, "%s:%d: [%s] %s: %s\n", l->file, line, sec, key,
+	    msg) == -1) {
+		l->oom = 1;
+		return;
+	}
+	len = strlen(text);
+	if ((more = realloc(l->warnings, l->warnlen + len + 1)) == NULL) {
+		free(text);
+		l->oom = 1;
+		return;
+	}
+	memcpy(more + l->warnlen, text, len + 1);
+	l->warnings = more;
+	l->warnlen += len;
+	free(text);
 }
 
 /* An error about the value of key k on the current line. */
@@ -662,6 +693,30 @@ set_enum(struct loader *l, const struct key *k, void *base, const char *v)
 		    k->names[i].name);
 	}
 	kerr(l, k, "\"%s\" is not %s (use %s)", v, k->what, use);
+	return -1;
+}
+
+/*
+ * [gateway] engine is gone: rlgate has one engine. "events" named it and
+ * still loads (with a warning); anything else was another engine, and
+ * silently serving differently from what the file says is worse than
+ * refusing to start.
+ */
+static int
+set_engine(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	(void)base;
+	if (strcmp(v, "events") == 0) {
+		lwarn(l, l->lineno, l->secname, k->name, "the key is gone: "
+		    "rlgate has one engine, event loops ([gateway] workers of "
+		    "them, one per CPU by default); remove this line");
+		return 0;
+	}
+	kerr(l, k, "\"%s\": the key is gone: rlgate has one engine, event "
+	    "loops ([gateway] workers of them, one per CPU by default), and "
+	    "no %s engine; remove this line%s", v, v,
+	    strcmp(v, "threads") == 0 ? " (a kept-alive connection no longer "
+	    "holds a worker: the event loops serve any number at once)" : "");
 	return -1;
 }
 
@@ -1693,6 +1748,7 @@ static void
 finish_conf(struct loader *l)
 {
 	struct conf *c = l->c;
+	long cpus;
 
 	if (c->audit_batch > c->audit_queue &&
 	    l->state[K_BATCH] != KS_BAD && l->state[K_QUEUE] != KS_BAD) {
@@ -1708,6 +1764,15 @@ finish_conf(struct loader *l)
 		lerr(l, l->seen[K_USERNAME], "redis", "username", "is set "
 		    "without a password (Redis AUTH takes both); set password "
 		    "or remove username");
+	/* Each loop is a thread that never sleeps while there is work: more
+	 * of them than CPUs only take turns on the same CPUs. */
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (l->state[K_WORKERS] == KS_OK && cpus > 0 && c->workers > cpus)
+		lwarn(l, l->seen[K_WORKERS], "gateway", "workers", "%d event "
+		    "loops on %ld CPUs: more loops than CPUs only add context "
+		    "switches (one loop serves any number of connections); "
+		    "leave workers empty for one per CPU, the default",
+		    c->workers, cpus);
 }
 
 static void
@@ -1932,7 +1997,8 @@ unknown_key(struct loader *l, const char *name)
 
 	use[0] = '\0';
 	for (k = 0; k < NKEYS; k++)
-		if (keys[k].section == l->section)
+		/* engine is gone: known, to say so, but not suggested. */
+		if (keys[k].section == l->section && k != K_ENGINE)
 			len += (size_t)snprintf(use + len, sizeof(use) - len,
 			    "%s%s", len ? ", " : "", keys[k].name);
 	lerr(l, l->lineno, l->secname, name, "unknown key (the keys of "
@@ -2007,8 +2073,7 @@ conf_new(struct loader *l, const char *path)
 	}
 	/* Lets holders tell configurations apart without comparing them. */
 	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
-	c->engine = RLG_ENGINE_EVENTS;
-	c->workers = 0;		/* the engine's default (threads_of() in main.c) */
+	c->workers = 0;		/* one loop per CPU (main.c) */
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;
 	c->log_level = RLG_LOG_INFO;
@@ -2047,6 +2112,7 @@ loader_free(struct loader *l)
 	for (i = 0; i < l->nerrs; i++)
 		free(l->errs[i].text);
 	free(l->errs);
+	free(l->warnings);
 	free(l->buf);
 	if (l->fp != NULL)
 		fclose(l->fp);
@@ -2093,6 +2159,8 @@ conf_load(const char *path, char **errors)
 	}
 	if (l.nerrs > 0 || l.too_many || l.oom)
 		goto fail;
+	l.c->warnings = l.warnings;
+	l.warnings = NULL;
 	loader_free(&l);
 	return l.c;
 fail:
@@ -2130,6 +2198,7 @@ conf_free(struct conf *c)
 		rule_free(&c->rules[i]);
 	free(c->rules);
 	free(c->path);
+	free(c->warnings);
 	free(c->listen);
 	free(c->trusted);
 	free(c->status_path);

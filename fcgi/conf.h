@@ -61,12 +61,6 @@ enum rlg_param {
 	RLG_PARAM_PRECISION
 };
 
-/* How requests are served: [gateway] engine. */
-enum rlg_engine {
-	RLG_ENGINE_EVENTS,	/* a few epoll loops, requests batched */
-	RLG_ENGINE_THREADS	/* one request per thread (FCGX_Accept_r) */
-};
-
 enum rlg_headers {
 	RLG_HEADERS_IETF,
 	RLG_HEADERS_LEGACY,
@@ -173,11 +167,14 @@ struct rule {
 struct conf {
 	char			*path;
 	unsigned long		 id;		/* unique per conf_load() in a process */
+	/* What is valid but likely unintended, one "FILE:LINE: ..." per line,
+	 * each ending in a newline; NULL: nothing. The caller shows them
+	 * (rlgate -t, the start-up and reload logs). */
+	char			*warnings;
 
 	/* [gateway] */
 	char			*listen;	/* NULL = the socket on fd 0 */
-	enum rlg_engine		 engine;
-	int			 workers;	/* 0: the engine's default */
+	int			 workers;	/* event loops; 0: one per CPU */
 	int			 deny_status;
 	enum rlg_headers	 headers;
 	struct cidr		*trusted;

@@ -10,8 +10,8 @@
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was
  * read. Nothing waits in a loop but limiter_decide(), the health check's
- * PING and a full audit queue, exactly as a thread of the threads engine
- * would, and those waits are bounded by the Redis timeouts.
+ * PING and a full audit queue, and those waits are bounded by the Redis
+ * timeouts and the audit queue's room.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * gateway: what both engines and CGI mode share. The configuration in use
+ * gateway: what the event loops and CGI mode share. The configuration in use
  * (a generation, swapped by a reload while requests finish with the one
  * they started with), a request's decision in two halves around the Redis
  * round trip, its audit rows, and the status endpoint.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The events engine (engine = events, the default) at the FastCGI level: a
+# The event loops at the FastCGI level: a
 # real redis-server and a real rlgate on loopback, driven record by record
 # with tests/tools/fcgi_raw (no web server in between), so that what is
 # asserted is exactly what went over the wire. One event loop (workers = 1)
@@ -22,10 +22,9 @@
 #    decision is in the audit database.
 # 8. Under a policy given at start (chrt -b) the loop keeps it, also while
 #    it waits for Redis.
-# Then, for contrast, the threads engine with one worker: a kept connection
-#    does pin it (what 2 shows the events engine does not do).
+# 0. rlgate -t: quiet at workers = 1, a warning at more loops than CPUs,
+#    and engine = threads (gone) refused with file:line.
 . "$(dirname "$0")/lib.sh"
-unset RLGATE_TEST_ENGINE	# this test is about the events engine itself
 
 FCGI_RAW=$TOP/tests/tools/fcgi_raw
 if [ ! -x "$FCGI_RAW" ]; then
@@ -39,7 +38,6 @@ AUDIT_DB=$T/audit.db
 STATUS=/rlgate-status
 cat > "$T/rlgate.ini" <<EOF
 [gateway]
-engine = events
 workers = 1
 status_path = $STATUS
 
@@ -85,7 +83,23 @@ limit = 1
 window = 2s
 burst = 1
 EOF
-check "rlgate -t accepts the test configuration" "$RLGATE" -t -c "$T/rlgate.ini"
+# ---- 0. rlgate -t ------------------------------------------------------------
+is "rlgate -t at workers = 1: configuration OK and nothing else (stdout and stderr)" \
+	"configuration OK" "$("$RLGATE" -t -c "$T/rlgate.ini" 2>&1)"
+CPUS=$(getconf _NPROCESSORS_ONLN)
+sed -e "s/^workers = 1$/workers = $((CPUS + 1))/" "$T/rlgate.ini" > "$T/many.ini"
+"$RLGATE" -t -c "$T/many.ini" > "$T/many.out" 2>&1
+is "rlgate -t at workers = $((CPUS + 1)) on $CPUS CPUs: exit 0, configuration OK" \
+	"0 configuration OK" "$? $(tail -n 1 "$T/many.out")"
+is "rlgate -t at workers = $((CPUS + 1)): warns on stderr, with file:line, that more loops than CPUs only add context switches" \
+	"warning: $T/many.ini:2: [gateway] workers: $((CPUS + 1)) event loops on $CPUS CPUs: more loops than CPUs only add context switches" \
+	"$(grep -o '^warning: .*: more loops than CPUs only add context switches' "$T/many.out")"
+sed -e 's/^workers = 1$/workers = 1\nengine = threads/' "$T/rlgate.ini" > "$T/threads.ini"
+"$RLGATE" -t -c "$T/threads.ini" > "$T/threads.out" 2>&1
+is "rlgate -t with engine = threads: refused (exit 1), naming file:line and what to do" \
+	"1 $T/threads.ini:3: [gateway] engine: \"threads\": the key is gone: rlgate has one engine" \
+	"$? $(grep -o '^.*: the key is gone: rlgate has one engine' "$T/threads.out")"
+check "and says to remove the line" grep -q 'remove this line' "$T/threads.out"
 start_rlgate "$T/rlgate.ini" || exit 1
 PID=$RLGATE_PID
 LOG=$T/rlgate.log
@@ -181,8 +195,6 @@ check "and when the client is gone, rlgate closes all 41 (2 sockets again)" wait
 # arrive on 20 connections meanwhile and must go to Redis together.
 count0=$(metric rlgate_redis_latency_seconds_count)
 sum0=$(metric rlgate_redis_latency_seconds_sum)
-check "the start-up log says the loops wait for work at SCHED_BATCH" \
-	grep -q 'info: the event loops wait for work at SCHED_BATCH' "$LOG"
 check "the loop waits for work at SCHED_BATCH (B): a new connection preempts nobody" wait_for 2 loop_class_is B
 rcli EVAL "$BUSY_LUA" 0 1500000 > "$T/busy.out" 2>&1 &
 BUSY=$!
@@ -335,8 +347,6 @@ RLGATE_PORT=
 RLGATE_WRAPPER="chrt -b 0" start_rlgate "$T/rlgate.ini" batch || exit 1
 PID=$RLGATE_PID
 ADDR=127.0.0.1:$RLGATE_PORT
-check "chrt -b: the policy given at start is logged as kept" \
-	wait_for 5 grep -q 'info: scheduling policy SCHED_BATCH given at start: every thread keeps it' "$T/batch.log"
 is "chrt -b: the audit writer keeps it too (B, where it would idle: IDL)" B \
 	"$(thread_class "$PID" audit-writer)"
 rcli EVAL "$BUSY_LUA" 0 1500000 > /dev/null 2>&1 &
@@ -351,17 +361,6 @@ check "chrt -b: the loop's call waits in Redis's socket" wait_for 3 redis_unread
 is "chrt -b: the loop waits for Redis at SCHED_BATCH (B), the policy it was given" B "$(loop_class)"
 wait "$KEPT" "$BUSY"
 is "chrt -b: the request was answered 200" 200 "$(statuses "$T/kept.out")"
-stop_rlgate
-
-# ---- Contrast: the threads engine, one worker ----------------------------------
-sed -e 's/^engine = events$/engine = threads/' "$T/rlgate.ini" > "$T/threads.ini"
-RLGATE_PORT=
-start_rlgate "$T/threads.ini" threads || exit 1
-"$FCGI_RAW" -t 1000 "127.0.0.1:$RLGATE_PORT" \
-    'request 1 responder keep GET /open/item 10.8.0.1' 'wait-reply 1' \
-    'conn 1' 'request 1 responder keep GET /open/item 10.8.0.2' 'wait-reply 1' > "$T/pinned.out"
-is "contrast, engine = threads with 1 worker: a kept connection pins it; a new connection's request gets no reply in 1 s (TIMEOUT)" \
-	"STDOUT 1 Status: 200 / $REPLY_OK / TIMEOUT" "$(summary "$T/pinned.out")"
 stop_rlgate
 
 finish

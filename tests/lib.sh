@@ -98,18 +98,9 @@ subst() {
 	printf '%s\n' "$out"
 }
 
-# engine_ini CONF: with RLGATE_TEST_ENGINE set (tests/run sets it to run
-# some tests again on the other engine), CONF gets that engine.
-engine_ini() {
-	[ -n "${RLGATE_TEST_ENGINE:-}" ] || return 0
-	grep -qx "engine = $RLGATE_TEST_ENGINE" "$1" ||
-		printf '\n[gateway]\nengine = %s\n' "$RLGATE_TEST_ENGINE" >> "$1"
-}
-
 # start_rlgate CONF [NAME]: rlgate listening on 127.0.0.1:$RLGATE_PORT.
 start_rlgate() {
 	local name=${2:-rlgate}
-	engine_ini "$1"
 	RLGATE_PORT=${RLGATE_PORT:-$(free_port)}
 	${RLGATE_WRAPPER:-} "$RLGATE" -c "$1" -s "127.0.0.1:$RLGATE_PORT" 2>>"$T/$name.log" &
 	RLGATE_PID=$!
@@ -326,7 +317,6 @@ start_nginx() {
 # stderr to /dev/null: the sh -c keeps it). Sets SPAWNED_PIDS.
 spawn_rlgate() {
 	local addr=$1 conf=$2 n=$3 name=$4 p
-	engine_ini "$conf"
 	local where=(-a "${addr%:*}" -p "${addr##*:}")
 	case $addr in unix:*) where=(-s "${addr#unix:}" -M 0660 -U www-data -G www-data);; esac
 	touch "$T/$name.log" && chown www-data "$T/$name.log"
@@ -380,7 +370,6 @@ deploy_ini() {
 	limit = 3
 	window = 1m
 	EOF
-	engine_ini "$1"
 	"$RLGATE" -t -c "$1" >/dev/null
 }
 
