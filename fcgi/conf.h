@@ -14,8 +14,9 @@
 #include <stddef.h>
 
 #define RLG_DEFAULT_CONF	"/etc/rlgate/rlgate.ini"
-/* [audit] defaults; also tests/tools/audit_bench's. DESIGN.md's batch is
- * 1000: README, "Where rlgate goes beyond DESIGN.md". */
+/* [audit] defaults; also tests/tools/audit_bench's. The writer writes as
+ * soon as a batch waits: a smaller batch means shorter writes under load
+ * (DESIGN.md's example says 1000). */
 #define RLG_AUDIT_FLUSH_MS	50
 #define RLG_AUDIT_BATCH		200
 #define RLG_AUDIT_QUEUE		100000

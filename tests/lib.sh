@@ -57,9 +57,6 @@ BUSY_LUA="local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]
 repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= tonumber(ARGV[1])
 return 1"
 redis_held() { ! timeout 0.3 redis-cli -p "$REDIS_PORT" PING > /dev/null 2>&1; }
-# thread_class PID NAME: the scheduling class of PID's threads named NAME, as
-# ps shows it (TS: SCHED_OTHER, B: SCHED_BATCH, IDL: SCHED_IDLE), blank-separated.
-thread_class() { ps -L -o comm=,cls= -p "$1" | awk -v name="$2" '$1 == name { print $2 }' | paste -sd ' '; }
 # now_ms: the wall clock in milliseconds.
 now_ms() { date +%s%3N; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
