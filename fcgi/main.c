@@ -154,7 +154,7 @@ open_listener(const char *addr)
 		 * directory the socket lives in. */
 		chmod(path, 0666);
 	} else {
-		if ((port = conf_split_address(addr, host,
+		if ((port = netaddr_split(addr, host,
 		    sizeof(host))) == NULL)
 			fatal("listen %s: use unix:/path or host:port", addr);
 		memset(&hints, 0, sizeof(hints));

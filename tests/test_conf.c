@@ -456,12 +456,12 @@ test_operations_keys(void **state)
 	assert_null(c->status_path);
 	assert_int_equal(c->nstatus_allow, 2);
 	assert_int_equal(c->rules[0].deny_cache, 0);
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET6,
-	    (inet_pton(AF_INET6, "::1", a), a)));
-	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "10.0.0.1", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET6, (inet_pton(AF_INET6, "::1", a), a)));
+	assert_false(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "10.0.0.1", a), a)));
 	conf_free(c);
 
 	c = load_ok("[gateway]\ndry_run = yes\nstatus_path = /rlgate-status//\n"
@@ -470,11 +470,11 @@ test_operations_keys(void **state)
 	assert_int_equal(c->dry_run, 1);
 	assert_string_equal(c->status_path, "/rlgate-status");
 	assert_int_equal(c->nstatus_allow, 1);
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "10.9.8.7", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "10.9.8.7", a), a)));
 	/* Given, the list replaces the default: loopback is out. */
-	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_false(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "127.0.0.1", a), a)));
 	assert_int_equal(c->rules[0].deny_cache, 1);
 	conf_free(c);
 
@@ -1181,14 +1181,14 @@ test_split_address(void **state)
 	char host[16];
 
 	(void)state;
-	assert_string_equal(conf_split_address("127.0.0.1:9000", host,
+	assert_string_equal(netaddr_split("127.0.0.1:9000", host,
 	    sizeof(host)), "9000");
 	assert_string_equal(host, "127.0.0.1");
-	assert_string_equal(conf_split_address("[::1]:6379", host,
+	assert_string_equal(netaddr_split("[::1]:6379", host,
 	    sizeof(host)), "6379");
 	assert_string_equal(host, "::1");
-	assert_null(conf_split_address("nocolon", host, sizeof(host)));
-	assert_null(conf_split_address("a-very-long-host-name:1", host,
+	assert_null(netaddr_split("nocolon", host, sizeof(host)));
+	assert_null(netaddr_split("a-very-long-host-name:1", host,
 	    sizeof(host)));
 }
 
