@@ -258,6 +258,37 @@ db_rule_names(struct rdbs *dbs, char *buf, size_t len)
 	}
 }
 
+const char *
+db_column_str(sqlite3_stmt *st, int col, struct db_str *sb)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+	size_t n, need, o = 0;
+
+	if (t == NULL)
+		return NULL;
+	n = (size_t)sqlite3_column_bytes(st, col);
+	if (memchr(t, '\0', n) == NULL)
+		return t;
+	need = 2 * n + 1;
+	if (need > sb->cap) {
+		char *b = realloc(sb->buf, need);
+
+		if (b == NULL)
+			return t;	/* cut at the NUL, as SQLite's C string is */
+		sb->buf = b;
+		sb->cap = need;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (t[i] == '\0') {
+			sb->buf[o++] = (char)0xc0;
+			sb->buf[o++] = (char)0x80;
+		} else
+			sb->buf[o++] = t[i];
+	}
+	sb->buf[o] = '\0';
+	return sb->buf;
+}
+
 /*
  * The table to scan for f: "decisions", or "decisions NOT INDEXED" when f
  * picks a rule that holds a good share of the rows (and no key or time

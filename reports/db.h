@@ -52,6 +52,26 @@ int		 db_has(struct rdbs *dbs, const char *rule, const char *key,
  */
 void		 db_rule_names(struct rdbs *dbs, char *buf, size_t len);
 
+/*
+ * A growable buffer for db_column_str(); zero it first, free buf with
+ * free().
+ */
+struct db_str {
+	char		*buf;
+	size_t		 cap;
+};
+
+/*
+ * The text of column col of the current row as a C string, or NULL for SQL
+ * NULL. A text holding NUL bytes (a client's bytes stored as they came) is
+ * not cut at the first one: each NUL is written as the two bytes C0 80 (the
+ * "modified UTF-8" of Java and Tcl), which output.c writes as \u0000 in JSON
+ * and U+FFFD elsewhere. Valid until the next step of st or the next call
+ * with the same sb (one sb per column). Out of memory, the text is cut at
+ * its first NUL.
+ */
+const char	*db_column_str(sqlite3_stmt *st, int col, struct db_str *sb);
+
 /* A row filter shared by every reader: rule, key, [since, until). */
 struct filter {
 	const char	*rule;		/* NULL = every rule */

@@ -28,23 +28,6 @@
 #define COLOR_DENIED	"#c62828"
 #define COLOR_LIMIT	"#1565c0"
 
-void
-out_html_str(FILE *fp, const char *s)
-{
-	if (s == NULL)
-		return;
-	for (; *s; s++) {
-		switch (*s) {
-		case '&': fputs("&amp;", fp); break;
-		case '<': fputs("&lt;", fp); break;
-		case '>': fputs("&gt;", fp); break;
-		case '"': fputs("&quot;", fp); break;
-		case '\'': fputs("&#39;", fp); break;
-		default: fputc(*s, fp);
-		}
-	}
-}
-
 static void
 page_start(FILE *fp, const char *title)
 {

@@ -810,6 +810,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 */
 	const char *last_rule = NULL, *last_key = NULL;
 	struct kcache *kc;
+	struct db_str rb = { 0 }, kb = { 0 };
 	uint32_t kid = 0, pid = 0;
 	sqlite3_stmt *st;
 	int rc, ret = -1;
@@ -822,8 +823,8 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	    "reason = 'limit' AND rule IS NOT NULL", err, errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *rule = (const char *)sqlite3_column_text(st, 0);
-		const char *key = (const char *)sqlite3_column_text(st, 1);
+		const char *rule = db_column_str(st, 0, &rb);
+		const char *key = db_column_str(st, 1, &kb);
 		const char *alg = (const char *)sqlite3_column_text(st, 2);
 		int64_t cost, limit, window, burst, delay;
 		int allowed = sqlite3_column_int(st, 9) != 0;
@@ -909,6 +910,8 @@ oom:
 	snprintf(err, errlen, "out of memory");
 out:
 	sqlite3_finalize(st);
+	free(rb.buf);
+	free(kb.buf);
 	return ret;
 }
 

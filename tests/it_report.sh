@@ -185,6 +185,53 @@ want=$(sqlite3 -separator , "$big" "SELECT ts_ms / 1000 * 1000, sum(allowed), su
 got=$("$REPORT" -f csv "$big" | awk -F, 'NR > 1 { print $2 "," $6 "," $7 }')
 is "per-second allowed and denied equal GROUP BY ts_ms / 1000 ($(wc -l <<< "$want") windows)" "$want" "$got"
 
+echo "# bytes that are not text: every format stays valid"
+# Keys a client could send, stored as they came (an older gateway did):
+# e9 and ff (not UTF-8), a NUL inside, an ESC sequence, a quote and a comma;
+# 6 admitted against 5 a second, so that --verify names every key.
+newdb "$T/bytes.db"
+sqlite3 "$T/bytes.db" "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed,
+  reason, cost, limit_value, window_ms, burst)
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9)
+SELECT $BASE + i, 'b' || i, 'api', CAST(X'61e9ff62' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n
+UNION ALL SELECT $BASE + i, 'c' || i, 'api', CAST(X'610063' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n
+UNION ALL SELECT $BASE + i, 'd' || i, 'api', CAST(X'1b5b33316d22782c79' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n"
+jsonok() { python3 -c 'import json, sys; json.loads(sys.stdin.buffer.read())'; }
+for args in "-r api" "--top 5" "--verify -r api"; do
+	# shellcheck disable=SC2086
+	"$REPORT" $args -f json "$T/bytes.db" > "$T/bytes.json"
+	check "JSON ($args) loads in Python" jsonok < "$T/bytes.json"
+	# shellcheck disable=SC2086
+	"$REPORT" $args -f csv "$T/bytes.db" > "$T/bytes.csv"
+	check "CSV ($args) is UTF-8 and parses, every row as wide as the header" python3 -c '
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], encoding="utf-8", newline="")))
+assert rows and all(len(r) == len(rows[0]) for r in rows), rows' "$T/bytes.csv"
+	# shellcheck disable=SC2086
+	"$REPORT" $args "$T/bytes.db" > "$T/bytes.txt"
+	check "text ($args) is UTF-8 without a control character" python3 -c '
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")
+assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in t), repr(t)' "$T/bytes.txt"
+done
+keys=$("$REPORT" -r api -f json "$T/bytes.db" | python3 -c '
+import json, sys
+print(" ".join(ascii(s["key"]) for s in json.loads(sys.stdin.buffer.read())["series"]))')
+is "JSON: invalid bytes as U+FFFD each, the NUL as U+0000, the ESC as U+001B" \
+	"'\\x1b[31m\"x,y' 'a\\x00c' 'a\\ufffd\\ufffdb'" "$keys"
+is "CSV: the three keys, quoted where needed" \
+	"$(printf '\033[31m"x,y\na\357\277\275c\na\357\277\275\357\277\275b')" \
+	"$("$REPORT" -r api -f csv "$T/bytes.db" | python3 -c '
+import csv, sys
+for r in list(csv.reader(sys.stdin))[1:]:
+    print(r[4])' | uniq)"
+"$REPORT" -r api -f html -o "$T/bytes.html" "$T/bytes.db"
+check "HTML is UTF-8, keys entity-escaped, no control character" python3 -c '
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")
+assert "key a\ufffd\ufffdb" in t and "\ufffd[31m&quot;x,y" in t and "a\ufffdc" in t, t
+assert not any(ord(c) < 32 and c not in "\t\n\r" for c in t)' "$T/bytes.html"
+
 echo "# errors: one sentence on stderr, exit 2"
 printf 'not a database at all, just text\n%.0s' $(seq 200) > "$T/text.db"
 : > "$T/empty.db"
