@@ -22,6 +22,20 @@ struct rdbs {
 };
 
 /*
+ * The database files that the command line's arguments name, in order: a
+ * file as it is; a directory: every file in it whose name ends in ".db"
+ * (not starting with "."), sorted by name, which is by date for the
+ * gateway's audit-%Y-%m-%d.db; an argument holding * ? or [ that is not a
+ * file itself: the files glob(3) finds, sorted. A path named twice is kept
+ * once. Returns 0 and a list (*paths, *n) the caller frees with
+ * db_paths_free(), or -1 with one sentence in err (a directory without
+ * .db files, a pattern that matches nothing).
+ */
+int		 db_expand(char **args, size_t nargs, char ***paths, size_t *n,
+		    char *err, size_t errlen);
+void		 db_paths_free(char **paths, size_t n);
+
+/*
  * Opens every path read-only and checks its schema. On failure closes what
  * was opened and writes one sentence naming the file into err ("audit.db:
  * no such file", "x.db: not an rlgate audit database (no decisions

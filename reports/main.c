@@ -30,7 +30,7 @@ usage(FILE *f)
 {
 	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
 	    "                     [-f text|csv|json|html] [-o FILE] [--verify [-p DUR]]\n"
-	    "                     [--top N] AUDIT.db [MORE.db ...]\n"
+	    "                     [--top N] AUDIT.db|DIR|'GLOB' ...\n"
 	    "  -w DUR       window width: 1ms, 250ms, 1s, 1m, 1h, 1d (default 1s)\n"
 	    "  -r RULE      only this rule; one series per key\n"
 	    "  -k KEY       only this key; one series per rule and key\n"
@@ -43,7 +43,9 @@ usage(FILE *f)
 	    "  -p DUR       sliding_window block width for --verify (default: inferred)\n"
 	    "  --top N      the N keys with the most denials and their deny ratio\n"
 	    "  -V, -h       version, this help\n"
-	    "Several databases (one per gateway host) are merged into one timeline.\n"
+	    "Several databases (one per gateway host, or per day) are merged into one\n"
+	    "timeline; a directory means every *.db file in it, a quoted pattern\n"
+	    "(audit-2025-11-*.db) the files it matches, both sorted by name.\n"
 	    "Exit status: 0 fine, 1 a violation (--verify), 2 an error.\n", f);
 }
 
@@ -112,7 +114,8 @@ main(int argc, char **argv)
 	long long top_n = 0;
 	int verify = 0, direct = 0, ch, status = 0, rc;
 	const char *outpath = NULL, *errstr;
-	char err[512], tmppath[4096] = "";
+	char err[512], tmppath[4096] = "", **paths;
+	size_t npaths;
 	FILE *out = stdout;
 
 	opterr = 0;
@@ -185,7 +188,12 @@ main(int argc, char **argv)
 	if (precision_ms > 0 && !verify)
 		die("-p only applies to --verify");
 
-	if (db_open_all(&dbs, argv + optind, (size_t)(argc - optind), err, sizeof(err)) == -1)
+	if (db_expand(argv + optind, (size_t)(argc - optind), &paths, &npaths, err,
+	    sizeof(err)) == -1)
+		die("%s", err);
+	rc = db_open_all(&dbs, paths, npaths, err, sizeof(err));
+	db_paths_free(paths, npaths);
+	if (rc == -1)
 		die("%s", err);
 	if (f.rule != NULL || f.key != NULL) {
 		if ((rc = db_has(&dbs, f.rule, f.key, err, sizeof(err))) == -1)

@@ -160,6 +160,36 @@ is "merged: each host alone holds the limit" "0 0" "$ra $rb"
 is "merged: together they broke it" 1 "$rc"
 check "merged: the violation counts both hosts' rows" grep -Fq 'admitted 120, limit 100' <<< "$out"
 
+echo "# one database per day: a directory or a pattern"
+mkdir -p "$T/days"
+# 3 + 3 admitted against 5 a second, across midnight, in two daily files:
+# each file keeps the limit, together they break it.
+MID=$((BASE - 36000000))	# 2025-11-22 00:00:00.000
+for d in 20 21 22; do newdb "$T/days/audit-2025-11-$d.db"; done
+for i in 0 1 2; do
+	row "$T/days/audit-2025-11-21.db" $((MID - 100 + i)) api k sliding_log 1 5 1000
+	row "$T/days/audit-2025-11-22.db" $((MID + 100 + i)) api k sliding_log 1 5 1000
+done
+row "$T/days/audit-2025-11-20.db" $((MID - 86400000 - 1000)) api k sliding_log 1 5 1000
+echo "not a database" > "$T/days/notes.txt"
+explicit=$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-20.db" "$T/days/audit-2025-11-21.db" \
+	"$T/days/audit-2025-11-22.db")
+is "a directory reads its *.db files, as if each were named" "$explicit" \
+	"$("$REPORT" -f csv -w 1d "$T/days")"
+is "a directory: three days, 1 + 3 + 3 allowed" "1 3 3" "$(awk -F, 'NR > 1 { printf "%s%s", sep, $6; sep = " " }' <<< "$explicit")"
+is "a quoted pattern reads the files it matches (two days)" \
+	"$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-21.db" "$T/days/audit-2025-11-22.db")" \
+	"$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-2[12].db")"
+out=$("$REPORT" --verify "$T/days/audit-2025-11-21.db"); rc=$?
+is "--verify: one day alone keeps the limit" 0 "$rc"
+out=$("$REPORT" --verify "$T/days"); rc=$?
+is "--verify on the directory: midnight's 6 in 1 s break it" 1 "$rc"
+check "--verify on the directory: the violation counts both days' rows" \
+	grep -Fq 'VIOLATION rule api key k (sliding_log): interval (2025-11-22 00:00:00.102 - 1s, 2025-11-22 00:00:00.102] admitted 6, limit 5' <<< "$out"
+out=$("$REPORT" "$T/days/audit-2025-11-2*.db" "$T/days"); rc=$?
+check "a file named twice (pattern and directory) is read once: 7 decisions" \
+	grep -q '^rlgate-report: 7 decisions from 3 databases' <<< "$out"
+
 echo "# --top"
 newdb "$T/top.db"
 sqlite3 "$T/top.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99)
@@ -254,7 +284,8 @@ err "a text file" "text.db: not an SQLite database" "$T/text.db"
 err "an empty file" "empty.db: not an rlgate audit database (no decisions table)" "$T/empty.db"
 err "another SQLite database" "other.db: not an rlgate audit database (no decisions table)" "$T/other.db"
 err "a decisions table without the columns" "cols.db: not an rlgate audit database (table decisions has no column request_id)" "$T/cols.db"
-err "a directory" "is a directory" "$T"
+err "a directory without databases" "ro: a directory without audit databases (no \\*.db file in it)" "$T/ro"
+err "a pattern that matches nothing" "nope-\\*.db: no file matches" "$T/nope-*.db"
 err "a bad one among good ones" "nope.db: no such file" "$DEMO" "$T/nope.db"
 err "unknown rule" 'unknown rule "nosuch" (the database knows: user_list)' -r nosuch "$DEMO"
 err "unknown key of a rule" 'rule "user_list" has no key "org9"' -r user_list -k org9 "$DEMO"
