@@ -21,6 +21,8 @@ struct out_meta {
 	int64_t			 width_ms;
 	const struct filter	*filter;
 	const struct rdbs	*dbs;
+	const struct verify	*verify;	/* html: violations to mark, or NULL */
+	int			 unmatched;	/* html: chart the "no rule" series too */
 };
 
 int	out_report(FILE *fp, enum out_format fmt, const struct agg *a,
@@ -30,7 +32,13 @@ int	out_verify(FILE *fp, enum out_format fmt, const struct verify *v,
 int	out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 	    const struct out_meta *m);
 
-/* html.c */
+/*
+ * html.c. The report's page: per series, admitted decisions against the
+ * limit in one panel and denials in another, each on its own scale, so
+ * that 100 admitted stay readable beside 100,000 denied; windows where
+ * m->verify found a violation are marked on both. The "no rule" series is
+ * counted in the summary but charted only with m->unmatched.
+ */
 int	html_report(FILE *fp, const struct agg *a, const struct out_meta *m);
 int	html_top(FILE *fp, const struct top *t, size_t n, const struct out_meta *m);
 

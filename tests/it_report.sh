@@ -304,7 +304,7 @@ err "no database" 'no audit database given' -w 1s
 err "--top 0" '--top "0" is too small' --top 0 "$DEMO"
 err "--top x" '--top "x" is not a whole number' --top x "$DEMO"
 err "--verify with --top" 'give one of them' --verify --top 3 "$DEMO"
-err "--verify as html" '--verify writes text, csv or json' --verify -f html "$DEMO"
+err "--unmatched without html" '--unmatched only applies to the -f html report' --unmatched "$DEMO"
 err "unwritable -o" "cannot write" -o "$T/no/such/dir/r.txt" "$DEMO"
 
 echo "# HTML in headless Chromium"
@@ -340,6 +340,55 @@ else
 	check "one key: time axis labels in UTC" grep -Eq '>10:[0-5][0-9](:[0-5][0-9])?<' "$T/key.dom"
 	browse "$T/key.html" --screenshot="$T/key.png" > /dev/null
 	check "a screenshot is taken (PNG)" sh -c "head -c 8 '$T/key.png' | grep -q PNG"
+
+	# Denials dominate a thousand to one: 10 admitted against 10,000 denied a
+	# second (limit 10/s), 12 admitted in the fourth second (a violation),
+	# and requests no rule applied to.
+	newdb "$T/flood.db"
+	sqlite3 "$T/flood.db" "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 5),
+	n(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM n WHERE j < 10009)
+	INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason, cost, limit_value, window_ms, burst)
+	SELECT $BASE + i * 1000 + j / 11, 'f', 'api', 'k', 'fixed_window', j < CASE i WHEN 3 THEN 12 ELSE 10 END,
+	  'limit', 1, 10, 1000, 10 FROM s, n;
+	INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason)
+	SELECT ts_ms, 'u', NULL, NULL, NULL, 1, 'unmatched' FROM decisions WHERE allowed = 1"
+	geometry() {	# DOM: per chart, its id, then each bar's admitted height / its panel's height
+		python3 -c '
+import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+for sec in re.findall(r"<section class=\"chart\" id=\"(series-\d+)\">(.*?)</section>", t, re.S):
+    ids, body = sec
+    panels = re.findall(r"<g class=\"panel-(admitted|denied)\">", body)
+    heights = [float(h) for h in re.findall(r"<g class=\"bar\"[^>]*>(?:(?!</g>).)*?<rect class=\"allowed\" [^>]*height=\"([\d.]+)\"", body, re.S)]
+    print(ids, "+".join(panels), " ".join("%.2f" % (h / 200) for h in heights))' "$1"
+	}
+	"$REPORT" -f html -o "$T/flood.html" "$T/flood.db"
+	browse "$T/flood.html" --dump-dom > "$T/flood.dom"
+	is "1000:1: one chart (the rule), two panels, each admitted bar on its own scale (10 under a limit of 10: two thirds of the panel)" \
+		"series-1 admitted+denied 0.67 0.67 0.67 0.80 0.67 0.67" "$(geometry "$T/flood.dom")"
+	check "1000:1: the limit line is in the admitted panel's scale (10 per 1s)" \
+		grep -q 'limit 10 per 1s' "$T/flood.dom"
+	check "1000:1: the unmatched series is left out, and the page says so" \
+		grep -q '62 decisions no rule applied to (not limited) are not charted; --unmatched shows them' "$T/flood.dom"
+	is "1000:1: no violation marked without --verify" 0 "$(grep -c 'class="violation"' "$T/flood.dom")"
+	"$REPORT" -f html --unmatched -o "$T/flood-u.html" "$T/flood.db"
+	browse "$T/flood-u.html" --dump-dom > "$T/flood-u.dom"
+	is "--unmatched: the no-rule series charted too, after the rule" \
+		"series-1 series-0" "$(geometry "$T/flood-u.dom" | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//')"
+	"$REPORT" -f html --verify -o "$T/flood-v.html" "$T/flood.db"; rc=$?
+	is "--verify -f html exits 1 on a violation" 1 "$rc"
+	browse "$T/flood-v.html" --dump-dom > "$T/flood-v.dom"
+	is "--verify -f html: one marked stretch, the fourth second" \
+		'<g class="violation" data-from="2025-11-22 10:00:03.000" data-to="2025-11-22 10:00:04.000" data-violations="1">' \
+		"$(grep -o '<g class="violation"[^>]*>' "$T/flood-v.dom")"
+	check "--verify -f html: the violation listed under the chart" \
+		grep -q '<tr class="violation"><td>api</td><td>k</td><td>2025-11-22 10:00:03.000</td>' "$T/flood-v.dom"
+	"$REPORT" -f html --verify -o "$T/demo-v.html" "$DEMO"; rc=$?
+	is "--verify -f html on the demo: exit 0" 0 "$rc"
+	check "--verify -f html on the demo: says the limit held, nothing marked" \
+		sh -c "grep -q 'every limit held' '$T/demo-v.html' && ! grep -q 'class=\"violation\"' '$T/demo-v.html'"
+	browse "$T/flood-v.html" --screenshot="$T/flood.png" > /dev/null
+	check "1000:1 page: a screenshot is taken (PNG)" sh -c "head -c 8 '$T/flood.png' | grep -q PNG"
 fi
 
 finish
