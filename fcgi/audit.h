@@ -149,14 +149,6 @@ void		 audit_stop(struct audit *a);
 long long	 audit_close(struct audit *a, long long give_up_ms);
 
 /*
- * Whether a's writer idles (SCHED_IDLE) until rows pile up, or keeps the
- * policy it started with: normal priority where this process could not
- * raise it back (see audit.c), or the one given at start (policy.h).
- * Fixed by audit_open().
- */
-int		 audit_writer_idles(const struct audit *a);
-
-/*
  * fn is called by a's writer thread after each write attempt, committed or
  * failed, without a's lock (it may call audit_stats()). Set it before rows
  * come. Accepts NULL a.
