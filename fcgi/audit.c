@@ -8,6 +8,7 @@
  * for. Both threads run at the process's priority, which is the
  * operator's to set. Not for reading the database: reports/ does that.
  */
+#include <sys/statvfs.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +41,8 @@
  * the writer checkpoints itself, so that the WAL stays bounded. */
 #define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
+#define AUDIT_WAL_LIMIT		(64 << 20)	/* bytes; above the fallback's
+						 * 4 x 4000 frames */
 #define AUDIT_GAP_US		2000	/* between back-to-back commits */
 #define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
 /* Longer strings are cut: a row SQLite refuses would block the queue. */
@@ -78,6 +81,9 @@ struct audit {
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, busy_wait() */
 	int			 err_busy;	/* failed on another's lock */
+	int			 err_full;	/* failed for want of space */
+	int			 truncate_wal;	/* checkpoint and truncate the WAL
+						 * before the next write */
 	int			 wal_frames;	/* WAL size after last commit */
 	int			 writer_ckpt_failing; /* said so already */
 	struct qrow		**txn;		/* rows being written */
@@ -86,10 +92,8 @@ struct audit {
 
 	/* Everything below is guarded by mu. */
 	pthread_mutex_t		 mu;
-	/* wake: the writer, for rows or closing (CLOCK_MONOTONIC); room:
-	 * pushers, for room in the queue, and close, for pushers gone. */
+	/* wake: the writer, for rows or closing (CLOCK_MONOTONIC). */
 	pthread_cond_t		 wake;
-	pthread_cond_t		 room;
 	struct qrow		**ring;		/* the queue: count from head */
 	size_t			 cap;
 	size_t			 head;
@@ -97,13 +101,14 @@ struct audit {
 	size_t			 batch;
 	long long		 flush_interval_ms;
 	int			 writer_waiting; /* signal wake only then */
-	int			 room_waiters;
-	int			 pushers;	/* threads in audit_push() */
 	int			 stopping;	/* audit_push() refuses rows */
 	int			 closing;	/* writer drains, then ends */
 	long long		 give_up_at;	/* monotonic ms, once closing */
 	long long		 written;
 	long long		 failures;
+	long long		 lost;		/* rows refused: queue full */
+	long long		 lost_logged;	/* lost when last logged */
+	long long		 lost_log_at;	/* monotonic ms of that line */
 	void			(*on_write)(void);	/* audit_on_write() */
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
 	pthread_cond_t		 ckpt;
@@ -237,8 +242,12 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	st = NULL;
 	/* In WAL mode NORMAL loses no committed row on a crash, only on
 	 * power loss. */
+	/* A WAL that an outage made larger than the writer's own fallback
+	 * lets it grow is cut back when it starts again from its
+	 * beginning. */
 	snprintf(sql, sizeof(sql), "PRAGMA synchronous=NORMAL; "
-	    "PRAGMA cache_size=-%d", AUDIT_CACHE_KB);
+	    "PRAGMA cache_size=-%d; PRAGMA journal_size_limit=%d",
+	    AUDIT_CACHE_KB, AUDIT_WAL_LIMIT);
 	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) !=
 	    SQLITE_OK)
@@ -397,6 +406,25 @@ ckpt_main(void *arg)
 }
 
 /*
+ * Is the free space on the database's file system less than twice what
+ * the WAL holds? A checkpoint copies the WAL's pages into the database
+ * file, which may need that much room: past that point the WAL could fill
+ * the disk and no checkpoint could ever give its space back. So on a
+ * small or filling disk the writer checkpoints at once, whatever the
+ * WAL's size.
+ */
+static int
+low_on_space(struct audit *a)
+{
+	struct statvfs fs;
+
+	if (a->wal_frames == 0 || statvfs(a->path, &fs) == -1)
+		return 0;
+	return (long long)fs.f_bavail * (long long)fs.f_frsize <
+	    2LL * a->wal_frames * (4096 + 24);
+}
+
+/*
  * Writes the first rows of rows[0..n) in one transaction, as many as fit
  * in AUDIT_TXN_MS. Returns how many were committed (at least 1), or -1
  * with a->err set and nothing written (the transaction is rolled back).
@@ -406,7 +434,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 {
 	long long stop;
 	size_t i;
-	int rc, moved = 0;
+	int rc, e, moved = 0;
 
 	/*
 	 * Removed or renamed (rotated) under us: writes would go to a file
@@ -421,6 +449,17 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	/* Reopening on another's lock is a busy failure like any other. */
 	if (a->db == NULL && db_open(a, a->err, sizeof(a->err)) == -1)
 		return -1;
+	/*
+	 * After a full disk: the WAL has taken the space, and a checkpoint
+	 * is what gives it back (it needs room in the database file for
+	 * the pages it copies, which freeing space provides).
+	 */
+	if (a->truncate_wal && sqlite3_wal_checkpoint_v2(a->db, NULL,
+	    SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL) == SQLITE_OK) {
+		log_info("audit: %s: the WAL is checkpointed and truncated",
+		    a->path);
+		a->truncate_wal = 0;
+	}
 
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
@@ -443,7 +482,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	/* Once the WAL is checkpointed, the next commit starts it again
 	 * from its beginning, and wal_frames falls. */
 	if (a->wal_frames >= AUDIT_CHECKPOINT_MAX || (!a->ckpt_started &&
-	    a->wal_frames >= AUDIT_CHECKPOINT_PAGES))
+	    a->wal_frames >= AUDIT_CHECKPOINT_PAGES) || low_on_space(a))
 		checkpoint(a, a->db, SQLITE_OK, 1);
 	else if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		pthread_mutex_lock(&a->mu);
@@ -467,9 +506,33 @@ fail:
 	 */
 	a->err_busy = (rc & 0xff) == SQLITE_BUSY ||
 	    (rc & 0xff) == SQLITE_LOCKED;
+	e = sqlite3_system_errno(a->db);
+	a->err_full = (rc & 0xff) == SQLITE_FULL || e == ENOSPC ||
+	    e == EDQUOT || e == EFBIG;
+	if (a->err_full)
+		a->truncate_wal = 1;
 	if (!a->err_busy)
 		db_close(a);
 	return -1;
+}
+
+/*
+ * The rows audit_push() could not queue since the last such line, in one
+ * line a second at most (force: now, at the end). Under mu.
+ */
+static void
+log_lost(struct audit *a, int force)
+{
+	long long now = mono_ms();
+
+	if (a->lost == a->lost_logged ||
+	    (!force && now - a->lost_log_at < 1000))
+		return;
+	log_error("audit: %s: the queue is full (%zu rows): %lld rows not "
+	    "recorded since the last line, %lld in all", a->path, a->cap,
+	    a->lost - a->lost_logged, a->lost);
+	a->lost_logged = a->lost;
+	a->lost_log_at = now;
 }
 
 static void *
@@ -479,13 +542,14 @@ writer_main(void *arg)
 	struct timespec gap = { 0, AUDIT_GAP_US * 1000 };
 	long long now, due, at, retry_at = 0, backoff = 0, done;
 	long long attempt_at, failing_since = 0;
-	size_t n, i;
+	size_t n, i, most = a->txn_max;
 	int failing = 0, reported = 0;
 
 	pthread_setname_np(pthread_self(), "audit-writer");
 	pthread_mutex_lock(&a->mu);
 	due = mono_ms() + a->flush_interval_ms;
 	for (;;) {
+		log_lost(a, 0);
 		if (a->count == 0) {
 			if (a->closing)
 				break;
@@ -516,7 +580,7 @@ writer_main(void *arg)
 		 * Only the writer removes rows and pushers only append, so
 		 * the n oldest stay put while the lock is released.
 		 */
-		n = a->count < a->txn_max ? a->count : a->txn_max;
+		n = a->count < most ? a->count : most;
 		for (i = 0; i < n; i++)
 			a->txn[i] = a->ring[(a->head + i) % a->cap];
 		pthread_mutex_unlock(&a->mu);
@@ -536,13 +600,13 @@ writer_main(void *arg)
 			if (a->on_write != NULL)
 				a->on_write();
 			pthread_mutex_lock(&a->mu);
-			if (a->room_waiters > 0)
-				pthread_cond_broadcast(&a->room);
 			if (reported)
 				log_info("audit: %s: recovered, %zu rows "
 				    "written, %zu waiting", a->path, n,
 				    a->count);
 			failing = reported = 0;
+			if ((most *= 2) > a->txn_max)
+				most = a->txn_max;
 			due = mono_ms() + a->flush_interval_ms;
 			if (a->count >= a->batch ||
 			    (a->closing && a->count > 0)) {
@@ -561,6 +625,10 @@ writer_main(void *arg)
 
 		pthread_mutex_lock(&a->mu);
 		a->failures++;
+		/* Little room: fewer rows a transaction, down to one, so that
+		 * what space there is gets used. */
+		if (a->err_full && (most /= 2) == 0)
+			most = 1;
 		if (a->on_write != NULL) {
 			pthread_mutex_unlock(&a->mu);
 			a->on_write();
@@ -589,6 +657,7 @@ writer_main(void *arg)
 			break;
 		}
 	}
+	log_lost(a, 1);
 	pthread_mutex_unlock(&a->mu);
 	return NULL;
 }
@@ -602,7 +671,7 @@ audit_open(const char *path, int queue_max, int batch,
 	sigset_t all, old;
 	char dummy[1];
 	long long deadline;
-	int mu_ok = 0, wake_ok = 0, room_ok = 0, ckpt_ok = 0;
+	int mu_ok = 0, wake_ok = 0, ckpt_ok = 0;
 
 	if (errbuf == NULL || errlen == 0) {
 		errbuf = dummy;
@@ -644,9 +713,6 @@ audit_open(const char *path, int queue_max, int batch,
 	if (errno != 0)
 		goto fail_errno;
 	wake_ok = 1;
-	if ((errno = pthread_cond_init(&a->room, NULL)) != 0)
-		goto fail_errno;
-	room_ok = 1;
 	if ((errno = pthread_cond_init(&a->ckpt, NULL)) != 0)
 		goto fail_errno;
 	ckpt_ok = 1;
@@ -688,8 +754,6 @@ fail:
 		db_close(a);
 		if (ckpt_ok)
 			pthread_cond_destroy(&a->ckpt);
-		if (room_ok)
-			pthread_cond_destroy(&a->room);
 		if (wake_ok)
 			pthread_cond_destroy(&a->wake);
 		if (mu_ok)
@@ -757,26 +821,25 @@ audit_push(struct audit *a, const struct audit_row *row)
 	}
 
 	pthread_mutex_lock(&a->mu);
-	a->pushers++;
-	while (a->count == a->cap && !a->stopping) {
-		a->room_waiters++;
-		pthread_cond_wait(&a->room, &a->mu);
-		a->room_waiters--;
-	}
 	if (a->stopping) {
-		/* audit_close() waits until the last pusher has left. */
-		if (--a->pushers == 0)
-			pthread_cond_broadcast(&a->room);
 		pthread_mutex_unlock(&a->mu);
 		free(q);
 		errno = EPIPE;
+		return -1;
+	}
+	/* A request never waits for the disk: a row that finds no room is
+	 * lost, counted, and logged by the writer. */
+	if (a->count == a->cap) {
+		a->lost++;
+		pthread_mutex_unlock(&a->mu);
+		free(q);
+		errno = ENOSPC;
 		return -1;
 	}
 	a->ring[(a->head + a->count) % a->cap] = q;
 	a->count++;
 	if (a->writer_waiting && (a->count == 1 || a->count >= a->batch))
 		pthread_cond_signal(&a->wake);
-	a->pushers--;
 	pthread_mutex_unlock(&a->mu);
 	return 0;
 }
@@ -788,7 +851,6 @@ audit_stop(struct audit *a)
 		return;
 	pthread_mutex_lock(&a->mu);
 	a->stopping = 1;
-	pthread_cond_broadcast(&a->room);
 	pthread_mutex_unlock(&a->mu);
 }
 
@@ -805,10 +867,7 @@ audit_close(struct audit *a, long long give_up_ms)
 	a->closing = 1;
 	a->give_up_at = mono_ms() + (give_up_ms > 0 ? give_up_ms : 0);
 	pthread_cond_broadcast(&a->wake);
-	pthread_cond_broadcast(&a->room);
 	pthread_cond_signal(&a->ckpt);
-	while (a->pushers > 0)
-		pthread_cond_wait(&a->room, &a->mu);
 	pthread_mutex_unlock(&a->mu);
 	pthread_join(a->thread, NULL);
 	if (a->ckpt_started)
@@ -819,7 +878,6 @@ audit_close(struct audit *a, long long give_up_ms)
 		free(a->ring[(a->head + i) % a->cap]);
 	db_close(a);
 	pthread_cond_destroy(&a->ckpt);
-	pthread_cond_destroy(&a->room);
 	pthread_cond_destroy(&a->wake);
 	pthread_mutex_destroy(&a->mu);
 	free(a->txn);
@@ -839,6 +897,19 @@ audit_on_write(struct audit *a, void (*fn)(void))
 	pthread_mutex_unlock(&a->mu);
 }
 
+int
+audit_full(struct audit *a)
+{
+	int full;
+
+	if (a == NULL)
+		return 0;
+	pthread_mutex_lock(&a->mu);
+	full = a->count == a->cap;
+	pthread_mutex_unlock(&a->mu);
+	return full;
+}
+
 void
 audit_stats(struct audit *a, struct audit_stats *st)
 {
@@ -849,6 +920,7 @@ audit_stats(struct audit *a, struct audit_stats *st)
 	st->queued = (long long)a->count;
 	st->written = a->written;
 	st->failures = a->failures;
+	st->lost = a->lost;
 	if (a->count > 0)
 		st->oldest_ts_ms = a->ring[a->head]->r.ts_ms;
 	pthread_mutex_unlock(&a->mu);

@@ -1,8 +1,9 @@
 /*
  * audit: every decision, one row per applied rule per request, written to
  * SQLite by one writer thread in batches. Workers hand rows over with
- * audit_push(); nothing is dropped: a full queue makes them wait, a failing
- * database is retried (and reported once per episode), shutdown flushes.
+ * audit_push(), which never waits: a failing database is retried (and
+ * reported once per episode) while rows wait in the queue; a row that
+ * finds the queue full is lost and counted; shutdown flushes.
  */
 #ifndef RLG_AUDIT_H
 #define RLG_AUDIT_H
@@ -91,19 +92,27 @@ struct audit_row {
  *   at its first failure, or, for another writer's lock, once that has
  *   lasted a second (shorter waits are other writers' turns); the first
  *   success after it is logged with log_info ("recovered, N rows
- *   written").
+ *   written"). A write that failed for want of space (disk full, quota,
+ *   file-size limit) is retried with half the rows, down to one, and first
+ *   checkpoints and truncates the WAL, which gives its space back once
+ *   there is room for the pages it copies: freeing space is enough to
+ *   recover. journal_size_limit cuts a WAL that grew past 64 MiB (the
+ *   writer's own fallback below) back to that.
  * - A database file removed or renamed (rotated) while open is noticed
  *   before the next write (log_warn), and the rows go to a new file
  *   created at the path.
- * - Trade-off: nothing is dropped, so while the database stays unwritable
- *   the queue fills and then every audit_push() waits for room, that is,
- *   the workers stop answering requests until the database is writable
- *   again (or audit_stop() is called). queue_max rows of memory (each
- *   about 200 bytes plus its strings) is what buys time before that.
+ * - No request waits for the disk: while the database stays unwritable
+ *   the queue fills (queue_max rows of memory, each about 200 bytes plus
+ *   its strings, is the time it buys), and then audit_push() refuses
+ *   rows: they are lost, counted (audit_stats()), and logged by the writer
+ *   in one line a second at most. Whether such requests are served is the
+ *   caller's choice (audit_full(); [audit] on_full).
  * - Checkpoints (PASSIVE, when the WAL passes AUDIT_CHECKPOINT_PAGES) are
  *   run by a thread of their own, on its own connection, never inside a
- *   COMMIT; the writer checkpoints itself only when the WAL reaches four
- *   times that (a starved or failing checkpointer).
+ *   COMMIT; the writer checkpoints itself when the WAL reaches four
+ *   times that (a starved or failing checkpointer), and after any commit
+ *   that leaves less free space on the file system than twice the WAL:
+ *   the room a checkpoint may need is kept.
  */
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) */
 
@@ -123,18 +132,21 @@ struct audit	*audit_open(const char *path, int queue_max, int batch,
 
 /*
  * Queues a copy of row (one allocation; the queue owns it until it is
- * written). Blocks while the queue is full (back-pressure, never a drop).
- * Thread safe. Returns 0, or -1 with errno set: EINVAL (a, row, request_id
- * or reason NULL), ENOMEM, or EPIPE when audit_stop() or audit_close() has
- * begun (also for a call that was waiting for room then).
+ * written). Never waits for the writer. Thread safe. Returns 0, or -1 with
+ * errno set: EINVAL (a, row, request_id or reason NULL), ENOMEM, ENOSPC
+ * when the queue is full (the row is lost and counted in
+ * audit_stats().lost), or EPIPE when audit_stop() or audit_close() has
+ * begun.
  */
 int		 audit_push(struct audit *a, const struct audit_row *row);
 
+/* Whether the queue is full now (the next push would be lost). Thread
+ * safe; a NULL gives 0. */
+int		 audit_full(struct audit *a);
+
 /*
- * Stops taking rows: every audit_push() waiting for room and every later
- * one returns -1 (EPIPE). The writer keeps writing what is queued. For
- * shutdown when the database may be stuck: stop, let the workers finish,
- * then audit_close(). Thread safe. Accepts NULL.
+ * Stops taking rows: every later audit_push() returns -1 (EPIPE). The
+ * writer keeps writing what is queued. Thread safe. Accepts NULL.
  */
 void		 audit_stop(struct audit *a);
 
@@ -160,6 +172,7 @@ struct audit_stats {
 	long long	 queued;	/* rows currently waiting */
 	long long	 written;	/* rows committed so far */
 	long long	 failures;	/* failed write attempts so far */
+	long long	 lost;		/* rows refused, the queue full */
 	long long	 oldest_ts_ms;	/* oldest row waiting; 0: none */
 };
 void		 audit_stats(struct audit *a, struct audit_stats *st);

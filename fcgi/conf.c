@@ -63,6 +63,7 @@ enum key_id {
 	K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
 	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR,
 	K_AUDIT_DATABASE, K_FLUSH_INTERVAL, K_BATCH, K_QUEUE, K_UNMATCHED,
+	K_ON_FULL,
 	K_UPSTREAM,
 	K_PATH, K_METHOD, K_HOST, K_KEY, K_ALGORITHM, K_LIMIT, K_WINDOW,
 	K_BURST, K_PRECISION, K_COST, K_ON_MISSING, K_RULE_ON_ERROR, K_DRY_RUN,
@@ -270,6 +271,8 @@ static const struct key keys[NKEYS] = {
 	    1, 100000000, NULL, NULL, 0 },
 	[K_UNMATCHED] = { S_AUDIT, "unmatched", set_enum,
 	    C(audit_unmatched), 0, 0, yes_no, "a boolean", 0 },
+	[K_ON_FULL] = { S_AUDIT, "on_full", set_enum, C(audit_on_full),
+	    0, 0, on_errors, "a queue-full policy", 0 },
 
 	[K_UPSTREAM] = { S_CGI, "upstream", set_program, C(cgi_upstream),
 	    0, 0, NULL, NULL, 0 },
@@ -1396,6 +1399,7 @@ conf_new(struct loader *l, const char *path)
 	c->audit_batch = RLG_AUDIT_BATCH;
 	c->audit_queue = RLG_AUDIT_QUEUE;
 	c->audit_unmatched = 1;
+	c->audit_on_full = RLG_ON_ERROR_ALLOW;
 	c->path = lstrdup(l, path);
 	c->redis_address = lstrdup(l, "127.0.0.1:6379");
 	c->key_prefix = lstrdup(l, "rl:");

@@ -166,6 +166,8 @@ struct conf {
 	int			 audit_batch;
 	int			 audit_queue;
 	int			 audit_unmatched;
+	/* the queue full: ALLOW serves without recording, DENY answers 503 */
+	enum rlg_on_error	 audit_on_full;
 
 	/* [cgi] */
 	char			*cgi_upstream;	/* NULL = as the responder */

@@ -180,6 +180,13 @@ job_begin(struct job *j, const struct conf *c, char **envp, int status,
 		n = 0;
 	}
 	j->d.n = (size_t)n;
+	/* [audit] on_full = deny: a request whose row would be lost is not
+	 * decided (and not counted in Redis). */
+	if (c->audit_on_full == RLG_ON_ERROR_DENY && !j->status &&
+	    (n > 0 || j->d.bad_detail != NULL || c->audit_unmatched) &&
+	    audit_full(gateway_audit))
+		job_refuse(j, 503, "the audit database cannot keep up "
+		    "([audit] on_full = deny); try again shortly");
 }
 
 void
@@ -265,6 +272,7 @@ own_numbers(struct metrics_process *p)
 	p->audit_written = st.written;
 	p->audit_queued = st.queued;
 	p->audit_retries = st.failures;
+	p->audit_lost = st.lost;
 	/* Rows carry Redis TIME: a little clock skew is not lag. */
 	if (st.queued > 0 && st.oldest_ts_ms > 0 && now > st.oldest_ts_ms)
 		p->audit_lag_ms = now - st.oldest_ts_ms;

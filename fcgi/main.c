@@ -392,9 +392,9 @@ main(int argc, char *argv[])
 	if (events_stop(10) == 0)
 		gen_install(NULL);
 	else {
-		/* One may wait in audit_push on a full queue: release it
-		 * (its push fails, the queued rows are still written), and
-		 * give it a moment before the audit handle goes away. */
+		/* A late loop may still push rows: refuse them (the queued
+		 * rows are still written), and give it a moment before the
+		 * audit handle goes away. */
 		audit_stop(gateway_audit);
 		sleep_ms(1000);
 	}

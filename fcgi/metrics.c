@@ -62,7 +62,8 @@ struct metrics_worker {
 struct proc {
 	atomic_int		 pid;		/* 0: free */
 	atomic_llong		 workers, audit, written, queued, retries,
-				 lag_ms, generation, loaded_ms, deny_cache;
+				 lost, lag_ms, generation, loaded_ms,
+				 deny_cache;
 };
 
 struct table {
@@ -72,7 +73,7 @@ struct table {
 	atomic_int		 nnames;
 	/* The audit counters of processes gone, so that totals never
 	 * go down when one exits. */
-	atomic_llong		 gone_written, gone_retries;
+	atomic_llong		 gone_written, gone_retries, gone_lost;
 	char			 names[RLG_METRICS_RULES][RLG_MAX_RULE_NAME + 1];
 	struct proc		 procs[MAX_PROCS];
 	struct metrics_worker	 workers[MAX_WORKERS];
@@ -261,12 +262,15 @@ take_proc(struct table *t)
 			    atomic_load(&pr->written));
 			atomic_fetch_add(&t->gone_retries,
 			    atomic_load(&pr->retries));
+			atomic_fetch_add(&t->gone_lost,
+			    atomic_load(&pr->lost));
 		}
 		atomic_store(&pr->workers, 0);
 		atomic_store(&pr->audit, 0);
 		atomic_store(&pr->written, 0);
 		atomic_store(&pr->queued, 0);
 		atomic_store(&pr->retries, 0);
+		atomic_store(&pr->lost, 0);
 		atomic_store(&pr->lag_ms, 0);
 		atomic_store(&pr->deny_cache, 0);
 		atomic_store(&pr->generation, 0);
@@ -375,6 +379,7 @@ metrics_unshare(void)
 	lock();
 	atomic_fetch_add(&t->gone_written, atomic_load(&self_proc->written));
 	atomic_fetch_add(&t->gone_retries, atomic_load(&self_proc->retries));
+	atomic_fetch_add(&t->gone_lost, atomic_load(&self_proc->lost));
 	atomic_store(&self_proc->pid, 0);
 	self_proc = NULL;
 	for (i = 0; i < atomic_load(&t->nworkers); i++)
@@ -402,6 +407,7 @@ metrics_publish(const struct metrics_process *p)
 	atomic_store(&pr->written, p->audit_written);
 	atomic_store(&pr->queued, p->audit_queued);
 	atomic_store(&pr->retries, p->audit_retries);
+	atomic_store(&pr->lost, p->audit_lost);
 	atomic_store(&pr->lag_ms, p->audit_lag_ms);
 	atomic_store(&pr->generation, p->generation);
 	atomic_store(&pr->loaded_ms, p->loaded_ms);
@@ -421,6 +427,7 @@ metrics_total(struct metrics_process *p)
 		return;
 	p->audit_written += atomic_load(&t->gone_written);
 	p->audit_retries += atomic_load(&t->gone_retries);
+	p->audit_lost += atomic_load(&t->gone_lost);
 	for (i = 0; i < MAX_PROCS; i++) {
 		pr = &t->procs[i];
 		if (pr == self_proc || (pid = atomic_load(&pr->pid)) == 0 ||
@@ -432,6 +439,7 @@ metrics_total(struct metrics_process *p)
 		p->audit_written += atomic_load(&pr->written);
 		p->audit_queued += atomic_load(&pr->queued);
 		p->audit_retries += atomic_load(&pr->retries);
+		p->audit_lost += atomic_load(&pr->lost);
 		if ((v = atomic_load(&pr->lag_ms)) > p->audit_lag_ms)
 			p->audit_lag_ms = v;
 		p->deny_cache_entries += (size_t)atomic_load(&pr->deny_cache);
@@ -462,7 +470,9 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 		return;
 	bump(&w->requests, 1);
 	if (d->n == 0) {
-		if (d->bad_detail != NULL)
+		/* A 503 with a detail was refused for the audit (on_full =
+		 * deny): rlgate_audit_rows_lost_total counts it. */
+		if (d->bad_detail != NULL && d->status != 503)
 			count(w, d->bad_rule, RLG_OUT_BAD_REQUEST);
 		return;
 	}
@@ -650,6 +660,9 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	    "Audit rows waiting in memory to be written.", p->audit_queued);
 	metric(&o, "rlgate_audit_retries_total", "counter",
 	    "Audit writes that failed and were retried.", p->audit_retries);
+	metric(&o, "rlgate_audit_rows_lost_total", "counter",
+	    "Audit rows lost: the queue was full ([audit] on_full).",
+	    p->audit_lost);
 	header(&o, "rlgate_audit_lag_seconds", "gauge",
 	    "Age of the oldest audit row waiting to be written.");
 	put(&o, "rlgate_audit_lag_seconds %.3f\n",
@@ -729,9 +742,9 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	put(&o, ",\"audit\":{\"enabled\":%s", h->p.audit ? "true" : "false");
 	if (h->p.audit)
 		put(&o, ",\"queued\":%lld,\"lag_ms\":%lld,\"written\":%lld,"
-		    "\"retries\":%lld,\"lag_max_ms\":%lld", h->p.audit_queued,
-		    h->p.audit_lag_ms, h->p.audit_written, h->p.audit_retries,
-		    h->audit_lag_max_ms);
+		    "\"retries\":%lld,\"lost\":%lld,\"lag_max_ms\":%lld",
+		    h->p.audit_queued, h->p.audit_lag_ms, h->p.audit_written,
+		    h->p.audit_retries, h->p.audit_lost, h->audit_lag_max_ms);
 	put(&o, "},\"config\":{\"generation\":%lld,\"loaded_at\":",
 	    h->p.generation);
 	put_time(&o, h->p.loaded_ms);

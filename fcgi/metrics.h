@@ -86,6 +86,7 @@ struct metrics_process {
 	long long	 audit_written;
 	long long	 audit_queued;
 	long long	 audit_retries;
+	long long	 audit_lost;	/* rows lost, the queue full */
 	long long	 audit_lag_ms;	/* age of the oldest queued row */
 	long long	 generation;	/* configurations loaded, 1 at start */
 	long long	 loaded_ms;	/* the current one's, ms since epoch */

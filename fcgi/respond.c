@@ -266,7 +266,7 @@ problem_body(struct out *o, const struct decision *d)
 	const char *sep = "";
 	size_t i;
 
-	if (d->status == 503) {
+	if (d->status == 503 && d->bad_detail == NULL) {
 		put(o, "{\"type\":\"about:blank\","
 		    "\"title\":\"Service Unavailable\",\"status\":503,"
 		    "\"detail\":\"the rate-limit store cannot be reached; "

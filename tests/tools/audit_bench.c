@@ -1,8 +1,10 @@
 /*
  * audit_bench: pushes N rows from several threads through audit into a
  * fresh SQLite file and prints the rows written per second (first push to
- * audit_close() returning), the latency of audit_push(), and the rows lost
- * (counted in the database afterwards; must be 0). A benchmark, not a test.
+ * audit_close() returning), the latency of audit_push() (a push the full
+ * queue refused is tried again after 0.1 ms, inside the measured time), and
+ * the rows lost (counted in the database afterwards; must be 0). A
+ * benchmark, not a test.
  *
  *   audit_bench [-n ROWS] [-t THREADS] [-q QUEUE] [-b BATCH] [-f FLUSH_MS] [DB]
  */
@@ -56,8 +58,10 @@ push_main(void *arg)
 {
 	struct pusher *p = arg;
 	struct audit_row row;
+	struct timespec wait = { 0, 100000 };
 	char request_id[32], key[32], ip[32];
 	long long i, t0, t1;
+	int rc;
 
 	memset(&row, 0, sizeof(row));
 	row.request_id = request_id;
@@ -84,7 +88,12 @@ push_main(void *arg)
 		row.remaining = row.allowed ? 99 - i % 100 : 0;
 		row.retry_after_ms = row.allowed ? 0 : 420;
 		row.latency_us = 100 + i % 900;
-		if (audit_push(p->audit, &row) == -1)
+		/* A full queue refuses the row: a producer that can wait
+		 * tries again, so that what is measured is the writer. */
+		while ((rc = audit_push(p->audit, &row)) == -1 &&
+		    errno == ENOSPC)
+			nanosleep(&wait, NULL);
+		if (rc == -1)
 			p->failed++;
 		t1 = now_ns();
 		p->lat_ns[i] = t1 - t0 > UINT32_MAX ? UINT32_MAX :
