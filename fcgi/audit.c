@@ -43,6 +43,9 @@
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
 #define AUDIT_WAL_LIMIT		(64 << 20)	/* bytes; above the fallback's
 						 * 4 x 4000 frames */
+/* CGI mode: each process is the first connection, which reads the whole
+ * WAL to rebuild its index; a short WAL keeps that read short. */
+#define AUDIT_INLINE_WAL_PAGES	256
 #define AUDIT_GAP_US		2000	/* between back-to-back commits */
 #define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
 /* Longer strings are cut: a row SQLite refuses would block the queue. */
@@ -74,6 +77,7 @@ struct qrow {
 
 struct audit {
 	char			*path;
+	int			 inline_mode;	/* audit_open_inline(): no threads */
 
 	/* Writer thread only (and audit_open() before the thread starts). */
 	sqlite3			*db;		/* NULL: reopen first */
@@ -262,6 +266,12 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	    SQLITE_OK)
 		goto fail;
 	a->busy_ms = AUDIT_BUSY_MS;
+	/* One connection a CGI request: closing the last one would copy the
+	 * WAL into the database and delete it, with a sync each time.
+	 * write_rows() checkpoints when the WAL is due instead. */
+	if (a->inline_mode)
+		sqlite3_db_config(a->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+		    NULL);
 	/*
 	 * Checkpoints are run by write_rows(), not inside COMMIT: a failing
 	 * auto-checkpoint makes a successful COMMIT return an error, and the
@@ -347,9 +357,13 @@ checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
 	int *failing = by_writer ? &a->writer_ckpt_failing : &a->ckpt_failing;
 	char why[512];
 
+	/* Inline (CGI): the next process rebuilds the WAL's index from the
+	 * file, as if nothing were copied yet; only an empty file is short
+	 * to read. */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_wal_checkpoint_v2(db, NULL,
-		    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+		rc = sqlite3_wal_checkpoint_v2(db, NULL, a->inline_mode ?
+		    SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE,
+		    NULL, NULL);
 	if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
 		if (*failing)
 			log_info("audit: %s: %s checkpoints again", a->path,
@@ -482,7 +496,8 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	/* Once the WAL is checkpointed, the next commit starts it again
 	 * from its beginning, and wal_frames falls. */
 	if (a->wal_frames >= AUDIT_CHECKPOINT_MAX || (!a->ckpt_started &&
-	    a->wal_frames >= AUDIT_CHECKPOINT_PAGES) || low_on_space(a))
+	    a->wal_frames >= (a->inline_mode ? AUDIT_INLINE_WAL_PAGES :
+	    AUDIT_CHECKPOINT_PAGES)) || low_on_space(a))
 		checkpoint(a, a->db, SQLITE_OK, 1);
 	else if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		pthread_mutex_lock(&a->mu);
@@ -662,9 +677,46 @@ writer_main(void *arg)
 	return NULL;
 }
 
-struct audit *
-audit_open(const char *path, int queue_max, int batch,
-    long long flush_interval_ms, char *errbuf, size_t errlen)
+/*
+ * An inline handle's rows, written by the caller's thread in as few
+ * transactions as they fit, retried as the writer would until
+ * a->give_up_at. What is left is counted by audit_close().
+ */
+static void
+write_inline(struct audit *a)
+{
+	long long done, backoff = AUDIT_BACKOFF_MIN_MS;
+	size_t n, i;
+
+	while (a->count > 0) {
+		n = a->count < a->txn_max ? a->count : a->txn_max;
+		for (i = 0; i < n; i++)
+			a->txn[i] = a->ring[(a->head + i) % a->cap];
+		if ((done = write_rows(a, a->txn, n)) > 0) {
+			for (i = 0; i < (size_t)done; i++)
+				free(a->txn[i]);
+			a->head = (a->head + (size_t)done) % a->cap;
+			a->count -= (size_t)done;
+			a->written += done;
+			continue;
+		}
+		a->failures++;
+		if (mono_ms() + backoff > a->give_up_at) {
+			log_error("audit: %s: cannot write: %s; %zu rows not "
+			    "written", a->path, a->err, a->count);
+			break;
+		}
+		sleep_ms(backoff);
+		if ((backoff *= 2) > AUDIT_BACKOFF_MAX_MS)
+			backoff = AUDIT_BACKOFF_MAX_MS;
+	}
+}
+
+/* audit_open(), or with inline_mode set audit_open_inline(). */
+static struct audit *
+open_handle(const char *path, int queue_max, int batch,
+    long long flush_interval_ms, int inline_mode, char *errbuf,
+    size_t errlen)
 {
 	struct audit *a = NULL;
 	pthread_condattr_t ca;
@@ -716,6 +768,9 @@ audit_open(const char *path, int queue_max, int batch,
 	if ((errno = pthread_cond_init(&a->ckpt, NULL)) != 0)
 		goto fail_errno;
 	ckpt_ok = 1;
+	/* The database is opened by audit_close(), after the reply. */
+	if ((a->inline_mode = inline_mode))
+		return a;
 
 	/*
 	 * Processes that create the file at once can deadlock on the switch
@@ -764,6 +819,21 @@ fail:
 		free(a);
 	}
 	return NULL;
+}
+
+struct audit *
+audit_open(const char *path, int queue_max, int batch,
+    long long flush_interval_ms, char *errbuf, size_t errlen)
+{
+	return open_handle(path, queue_max, batch, flush_interval_ms, 0,
+	    errbuf, errlen);
+}
+
+struct audit *
+audit_open_inline(const char *path, int queue_max, char *errbuf,
+    size_t errlen)
+{
+	return open_handle(path, queue_max, queue_max, 0, 1, errbuf, errlen);
 }
 
 int
@@ -869,9 +939,13 @@ audit_close(struct audit *a, long long give_up_ms)
 	pthread_cond_broadcast(&a->wake);
 	pthread_cond_signal(&a->ckpt);
 	pthread_mutex_unlock(&a->mu);
-	pthread_join(a->thread, NULL);
-	if (a->ckpt_started)
-		pthread_join(a->ckpt_thread, NULL);
+	if (a->inline_mode)
+		write_inline(a);
+	else {
+		pthread_join(a->thread, NULL);
+		if (a->ckpt_started)
+			pthread_join(a->ckpt_thread, NULL);
+	}
 
 	lost = (long long)a->count;
 	for (i = 0; i < a->count; i++)

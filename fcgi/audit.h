@@ -131,6 +131,19 @@ struct audit	*audit_open(const char *path, int queue_max, int batch,
 		    long long flush_interval_ms, char *errbuf, size_t errlen);
 
 /*
+ * For CGI mode, one request a process: a handle with no thread that does
+ * not touch the disk until audit_close(), which writes the queued rows on
+ * the caller's thread (after the reply has gone), in one transaction as a
+ * rule, with no sync (WAL, synchronous = NORMAL: a crash of the machine
+ * may lose the last rows, a crash of the process none) and no checkpoint
+ * unless the WAL is due: at 256 pages (each process, the first connection,
+ * reads the whole WAL to rebuild its index), or with little free space.
+ * Returns NULL with a sentence in errbuf on bad arguments or no memory.
+ */
+struct audit	*audit_open_inline(const char *path, int queue_max,
+		    char *errbuf, size_t errlen);
+
+/*
  * Queues a copy of row (one allocation; the queue owns it until it is
  * written). Never waits for the writer. Thread safe. Returns 0, or -1 with
  * errno set: EINVAL (a, row, request_id or reason NULL), ENOMEM, ENOSPC

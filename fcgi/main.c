@@ -6,6 +6,7 @@
  * decides anything.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <sched.h>
 #include <signal.h>
@@ -247,20 +248,25 @@ run_cgi(struct conf *c)
 	char *out = malloc(RLG_MAX_RESPONSE), errbuf[256], num[32];
 	struct respond_summary s;
 	struct job j;
+	sigset_t sigs;
 	size_t len;
+	int null_fd;
 
 	if (lim == NULL || m == NULL || v == NULL || out == NULL)
 		fatal("out of memory");
-	if (c->audit_database != NULL && (gateway_audit = audit_open(c->audit_database,
-	    c->audit_queue, c->audit_batch, c->audit_flush_interval_ms,
-	    errbuf, sizeof(errbuf))) == NULL)
+	/* No writer thread for one request: its rows are written by
+	 * audit_close(), after the reply. */
+	if (c->audit_database != NULL && (gateway_audit = audit_open_inline(
+	    c->audit_database, c->audit_queue, errbuf, sizeof(errbuf))) ==
+	    NULL)
 		log_error("audit: %s; this request is not recorded", errbuf);
 	/* CGI serves no status endpoint: every request is decided. */
 	job_begin(&j, c, environ, 0, m);
 	len = job_serve(c, lim, &j, m, v, NULL, out);
-	audit_close(gateway_audit, 5000);
 	limiter_free(lim);
 	if (j.d.allowed && c->cgi_upstream != NULL) {
+		/* The program's output is the reply: the row comes first. */
+		audit_close(gateway_audit, 5000);
 		/* Wrapper mode: become the protected program, which gets
 		 * our environment and the untouched stdin. */
 		if (respond_summary(&j.d, &s) == 0) {
@@ -282,6 +288,24 @@ run_cgi(struct conf *c)
 	}
 	fwrite(out, 1, len, stdout);
 	fflush(stdout);
+	/*
+	 * The end of our output is the end of the reply: the server answers
+	 * now, while the row is written. It may then signal us (lighttpd
+	 * sends SIGTERM to a CGI still running once it has answered): the
+	 * row is written first. /dev/null takes fd 1, so that no file
+	 * opened later lands on it.
+	 */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	if ((null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC)) != -1) {
+		dup2(null_fd, STDOUT_FILENO);
+		close(null_fd);
+	}
+	audit_close(gateway_audit, 5000);
 	return 0;
 }
 

@@ -23,7 +23,7 @@ cp "$TOP/tests/www/cgi-bin/app.cgi" "$T/cgi-bin/app.cgi"
 head -c 300000 /dev/urandom > "$T/body.bin"
 
 AUDIT_DB=$T/var/audit.db
-# check.ini: rlgate alone. 2 per org per minute under /ratelimit/.
+# check.ini: rlgate alone. 2 per org per minute on /ratelimit/login.
 cat > "$T/check.ini" <<EOF
 [redis]
 address = 127.0.0.1:$REDIS_PORT
@@ -33,10 +33,17 @@ database = $AUDIT_DB
 flush_interval = 20ms
 
 [rule:check]
-path = /ratelimit/*
+path = /ratelimit/login
 key = {query.org}
 limit = 2
 window = 1m
+
+; The seeds' demonstration: 100 per second per org and endpoint.
+[rule:user_list]
+path = /ratelimit/user/list
+key = {query.org}{path}
+limit = 100
+window = 1s
 EOF
 # app.ini: the wrapper. The deployment rules (app: 3 per client per minute
 # under /app/) and the program to protect.
@@ -124,7 +131,39 @@ ship_conf lighttpd-cgi.conf "$T/lighttpd-cgi.conf" \
 	rlgate_cgi="$T/lib/rlgate.cgi" check_conf="$T/check.ini" app_conf="$T/app.ini" || exit 1
 run_lighttpd "$T/lighttpd-cgi.conf" || exit 1
 cgi_checks lighttpd
+
+# The seeds' demonstration through mod_cgi, once: ab -n 110 -c 10 against 100
+# per second admits exactly 100 and denies 10 only if the 110 CGI requests
+# fit in the window that the first one opens.
+rcli FLUSHALL >/dev/null
+ab_run -n 110 -c 10 "http://127.0.0.1:$HTTP_PORT/ratelimit/user/list?org=seed"
+is "lighttpd seeds' demo: 110 complete, 100 admitted, 10 denied" "110 10" "$AB_COMPLETE $AB_NON2XX"
+seed_rows() { [ "$(key_rows seed/ratelimit/user/list "$AUDIT_DB")" = "100+10" ]; }
+check "lighttpd seeds' demo: 110 rows, 100 allowed + 10 denied" wait_for 10 seed_rows
 kill -TERM "$HTTPD_PID"; wait "$HTTPD_PID"
+
+# One CGI request, traced: no thread, no sync, and the reply written
+# before the audit database is opened (the server answers at the end of
+# the output; the row is written after it).
+if command -v strace >/dev/null; then
+	sed "s|^database = .*|database = $T/trace.db|" "$T/check.ini" > "$T/trace.ini"
+	cgi_once() {
+		GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=GET REQUEST_URI="/ratelimit/user/list?org=trace" \
+		REMOTE_ADDR=10.9.0.1 RLGATE_CONF=$T/trace.ini "$@" "$TOP/cgi-bin/rlgate.cgi" > "$T/trace.out"
+	}
+	cgi_once	# creates the database
+	cgi_once strace -f -o "$T/strace.txt"
+	is "CGI: the traced request answered 200" "Status: 200 OK" "$(head -1 "$T/trace.out" | tr -d '\r')"
+	is "CGI: no thread started (clone)" 0 "$(grep -cE '^[0-9]+ +clone3?\(' "$T/strace.txt")"
+	is "CGI: no fsync or fdatasync" 0 "$(grep -cE '^[0-9]+ +f(data)?sync\(' "$T/strace.txt")"
+	reply_at=$(grep -nm1 'write(1, "Status: 200' "$T/strace.txt" | cut -d: -f1)
+	db_at=$(grep -nm1 "open.*trace\.db\"" "$T/strace.txt" | cut -d: -f1)
+	check "CGI: the reply (line ${reply_at:-none}) goes out before the database is opened (line ${db_at:-none})" \
+		[ "${reply_at:-999999}" -lt "${db_at:-0}" ]
+	is "CGI: and the row is written" 2 "$(sqlite3 "$T/trace.db" 'SELECT count(*) FROM decisions')"
+else
+	echo "# SKIP: strace is not installed: the CGI request is not traced"
+fi
 
 # --- Apache, prefork MPM with mod_cgi -----------------------------------------
 HTTP_PORT=$(free_port)
