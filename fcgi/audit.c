@@ -8,8 +8,11 @@
  * for. Both threads run at the process's priority, which is the
  * operator's to set. Not for reading the database: reports/ does that.
  */
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <errno.h>
+#include <glob.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,7 +79,11 @@ struct qrow {
 };
 
 struct audit {
-	char			*path;
+	/* The database file in use; the writer changes it (under mu) when
+	 * a dated name's period turns. */
+	char			 path[PATH_MAX];
+	char			*pattern;	/* the dated name, or NULL */
+	long long		 period_start_ms, period_end_ms; /* path's */
 	int			 inline_mode;	/* audit_open_inline(): no threads */
 
 	/* Writer thread only (and audit_open() before the thread starts). */
@@ -113,6 +120,8 @@ struct audit {
 	long long		 lost;		/* rows refused: queue full */
 	long long		 lost_logged;	/* lost when last logged */
 	long long		 lost_log_at;	/* monotonic ms of that line */
+	long long		 keep_ms;	/* dated files older: deleted */
+	int			 swept;		/* writer: old files looked for */
 	void			(*on_write)(void);	/* audit_on_write() */
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
 	pthread_cond_t		 ckpt;
@@ -352,7 +361,8 @@ bind_row(sqlite3_stmt *st, const struct qrow *q)
  * success does not end the checkpointer's failure, nor the other way round.
  */
 static void
-checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
+checkpoint(struct audit *a, const char *file, sqlite3 *db, int rc,
+    int by_writer)
 {
 	int *failing = by_writer ? &a->writer_ckpt_failing : &a->ckpt_failing;
 	char why[512];
@@ -366,7 +376,7 @@ checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
 		    NULL, NULL);
 	if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
 		if (*failing)
-			log_info("audit: %s: %s checkpoints again", a->path,
+			log_info("audit: %s: %s checkpoints again", file,
 			    by_writer ? "the writer" : "the checkpointer");
 		*failing = 0;
 		return;
@@ -375,10 +385,10 @@ checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
 		err_from_db(db, rc, why, sizeof(why));
 		if (by_writer)
 			log_warn("audit: %s: checkpoint failed: %s; the WAL "
-			    "grows until one succeeds", a->path, why);
+			    "grows until one succeeds", file, why);
 		else	/* 4 KiB pages, 250 a megabyte */
 			log_warn("audit: %s: checkpoint failed: %s; the writer "
-			    "checkpoints when the WAL reaches %d MB", a->path,
+			    "checkpoints when the WAL reaches %d MB", file,
 			    why, AUDIT_CHECKPOINT_MAX / 250);
 	}
 	*failing = 1;
@@ -392,6 +402,7 @@ static void *
 ckpt_main(void *arg)
 {
 	struct audit *a = arg;
+	char file[PATH_MAX];
 	sqlite3 *db;
 	int rc;
 
@@ -403,15 +414,17 @@ ckpt_main(void *arg)
 		if (a->closing)
 			break;
 		a->ckpt_wanted = 0;
+		/* The writer may move to the next dated file meanwhile. */
+		memcpy(file, a->path, sizeof(file));
 		pthread_mutex_unlock(&a->mu);
 		/* A connection knows the file is in WAL mode only once it
 		 * has read it: before that a checkpoint does nothing. */
 		db = NULL;
-		if ((rc = sqlite3_open_v2(a->path, &db, SQLITE_OPEN_READWRITE |
+		if ((rc = sqlite3_open_v2(file, &db, SQLITE_OPEN_READWRITE |
 		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK)
 			rc = sqlite3_exec(db, "SELECT 1 FROM sqlite_schema "
 			    "LIMIT 1", NULL, NULL, NULL);
-		checkpoint(a, db, rc, 0);
+		checkpoint(a, file, db, rc, 0);
 		sqlite3_close(db);
 		pthread_mutex_lock(&a->mu);
 	}
@@ -438,6 +451,174 @@ low_on_space(struct audit *a)
 	    2LL * a->wal_frames * (4096 + 24);
 }
 
+/* ---- dated names ([audit] database = audit-%Y-%m-%d.db) ------------- */
+
+/* The finest field of a dated name: 'H', 'd', 'm' or 'Y'. */
+static int
+name_unit(const char *pattern)
+{
+	static const char order[] = "YmdH";
+	const char *p, *at;
+	int unit = 'Y';
+
+	for (p = pattern; *p != '\0'; p++) {
+		if (*p != '%' || p[1] == '\0')
+			continue;
+		p++;
+		if ((at = strchr(order, *p)) != NULL &&
+		    at > strchr(order, unit))
+			unit = *p;
+	}
+	return unit;
+}
+
+/* The period of unit that holds t (UTC): [*start, *end) in ms. */
+static void
+period_of(int unit, const struct tm *t, long long *start, long long *end)
+{
+	struct tm tm = *t;
+
+	tm.tm_sec = tm.tm_min = 0;
+	if (unit != 'H')
+		tm.tm_hour = 0;
+	if (unit == 'm' || unit == 'Y')
+		tm.tm_mday = 1;
+	if (unit == 'Y')
+		tm.tm_mon = 0;
+	tm.tm_isdst = 0;
+	*start = (long long)timegm(&tm) * 1000;
+	switch (unit) {
+	case 'H': tm.tm_hour++; break;
+	case 'd': tm.tm_mday++; break;
+	case 'm': tm.tm_mon++; break;
+	default: tm.tm_year++; break;
+	}
+	*end = (long long)timegm(&tm) * 1000;
+}
+
+/*
+ * The file of a dated name for time ms, in UTC (so that every process
+ * agrees, whatever its TZ), into buf, and its period. -1: too long.
+ */
+static int
+file_for(const char *pattern, long long ms, char *buf, size_t len,
+    long long *start, long long *end)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	/* The name's fields are %Y %m %d %H and %% only: conf.c checks. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	if (strftime(buf, len, pattern, &tm) == 0)
+		return -1;
+#pragma GCC diagnostic pop
+	period_of(name_unit(pattern), &tm, start, end);
+	return 0;
+}
+
+/* The dated name as a glob(3) pattern: each field its digits. */
+static int
+name_glob(const char *pattern, char *out, size_t len)
+{
+	const char *p, *add;
+	char lit[3];
+	size_t n = 0, k;
+
+	for (p = pattern; *p != '\0'; p++) {
+		if (*p == '%' && p[1] != '\0') {
+			p++;
+			add = *p == 'Y' ? "[0-9][0-9][0-9][0-9]" :
+			    *p == '%' ? "%" : "[0-9][0-9]";
+		} else {
+			k = 0;
+			if (strchr("*?[\\", *p) != NULL)
+				lit[k++] = '\\';
+			lit[k++] = *p;
+			lit[k] = '\0';
+			add = lit;
+		}
+		if (n + strlen(add) >= len)
+			return -1;
+		memcpy(out + n, add, strlen(add) + 1);
+		n += strlen(add);
+	}
+	return 0;
+}
+
+/*
+ * Deletes the files of a's dated name whose period ended more than keep
+ * ago (with their -wal and -shm), never the one in use. Several processes
+ * may do it at once: a file already gone is no error.
+ */
+static void
+delete_old_files(struct audit *a)
+{
+	char pat[2 * PATH_MAX], side[PATH_MAX + 8];
+	long long keep, start, end, now = wall_ms();
+	const char *rest;
+	struct tm tm;
+	glob_t g;
+	size_t i;
+
+	pthread_mutex_lock(&a->mu);
+	keep = a->keep_ms;
+	pthread_mutex_unlock(&a->mu);
+	if (a->pattern == NULL || keep <= 0 ||
+	    name_glob(a->pattern, pat, sizeof(pat)) == -1 ||
+	    glob(pat, GLOB_NOSORT, NULL, &g) != 0)
+		return;
+	for (i = 0; i < g.gl_pathc; i++) {
+		const char *f = g.gl_pathv[i];
+
+		memset(&tm, 0, sizeof(tm));
+		tm.tm_mday = 1;
+		if ((rest = strptime(f, a->pattern, &tm)) == NULL ||
+		    *rest != '\0' || strcmp(f, a->path) == 0)
+			continue;
+		period_of(name_unit(a->pattern), &tm, &start, &end);
+		if (end + keep > now || unlink(f) == -1)
+			continue;
+		snprintf(side, sizeof(side), "%s-wal", f);
+		unlink(side);
+		snprintf(side, sizeof(side), "%s-shm", f);
+		unlink(side);
+		log_info("audit: %s: deleted, its period ended more than "
+		    "[audit] keep ago", f);
+	}
+	globfree(&g);
+}
+
+/*
+ * The rows of a dated name go to the file of their own time (Redis TIME,
+ * which every gateway shares): moves a to the file of time ms. The first
+ * to a new file deletes the files past keep.
+ */
+static int
+move_to(struct audit *a, long long ms)
+{
+	char file[PATH_MAX];
+	long long start, end;
+	struct stat st;
+
+	if (file_for(a->pattern, ms, file, sizeof(file), &start, &end) == -1) {
+		snprintf(a->err, sizeof(a->err), "%s: the name is too long",
+		    a->pattern);
+		return -1;
+	}
+	if (strcmp(file, a->path) != 0)
+		db_close(a);
+	pthread_mutex_lock(&a->mu);
+	memcpy(a->path, file, sizeof(file));
+	a->period_start_ms = start;
+	a->period_end_ms = end;
+	pthread_mutex_unlock(&a->mu);
+	if (stat(file, &st) == -1 && errno == ENOENT)
+		delete_old_files(a);
+	return 0;
+}
+
 /*
  * Writes the first rows of rows[0..n) in one transaction, as many as fit
  * in AUDIT_TXN_MS. Returns how many were committed (at least 1), or -1
@@ -450,6 +631,23 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	size_t i;
 	int rc, e, moved = 0;
 
+	if (a->pattern != NULL) {
+		if ((rows[0]->r.ts_ms < a->period_start_ms ||
+		    rows[0]->r.ts_ms >= a->period_end_ms) &&
+		    move_to(a, rows[0]->r.ts_ms) == -1) {
+			a->err_busy = a->err_full = 0;
+			return -1;
+		}
+		/* One transaction, one file: the rows of its period. */
+		for (i = 1; i < n && rows[i]->r.ts_ms >= a->period_start_ms &&
+		    rows[i]->r.ts_ms < a->period_end_ms; i++)
+			;
+		n = i;
+		if (!a->swept && !a->inline_mode) {
+			delete_old_files(a);
+			a->swept = 1;
+		}
+	}
 	/*
 	 * Removed or renamed (rotated) under us: writes would go to a file
 	 * nobody can read any more. Write to a new one at the path instead.
@@ -498,7 +696,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	if (a->wal_frames >= AUDIT_CHECKPOINT_MAX || (!a->ckpt_started &&
 	    a->wal_frames >= (a->inline_mode ? AUDIT_INLINE_WAL_PAGES :
 	    AUDIT_CHECKPOINT_PAGES)) || low_on_space(a))
-		checkpoint(a, a->db, SQLITE_OK, 1);
+		checkpoint(a, a->path, a->db, SQLITE_OK, 1);
 	else if (a->wal_frames >= AUDIT_CHECKPOINT_PAGES) {
 		pthread_mutex_lock(&a->mu);
 		a->ckpt_wanted = 1;
@@ -739,9 +937,17 @@ open_handle(const char *path, int queue_max, int batch,
 		    path, queue_max, batch, flush_interval_ms);
 		return NULL;
 	}
-	if ((a = calloc(1, sizeof(*a))) == NULL ||
-	    (a->path = strdup(path)) == NULL)
+	if ((a = calloc(1, sizeof(*a))) == NULL)
 		goto fail_errno;
+	if (strchr(path, '%') != NULL && (a->pattern = strdup(path)) == NULL)
+		goto fail_errno;
+	if (a->pattern != NULL ? file_for(path, wall_ms(), a->path,
+	    sizeof(a->path), &a->period_start_ms, &a->period_end_ms) == -1 :
+	    snprintf(a->path, sizeof(a->path), "%s", path) >=
+	    (int)sizeof(a->path)) {
+		errno = ENAMETOOLONG;
+		goto fail_errno;
+	}
 	a->cap = (size_t)queue_max;
 	a->batch = (size_t)batch < a->cap ? (size_t)batch : a->cap;
 	/* Beyond an hour it means "only full batches"; and no overflow. */
@@ -815,7 +1021,7 @@ fail:
 			pthread_mutex_destroy(&a->mu);
 		free(a->txn);
 		free(a->ring);
-		free(a->path);
+		free(a->pattern);
 		free(a);
 	}
 	return NULL;
@@ -956,7 +1162,7 @@ audit_close(struct audit *a, long long give_up_ms)
 	pthread_mutex_destroy(&a->mu);
 	free(a->txn);
 	free(a->ring);
-	free(a->path);
+	free(a->pattern);
 	free(a);
 	return lost;
 }
@@ -968,6 +1174,16 @@ audit_on_write(struct audit *a, void (*fn)(void))
 		return;
 	pthread_mutex_lock(&a->mu);
 	a->on_write = fn;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void
+audit_keep(struct audit *a, long long keep_ms)
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->keep_ms = keep_ms;
 	pthread_mutex_unlock(&a->mu);
 }
 

@@ -123,7 +123,8 @@ struct audit;
  * schema above, and starts the writer thread. queue_max rows are held in
  * memory at most; batch (at most queue_max) and flush_interval_ms (0:
  * write at once) are as above. The opening waits up to 2 s for another
- * process's lock. Returns NULL with a sentence naming path in errbuf on
+ * process's lock. path may be a dated name (audit_keep()): the file of the
+ * present is opened. Returns NULL with a sentence naming path in errbuf on
  * failure (bad arguments, cannot open or create, not a database, read-only,
  * WAL refused). Each handle has its own connection and writer thread.
  */
@@ -152,6 +153,17 @@ struct audit	*audit_open_inline(const char *path, int queue_max,
  * begun.
  */
 int		 audit_push(struct audit *a, const struct audit_row *row);
+
+/*
+ * With a dated database name (strftime %Y %m %d %H, e.g. audit-%Y-%m-%d.db:
+ * each row goes to the file of its ts_ms, in UTC, so that every process
+ * agrees), files whose period ended more than keep_ms ago are deleted
+ * (with their -wal and -shm) by the writer: at its first write, and by
+ * whichever process creates the file of a new period. 0: none is
+ * deleted (the default). May change at any time (a reload). Thread safe;
+ * accepts NULL.
+ */
+void		 audit_keep(struct audit *a, long long keep_ms);
 
 /* Whether the queue is full now (the next push would be lost). Thread
  * safe; a NULL gives 0. */

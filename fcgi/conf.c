@@ -63,7 +63,7 @@ enum key_id {
 	K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
 	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR,
 	K_AUDIT_DATABASE, K_FLUSH_INTERVAL, K_BATCH, K_QUEUE, K_UNMATCHED,
-	K_ON_FULL,
+	K_ON_FULL, K_KEEP,
 	K_UPSTREAM,
 	K_PATH, K_METHOD, K_HOST, K_KEY, K_ALGORITHM, K_LIMIT, K_WINDOW,
 	K_BURST, K_PRECISION, K_COST, K_ON_MISSING, K_RULE_ON_ERROR, K_DRY_RUN,
@@ -273,6 +273,8 @@ static const struct key keys[NKEYS] = {
 	    C(audit_unmatched), 0, 0, yes_no, "a boolean", 0 },
 	[K_ON_FULL] = { S_AUDIT, "on_full", set_enum, C(audit_on_full),
 	    0, 0, on_errors, "a queue-full policy", 0 },
+	[K_KEEP] = { S_AUDIT, "keep", set_duration, C(audit_keep_ms),
+	    RLG_MS_HOUR, 3650 * RLG_MS_DAY, NULL, NULL, 0 },
 
 	[K_UPSTREAM] = { S_CGI, "upstream", set_program, C(cgi_upstream),
 	    0, 0, NULL, NULL, 0 },
@@ -1060,12 +1062,47 @@ finish_section(struct loader *l)
 		finish_rule(l);
 }
 
+/*
+ * What is wrong with an [audit] database name that holds strftime fields,
+ * or NULL: only %Y %m %d %H (and %%), in the file's name, each finer field
+ * with every coarser one, so that a name never comes back.
+ */
+static const char *
+dated_name_problem(const char *path)
+{
+	const char *p, *base = strrchr(path, '/');
+	int y = 0, m = 0, d = 0, h = 0;
+
+	for (p = path; *p != '\0'; p++) {
+		if (*p != '%')
+			continue;
+		if (base != NULL && p < base)
+			return "a date goes in the file's name, not in its "
+			    "directory";
+		switch (*++p) {
+		case 'Y': y = 1; break;
+		case 'm': m = 1; break;
+		case 'd': d = 1; break;
+		case 'H': h = 1; break;
+		case '%': break;
+		default:
+			return "a dated name may hold %Y, %m, %d and %H (and "
+			    "%% for a %), nothing else";
+		}
+	}
+	if ((m && !y) || (d && !m) || (h && !d))
+		return "each date field needs the ones before it: %Y, %m, "
+		    "%d, %H (e.g. audit-%Y-%m-%d.db), or names would come back";
+	return NULL;
+}
+
 /* Checks between keys of [gateway], [redis], [audit], and that there is a
  * rule, at the end. */
 static void
 finish_conf(struct loader *l)
 {
 	struct conf *c = l->c;
+	const char *why;
 	long cpus;
 
 	if (c->audit_batch > c->audit_queue &&
@@ -1091,6 +1128,16 @@ finish_conf(struct loader *l)
 		    "switches (one loop serves any number of connections); "
 		    "leave workers empty for one per CPU, the default",
 		    c->workers, cpus);
+	if (c->audit_database != NULL &&
+	    (why = dated_name_problem(c->audit_database)) != NULL)
+		lerr(l, l->seen[K_AUDIT_DATABASE], "audit", "database",
+		    "\"%s\": %s", c->audit_database, why);
+	if (c->audit_keep_ms > 0 && l->state[K_AUDIT_DATABASE] != KS_BAD &&
+	    (c->audit_database == NULL ||
+	    strchr(c->audit_database, '%') == NULL))
+		lerr(l, l->seen[K_KEEP], "audit", "keep", "deletes dated "
+		    "files only: put a date in [audit] database (e.g. "
+		    "audit-%%Y-%%m-%%d.db, a file a day), or remove keep");
 	/* A rule with errors still counts here: its own error says what
 	 * is wrong, and "no rule" would be noise beside it. */
 	if (c->nrules == 0)

@@ -168,6 +168,7 @@ struct conf {
 	int			 audit_unmatched;
 	/* the queue full: ALLOW serves without recording, DENY answers 503 */
 	enum rlg_on_error	 audit_on_full;
+	long long		 audit_keep_ms;	/* 0: dated files are kept */
 
 	/* [cgi] */
 	char			*cgi_upstream;	/* NULL = as the responder */

@@ -233,6 +233,7 @@ reload(const char *path)
 	    (old->audit_database != NULL &&
 	    strcmp(old->audit_database, c->audit_database) != 0))
 		log_warn("reload: [audit] database changes only on restart");
+	audit_keep(gateway_audit, c->audit_keep_ms);
 	log_set_level(c->log_level);
 	gen_install(c);
 	gen_release(was);
@@ -260,6 +261,7 @@ run_cgi(struct conf *c)
 	    c->audit_database, c->audit_queue, errbuf, sizeof(errbuf))) ==
 	    NULL)
 		log_error("audit: %s; this request is not recorded", errbuf);
+	audit_keep(gateway_audit, c->audit_keep_ms);
 	/* CGI serves no status endpoint: every request is decided. */
 	job_begin(&j, c, environ, 0, m);
 	len = job_serve(c, lim, &j, m, v, NULL, out);
@@ -384,6 +386,7 @@ main(int argc, char *argv[])
 		    sizeof(errbuf))) == NULL)
 			fatal("audit: %s", errbuf);
 		audit_on_write(gateway_audit, gateway_publish);
+		audit_keep(gateway_audit, c->audit_keep_ms);
 	}
 	{
 		char errbuf[256];

@@ -1124,6 +1124,143 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	check_rows(f->path, batches, 20000);
 }
 
+/* The file a dated name in f's directory gives for ms (UTC). */
+static void
+dated(const struct fixture *f, const char *fmt, long long ms, char *out,
+    size_t len)
+{
+	char name[64];
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	assert_true(strftime(name, sizeof(name), fmt, &tm) > 0);
+#pragma GCC diagnostic pop
+	snprintf(out, len, "%s/%s", f->dir, name);
+}
+
+/*
+ * [audit] database = audit-%Y-%m-%d-%H.db: each row goes to the file of
+ * its own hour (its ts_ms, UTC), whichever process writes it. Threads 0..5
+ * are 1000 s apart from 400 s past an hour (make_row): 0 to 3 in one hour,
+ * 4 and 5 in the next. Two processes push alternate threads.
+ */
+static void
+test_dated_files_by_row_time(void **state)
+{
+	struct fixture *f = *state;
+	char pattern[160], first[160], second[160], err[512];
+	struct audit *a;
+	pid_t pid;
+	int status, t;
+
+	snprintf(pattern, sizeof(pattern), "%s/audit-%%Y-%%m-%%d-%%H.db",
+	    f->dir);
+	dated(f, "audit-%Y-%m-%d-%H.db", 1795000000000LL, first,
+	    sizeof(first));
+	dated(f, "audit-%Y-%m-%d-%H.db", 1795000000000LL + 3600000LL,
+	    second, sizeof(second));
+	capture_start();
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if ((a = audit_open(pattern, 1000, 50, 5, err,
+		    sizeof(err))) == NULL)
+			_exit(2);
+		for (t = 1; t < 6; t += 2)
+			push_range(a, t, 0, 300);
+		_exit(audit_close(a, 5000) != 0);
+	}
+	assert_non_null(a = audit_open(pattern, 1000, 50, 5, err,
+	    sizeof(err)));
+	for (t = 0; t < 6; t += 2)
+		push_range(a, t, 0, 300);
+	assert_int_equal(audit_close(a, 5000), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	free(capture_end());
+	assert_int_equal(db_int(first, "SELECT count(*) FROM decisions"),
+	    1200);
+	assert_int_equal(db_int(first, "SELECT count(*) FROM decisions WHERE "
+	    "request_id LIKE 't4-%' OR request_id LIKE 't5-%'"), 0);
+	assert_int_equal(db_int(first, "SELECT count(DISTINCT request_id) "
+	    "FROM decisions"), 1200);
+	assert_int_equal(db_int(second, "SELECT count(*) FROM decisions"),
+	    600);
+	assert_int_equal(db_int(second, "SELECT count(*) FROM decisions "
+	    "WHERE request_id LIKE 't4-%' OR request_id LIKE 't5-%'"), 600);
+	assert_int_equal(db_int(second, "SELECT count(DISTINCT request_id) "
+	    "FROM decisions"), 600);
+}
+
+static void
+touch(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fclose(fp);
+}
+
+/*
+ * keep: the files of a dated name whose period ended more than keep ago
+ * go, with their -wal and -shm; the others, and names the pattern does not
+ * give, stay.
+ */
+static void
+test_keep_deletes_old_files(void **state)
+{
+	struct fixture *f = *state;
+	char pattern[160], old[160], recent[160], now_file[160], side[200];
+	char other[160], err[512], *log;
+	struct audit_row r;
+	struct row_bufs b;
+	struct audit *a;
+	long long now = wall_ms();
+	struct stat st;
+
+	snprintf(pattern, sizeof(pattern), "%s/audit-%%Y-%%m-%%d-%%H.db",
+	    f->dir);
+	snprintf(old, sizeof(old), "%s/audit-2020-01-01-00.db", f->dir);
+	dated(f, "audit-%Y-%m-%d-%H.db", now - 2 * 3600000LL, recent,
+	    sizeof(recent));
+	dated(f, "audit-%Y-%m-%d-%H.db", now, now_file, sizeof(now_file));
+	snprintf(other, sizeof(other), "%s/audit-notes.db", f->dir);
+	touch(old);
+	snprintf(side, sizeof(side), "%s-wal", old);
+	touch(side);
+	snprintf(side, sizeof(side), "%s-shm", old);
+	touch(side);
+	touch(recent);
+	touch(other);
+
+	capture_start();
+	assert_non_null(a = audit_open(pattern, 100, 1, 0, err,
+	    sizeof(err)));
+	audit_keep(a, 86400000LL);
+	make_row(0, 0, &r, &b);
+	r.ts_ms = now;
+	assert_int_equal(audit_push(a, &r), 0);
+	assert_int_equal(audit_close(a, 5000), 0);
+	log = capture_end();
+	assert_int_equal(stat(old, &st), -1);
+	snprintf(side, sizeof(side), "%s-wal", old);
+	assert_int_equal(stat(side, &st), -1);
+	snprintf(side, sizeof(side), "%s-shm", old);
+	assert_int_equal(stat(side, &st), -1);
+	assert_int_equal(stat(recent, &st), 0);
+	assert_int_equal(stat(other, &st), 0);
+	assert_int_equal(db_int(now_file, "SELECT count(*) FROM decisions"), 1);
+	assert_int_equal(count_lines(log, old, "deleted, its period ended "
+	    "more than [audit] keep ago"), 1);
+	assert_int_equal(count_lines(log, "deleted", NULL), 1);
+	free(log);
+}
+
 /* A database that never becomes writable: close gives up and says how many. */
 static void
 test_close_gives_up(void **state)
@@ -1331,6 +1468,10 @@ main(void)
 		    test_writer_checkpoints_if_the_checkpointer_cannot,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dated_files_by_row_time,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keep_deletes_old_files,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,
 		    setup, teardown),

@@ -1418,6 +1418,48 @@ test_precision(void **state)
 	    "4: [rule:r] precision: 2s is longer than the window (1s)", NULL);
 }
 
+/* [audit] database with strftime fields, keep, on_full. */
+static void
+test_audit_retention(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[audit]\ndatabase = /var/lib/rlgate/audit-%Y-%m-%d.db\n"
+	    "keep = 14d\non_full = deny\n" RULE_OK);
+	assert_string_equal(c->audit_database,
+	    "/var/lib/rlgate/audit-%Y-%m-%d.db");
+	assert_int_equal(c->audit_keep_ms, 14 * 86400000LL);
+	assert_int_equal(c->audit_on_full, RLG_ON_ERROR_DENY);
+	conf_free(c);
+	c = load_ok("[audit]\ndatabase = /a/b-%Y%m%d%H-100%%.db\n" RULE_OK);
+	assert_int_equal(c->audit_keep_ms, 0);
+	assert_int_equal(c->audit_on_full, RLG_ON_ERROR_ALLOW);
+	conf_free(c);
+
+	expect_one("[audit]\ndatabase = /a/audit-%F.db\n" RULE_OK,
+	    "2: [audit] database: \"/a/audit-%F.db\": a dated name may hold "
+	    "%Y, %m, %d and %H (and %% for a %), nothing else", NULL);
+	expect_one("[audit]\ndatabase = /a/audit-%H.db\n" RULE_OK,
+	    "2: [audit] database: \"/a/audit-%H.db\": each date field needs "
+	    "the ones before it: %Y, %m, %d, %H", NULL);
+	expect_one("[audit]\ndatabase = /a/audit-%Y-%d.db\n" RULE_OK,
+	    "2: [audit] database: ", "each date field needs the ones before");
+	expect_one("[audit]\ndatabase = /a/%Y/audit.db\n" RULE_OK,
+	    "2: [audit] database: \"/a/%Y/audit.db\": a date goes in the "
+	    "file's name, not in its directory", NULL);
+	expect_one("[audit]\ndatabase = /a/audit.db\nkeep = 14d\n" RULE_OK,
+	    "3: [audit] keep: deletes dated files only: put a date in [audit] "
+	    "database (e.g. audit-%Y-%m-%d.db, a file a day), or remove keep",
+	    NULL);
+	expect_one("[audit]\ndatabase = /a/audit-%Y.db\nkeep = 10m\n"
+	    RULE_OK, "3: [audit] keep: \"10m\" is too short (use at least "
+	    "1h)", NULL);
+	expect_one("[audit]\non_full = drop\n" RULE_OK,
+	    "2: [audit] on_full: \"drop\" is not a queue-full policy (use "
+	    "allow or deny)", NULL);
+}
+
 static void
 test_audit_batch_queue(void **state)
 {
@@ -1629,6 +1671,7 @@ main(void)
 		cmocka_unit_test(test_algorithm_keys),
 		cmocka_unit_test(test_precision),
 		cmocka_unit_test(test_audit_batch_queue),
+		cmocka_unit_test(test_audit_retention),
 		cmocka_unit_test(test_password_mode),
 		cmocka_unit_test(test_other_contradictions),
 		cmocka_unit_test(test_all_errors_together),
