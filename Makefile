@@ -28,7 +28,8 @@ endif
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/threads.c
-LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
+LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/redis.c \
+	   fcgi/respond.c \
 	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
 
 /* Redis round-trip histogram bounds, in microseconds (le labels in s). */
 static const long long bounds_us[] = {
@@ -25,7 +26,7 @@ static const long long bounds_us[] = {
 
 static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"allowed", "denied", "redis_error", "dry_run", "bad_request",
-	"local_cache"
+	"local_cache", "other_rule"
 };
 
 struct metrics_worker {
@@ -158,6 +159,9 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 			break;
 		case RLG_REASON_LOCAL_CACHE:
 			o = RLG_OUT_LOCAL_CACHE;
+			break;
+		case RLG_REASON_OTHER_RULE:
+			o = RLG_OUT_OTHER_RULE;
 			break;
 		default:
 			o = d->rule_allowed[i] ? RLG_OUT_ALLOWED :
@@ -378,6 +382,7 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	struct out o = { out, 0, outlen };
 	int audit_ok = !h->p.audit || h->p.audit_lag_ms <= h->audit_lag_max_ms;
 	const char *sep = "";
+	int i;
 
 	*healthy = h->redis_ok && audit_ok;
 	put(&o, "{\"status\":\"%s\",\"version\":", *healthy ? "ok" :
@@ -387,13 +392,31 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	    h->redis_ok ? "true" : "false");
 	put_str(&o, h->redis_address);
 	if (h->redis_ok)
-		put(&o, ",\"latency_ms\":%.3f}",
+		put(&o, ",\"latency_ms\":%.3f",
 		    (double)h->redis_latency_us / 1e3);
 	else {
 		put(&o, ",\"error\":");
 		put_str(&o, h->redis_error);
-		put(&o, "}");
 	}
+	put(&o, ",\"nodes\":[");
+	for (i = 0; i < h->nnodes; i++) {
+		const struct redis_health *n = &h->nodes[i];
+
+		put(&o, "%s{\"address\":", i ? "," : "");
+		put_str(&o, n->address);
+		put(&o, ",\"role\":");
+		put_str(&o, n->role);
+		put(&o, ",\"reachable\":%s", n->ok ? "true" : "false");
+		if (n->ok)
+			put(&o, ",\"latency_ms\":%.3f}",
+			    (double)n->latency_us / 1e3);
+		else {
+			put(&o, ",\"error\":");
+			put_str(&o, n->errstr);
+			put(&o, "}");
+		}
+	}
+	put(&o, "]}");
 	put(&o, ",\"audit\":{\"enabled\":%s", h->p.audit ? "true" : "false");
 	if (h->p.audit)
 		put(&o, ",\"queued\":%lld,\"lag_ms\":%lld,\"written\":%lld,"

@@ -23,6 +23,7 @@ enum metrics_outcome {
 	RLG_OUT_DRY_RUN,
 	RLG_OUT_BAD_REQUEST,
 	RLG_OUT_LOCAL_CACHE,
+	RLG_OUT_OTHER_RULE,	/* admitted, but another rule denied */
 	RLG_OUT_COUNT
 };
 
@@ -81,12 +82,15 @@ size_t	 metrics_prometheus(const struct metrics_process *p, char *out,
 	    size_t outlen);
 
 /* What /health reports. */
+struct redis_health;
 struct metrics_health {
 	const char	*version;
-	int		 redis_ok;
-	const char	*redis_address;
+	int		 redis_ok;	/* every node answers */
+	const char	*redis_address;	/* as configured */
 	const char	*redis_error;	/* why not, when not */
-	long long	 redis_latency_us;
+	long long	 redis_latency_us;	/* the slowest node's */
+	const struct redis_health *nodes;	/* each master (redis.h) */
+	int		 nnodes;
 	struct metrics_process p;
 	const char	*config_path;
 	size_t		 rules;
