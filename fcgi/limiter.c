@@ -290,29 +290,6 @@ log_ignored(const struct match *m, const char *why, size_t whylen)
 	    IGNORED_LOG_MS / 1000);
 }
 
-/*
- * Error replies that say Redis cannot run functions for now (a long
- * script holds it, it is loading, out of memory, a read-only replica...):
- * an outage, which the Redis layer logs once, not one request's problem
- * to log every time.
- */
-static int
-server_refuses(const char *s)
-{
-	static const char *const codes[] = { "BUSY", "LOADING", "MASTERDOWN",
-	    "READONLY", "NOAUTH", "NOPERM", "WRONGPASS", "OOM", "MISCONF",
-	    "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS" };
-	size_t i, n;
-
-	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-		n = strlen(codes[i]);
-		if (strncmp(s, codes[i], n) == 0 &&
-		    (s[n] == ' ' || s[n] == '\0'))
-			return 1;
-	}
-	return 0;
-}
-
 /* A decimal into the byte buffer at *pos; returns it and its length. */
 static const char *
 put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
@@ -429,8 +406,10 @@ is_str(const redisReply *r)
 
 /*
  * Reads the reply of call ci into its rules' verdicts (and the undo
- * strings into l->undo). Returns 0, or -1 when the call failed or its
- * reply is not what the library gives: its verdicts stay unanswered.
+ * strings into l->undo). Returns 0; -1 when the call failed (the Redis
+ * layer logged and counted that); -2 when Redis answered with an error
+ * (a bad argument) or with what the library does not give (logged here).
+ * The verdicts of a call that did not return 0 stay unanswered.
  */
 static int
 read_decide(struct limiter *l, const struct redis_call *call,
@@ -444,12 +423,11 @@ read_decide(struct limiter *l, const struct redis_call *call,
 	int counted, ov;
 
 	if (call->status != RLG_CALL_OK || rep == NULL)
-		return -1;	/* the Redis layer logged the outage */
-	if (rep->type == REDIS_REPLY_ERROR) {
-		if (!server_refuses(rep->str))
-			log_error("rule %s: redis: %s",
-			    rq->m[l->rix[ci->first]].rule->name, rep->str);
 		return -1;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		log_error("rule %s: redis: %s",
+		    rq->m[l->rix[ci->first]].rule->name, rep->str);
+		return -2;
 	}
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != ci->n + 1 ||
 	    !is_int(rep->element[0]))
@@ -507,7 +485,7 @@ bad:
 	log_error("rule %s: redis: the reply of rlgate_decide is not %zu "
 	    "rules' verdicts (is the library lua/decide.lua loaded?)",
 	    rq->m[l->rix[ci->first]].rule->name, ci->n);
-	return -1;
+	return -2;
 }
 
 /*
@@ -621,7 +599,8 @@ undo_round(struct limiter *l, const struct conf *c,
 					r[uinfo[k].req].v[l->rix[uinfo[k].first +
 					    i]].counted = 0;
 		} else {
-			metrics_redis_error(l->metrics);
+			if (undo[k].status == RLG_CALL_OK)
+				metrics_redis_error(l->metrics);
 			if (may_log(&undo_logged_ms, NULL, NULL))
 				log_warn("rule %s: a request another rule "
 				    "denied stays counted here: its undo "
@@ -685,8 +664,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
     struct limiter_request *r, size_t nr)
 {
 	size_t i, k, ncalls = 0, nrix = 0, nrules = 0, a = 0, pos = 0;
-	long long sent, t0;
-	int local, rc = 0;
+	long long sent;
+	int local, e, rc = 0;
 
 	sent = mono_us();
 	for (k = 0; k < nr; k++) {
@@ -723,15 +702,14 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	for (k = 0; k < ncalls; k++)
 		build_decide(l, c, &r[l->info[k].req], &l->info[k],
 		    &l->calls[k], &a, &pos);
-	t0 = mono_us();
-	if (redis_run(l->redis, c, l->calls, ncalls) < (int)ncalls)
-		metrics_redis_latency(l->metrics, mono_us() - t0);
+	/* The layer counts the round trip and the calls that failed. */
+	redis_run(l->redis, c, l->calls, ncalls);
 	for (k = 0; k < ncalls; k++) {
-		if (read_decide(l, &l->calls[k], &l->info[k],
-		    &r[l->info[k].req]) == -1) {
+		if ((e = read_decide(l, &l->calls[k], &l->info[k],
+		    &r[l->info[k].req])) == -2)
 			metrics_redis_error(l->metrics);
+		if (e != 0)
 			rc = -1;
-		}
 	}
 	/* Only a cluster splits a request: elsewhere a denied request
 	 * counted nothing, and this finds nothing to undo. */

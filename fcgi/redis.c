@@ -245,6 +245,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
     size_t n)
 {
 	size_t i, bad = 0;
+	long long t0;
 	int pass, again;
 	redisReply *rep;
 	char err[256];
@@ -258,6 +259,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		return 0;
 	if (ensure(r, c) == -1)
 		return (int)n;
+	t0 = mono_us();
 	for (pass = 0; pass < 2; pass++) {
 		again = 0;
 		for (i = 0; i < n; i++)
@@ -295,6 +297,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		}
 	}
 	mark_up(c);
+	metrics_redis_latency(r->metrics, mono_us() - t0);
 count:
 	for (i = 0; i < n; i++)
 		bad += calls[i].status != RLG_CALL_OK;
