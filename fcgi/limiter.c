@@ -425,8 +425,12 @@ read_decide(struct limiter *l, const struct redis_call *call,
 	if (call->status != RLG_CALL_OK || rep == NULL)
 		return -1;
 	if (rep->type == REDIS_REPLY_ERROR) {
+		/* "rlgate: rule I (ALGORITHM): ...": I counts from 1 in the
+		 * call; the log names the rule. */
+		i = sscanf(rep->str, "rlgate: rule %zu", &j) == 1 && j >= 1 &&
+		    j <= ci->n ? j - 1 : 0;
 		log_error("rule %s: redis: %s",
-		    rq->m[l->rix[ci->first]].rule->name, rep->str);
+		    rq->m[l->rix[ci->first + i]].rule->name, rep->str);
 		return -2;
 	}
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != ci->n + 1 ||
