@@ -320,7 +320,9 @@ build_decide(struct limiter *l, const struct conf *c,
 	int o;
 
 	argv[0] = "FCALL";
+	alen[0] = strlen(argv[0]);
 	argv[1] = "rlgate_decide";
+	alen[1] = strlen(argv[1]);
 	/* argv[2], the key count, once it is known. */
 	k = 3;
 	for (i = 0; i < ci->n; i++) {
@@ -532,7 +534,9 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 	if (n == 0)
 		return 0;
 	argv[0] = "FCALL";
+	alen[0] = strlen(argv[0]);
 	argv[1] = "rlgate_undo";
+	alen[1] = strlen(argv[1]);
 	argv[2] = put_num(l, pos, (long long)n, &alen[2]);
 	for (i = 0, k = 3; i < ci->n; i++)
 		if (l->undo[ci->first + i] != NULL) {

@@ -150,22 +150,24 @@ reasons() {
 #    the 7 narrow denied cost wide nothing, so /user/list gets 2 more.
 is "narrow/wide: 3 of 10 /api/item admitted" \
 	"200 200 200 429 429 429 429 429 429 429" "$(codes nw.test /api/item 10)"
-is "narrow/wide: wide kept 2 for /user/list" "200 200 429" "$(codes nw.test /user/list 3)"
-is "redis: narrow counted 3" 3 "$(rcli HGET 'rl:{narrow:127.0.0.1}' count)"
-is "redis: wide counted 5 (3 + 2), not 12" 5 "$(rcli HGET 'rl:{wide:127.0.0.1}' count)"
-wait_for 10 rows_at_least 23 "rule IN ('narrow', 'wide')"
-is "audit: narrow 3 allowed, 7 denied by its limit" "limit:0:7 limit:1:3" "$(reasons narrow)"
-is "audit: wide 5 allowed, 1 denied by its limit, 7 other_rule" \
-	"limit:0:1 limit:1:5 other_rule:0:7" "$(reasons wide)"
-is "audit: the other_rule rows are narrow's denials (same requests, 429)" 7 \
-	"$(sql "SELECT count(*) FROM decisions w JOIN decisions n USING (request_id)
-	    WHERE w.rule='wide' AND w.reason='other_rule' AND n.rule='narrow'
-	    AND n.reason='limit' AND n.allowed=0 AND w.status=429 AND n.status=429")"
-is "audit: other_rule rows show wide's state kept: 2 remaining" "7|2|2" \
-	"$(sql "SELECT count(*), min(remaining), max(remaining) FROM decisions WHERE rule='wide' AND reason='other_rule'")"
+# The 11th: narrow denies it; wide, with 2 left, is in the headers only.
 curl -s -D "$T/h429" -o "$T/b429" -H "Host: nw.test" "$BASE/api/item"
 is "a 429 names only the rule that denied" '["narrow"]' \
 	"$(sed -n 's/.*"violated-policies":\(\[[^]]*\]\).*/\1/p' "$T/b429")"
+check "and shows wide's 2 left" grep -q '^RateLimit: "narrow";r=0;t=[0-9]*, "wide";r=2;t=' "$T/h429"
+is "narrow/wide: wide kept 2 for /user/list" "200 200 429" "$(codes nw.test /user/list 3)"
+is "redis: narrow counted 3" 3 "$(rcli HGET 'rl:{narrow:127.0.0.1}' count)"
+is "redis: wide counted 5 (3 + 2), not 12" 5 "$(rcli HGET 'rl:{wide:127.0.0.1}' count)"
+wait_for 10 rows_at_least 25 "rule IN ('narrow', 'wide')"
+is "audit: narrow 3 allowed, 8 denied by its limit" "limit:0:8 limit:1:3" "$(reasons narrow)"
+is "audit: wide 5 allowed, 1 denied by its limit, 8 other_rule" \
+	"limit:0:1 limit:1:5 other_rule:0:8" "$(reasons wide)"
+is "audit: the other_rule rows are narrow's denials (same requests, 429)" 8 \
+	"$(sql "SELECT count(*) FROM decisions w JOIN decisions n USING (request_id)
+	    WHERE w.rule='wide' AND w.reason='other_rule' AND n.rule='narrow'
+	    AND n.reason='limit' AND n.allowed=0 AND w.status=429 AND n.status=429")"
+is "audit: other_rule rows show wide's state kept: 2 remaining" "8|2|2" \
+	"$(sql "SELECT count(*), min(remaining), max(remaining) FROM decisions WHERE rule='wide' AND reason='other_rule'")"
 
 # 2. Three algorithms mixed: sliding_log's denials count in neither
 #    token_bucket nor leaky_bucket.
