@@ -302,7 +302,7 @@ c0=$(redis_calls fcall)
 sock=""
 for i in 1 2 3; do sock+=" $(fcgi_get "$RLGATE_PORT" /sock/a | head -1)"; done
 is "Redis on a unix socket: limit 2 gives 200, 200, 429" " Status: 200 OK Status: 200 OK Status: 429 Too Many Requests" "$sock"
-is "Redis on a unix socket: the three scripts ran there" $((c0 + 3)) "$(redis_calls fcall)"
+is "Redis on a unix socket: the three decisions ran there" $((c0 + 3)) "$(redis_calls fcall)"
 is "Redis on a unix socket: rlgate-ctl peek reads the key (remaining 0)" 0 \
 	"$("$CTL" -c "$T/sock.ini" peek sock 127.0.0.1 | awk '$1 == "remaining" { print $2 }')"
 stop_rlgate
@@ -311,12 +311,13 @@ stop_rlgate
 
 export RLGATE_CONF=$T/rlgate.ini
 pk() { "$CTL" peek "$1" "$2" | awk -v f="$3" '$1 == f { print $2 }'; }
-# script ALG KEY: one request of cost 1 through the rule's own script, as
-# rlgate sends it (Redis TIME); prints its reply on one line.
+# script ALG KEY: one request of cost 1 through the algorithm's own
+# function of the library (FCALL rlgate_ALG, Redis TIME); prints its reply
+# on one line.
 script() {
 	local prec=''
 	[ "$1" = sliding_window ] && prec=6000	# the rule's default: window/10
-	rcli --eval "$TOP/lua/$1.lua" "rl:{peek_$1:$2}" , '' 1 3 60000 '' "$prec" | paste -sd' '
+	rcli FCALL "rlgate_$1" 1 "rl:{peek_$1:$2}" '' 1 3 60000 '' "$prec" | paste -sd' '
 }
 # peek's numbers against the scripts' own replies, for every algorithm
 # (through redis-cli: a leaky_bucket rule served by rlgate would hold each
@@ -327,7 +328,7 @@ for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket;
 	read -r _ rem _ <<<"$(script "$a" k1)"
 	before=$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') c0=$(redis_calls fcall)
 	is "peek $a: remaining as the script last said" "$rem" "$(pk "$r" k1 remaining)"
-	is "peek $a: consumes nothing (state and EVALSHA calls unchanged)" "$before $c0" \
+	is "peek $a: consumes nothing (state and FCALL calls unchanged)" "$before $c0" \
 		"$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') $(redis_calls fcall)"
 	# Over the limit: the denial's retry_after, less the time since.
 	for i in 1 2 3 4 5; do
