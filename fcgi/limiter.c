@@ -602,10 +602,16 @@ undo_round(struct limiter *l, const struct conf *c,
 		rep = undo[k].reply;
 		if (undo[k].status == RLG_CALL_OK && rep != NULL &&
 		    rep->type == REDIS_REPLY_INTEGER) {
-			for (i = 0; i < uinfo[k].n; i++)
-				if (l->undo[uinfo[k].first + i] != NULL)
-					r[uinfo[k].req].v[l->rix[uinfo[k].first +
-					    i]].counted = 0;
+			for (i = 0; i < uinfo[k].n; i++) {
+				size_t j = l->rix[uinfo[k].first + i];
+				struct verdict *v = &r[uinfo[k].req].v[j];
+
+				if (l->undo[uinfo[k].first + i] == NULL)
+					continue;
+				/* What is left is what was before. */
+				v->counted = 0;
+				v->remaining += r[uinfo[k].req].m[j].cost;
+			}
 		} else {
 			if (undo[k].status == RLG_CALL_OK)
 				metrics_redis_error(l->metrics);
