@@ -24,12 +24,14 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
-# The gateway, one file per concern, in the order a request goes through them;
+# The gateway, one file per concern, in the order a request goes through them
+# (limiter over the Redis layer: redis, with slot for Cluster routing and
+# sentinel for finding the master);
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/threads.c
-LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/redis.c \
-	   fcgi/respond.c \
+LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
+	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
 	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)

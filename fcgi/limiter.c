@@ -20,6 +20,10 @@
 #include "metrics.h"
 #include "redis.h"
 #include "scripts.h"
+#include "slot.h"
+
+/* TEMPORARY: scripts.h declares it once branch lua is merged. */
+extern const char rlg_library_version[];
 
 #define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
 #define UNDO_LOG_MS		10000	/* a line per failed-undo burst */
@@ -120,8 +124,7 @@ limiter_health(struct limiter *l, const struct conf *c,
 static int
 clustered(const struct conf *c)
 {
-	(void)c;
-	return 0;	/* TEMPORARY: c->redis_mode == RLG_REDIS_CLUSTER */
+	return c->redis_mode == RLG_REDIS_CLUSTER;
 }
 
 size_t

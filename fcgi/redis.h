@@ -1,8 +1,4 @@
 /*
- * TEMPORARY: a copy of branch redis's draft of this header (and in redis.c
- * a stand-in for single mode only), so that branch limiter builds before
- * branch redis lands. `git merge redis` takes theirs.
- *
  * redis: the Redis layer. Knows the deployment ([redis] mode = single,
  * cluster or sentinel), its nodes, the slot map, redirects, failover, the
  * function library and outages; runs the calls the limiter (and
@@ -137,6 +133,19 @@ int		 redis_each_master(struct redis *r, const struct conf *c,
 		    size_t errlen);
 
 /*
+ * A blocking connection to address (host:port, [v6]:port or unix:/path)
+ * with c's connect timeout and timeout set (a blocking call that takes
+ * longer fails "timed out after N ms"), AUTH (username may be NULL; none
+ * when password is NULL) and SELECT (database not 0) done. Returns a
+ * context the caller frees with redisFree(), or NULL with why in err.
+ * Thread safe.
+ */
+struct redisContext *redis_dial(const char *address, const char *username,
+		    const char *password, int database,
+		    long long connect_timeout_ms, long long timeout_ms,
+		    char *err, size_t errlen);
+
+/*
  * A blocking connection to the single server or the Sentinel's master as
  * the gateway makes one (timeouts, AUTH, SELECT): for rlgate-ctl's
  * commands that need no routing. In cluster mode, a connection to the
@@ -145,11 +154,5 @@ int		 redis_each_master(struct redis *r, const struct conf *c,
  */
 struct redisContext *redis_connect(const struct conf *c, const char *key,
 		    size_t keylen, char *errbuf, size_t errlen);
-
-/* TEMPORARY: slot.h's, on branch redis. */
-int		 slot_of(const char *key, size_t len);
-/* TEMPORARY: scripts.h's, on branch lua (defined in redis.c until then). */
-extern const char rlg_library[];
-extern const char rlg_library_version[];
 
 #endif

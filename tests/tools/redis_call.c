@@ -1,0 +1,195 @@
+/*
+ * redis_call: drives the Redis layer (fcgi/redis.c) from the shell, for
+ * tests/it_cluster.sh and it_sentinel.sh. Reads a configuration, runs the
+ * calls given in one redis_run() (optionally again and again on the same
+ * struct redis, as an event loop would), and prints one line per call:
+ *
+ *   RUN<TAB>CALL<TAB>STATUS<TAB>NODE<TAB>REPLY
+ *
+ * STATUS is OK, FAILED or UNSENT; REPLY is the reply written compactly
+ * (integers, strings, (nil), (error) text, [a, b] for arrays).
+ *
+ *   redis_call -c CONF [-r RUNS] [-i MS] [-U] KEY CMD ARG... [; KEY CMD ...]
+ *   redis_call -c CONF -P        redis_probe(): "probe OK" or the error
+ *   redis_call -c CONF -H        redis_health(): a line per master
+ *   redis_call -c CONF -E        redis_each_master(): address and DBSIZE
+ *
+ * KEY "-" routes to any master. -U stops after the first run where every
+ * call is OK. Exit status: 0 when the last run's calls were all OK.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "clock.h"
+#include "conf.h"
+#include "log.h"
+#include "redis.h"
+
+#define MAX_CALLS	256
+#define MAX_ARGS	64
+
+static void
+print_reply(const redisReply *r)
+{
+	size_t i;
+
+	if (r == NULL) {
+		printf("-");
+		return;
+	}
+	switch (r->type) {
+	case REDIS_REPLY_INTEGER:
+		printf("%lld", r->integer);
+		break;
+	case REDIS_REPLY_NIL:
+		printf("(nil)");
+		break;
+	case REDIS_REPLY_ERROR:
+		printf("(error) %s", r->str);
+		break;
+	case REDIS_REPLY_ARRAY:
+		printf("[");
+		for (i = 0; i < r->elements; i++) {
+			if (i > 0)
+				printf(", ");
+			print_reply(r->element[i]);
+		}
+		printf("]");
+		break;
+	default:
+		printf("%s", r->str);
+	}
+}
+
+static const char *
+status_name(enum rlg_call_status s)
+{
+	return s == RLG_CALL_OK ? "OK" : s == RLG_CALL_FAILED ? "FAILED" :
+	    "UNSENT";
+}
+
+static int
+print_master(void *arg, struct redisContext *ctx, const char *address)
+{
+	redisReply *r = redisCommand(ctx, "DBSIZE");
+
+	(void)arg;
+	printf("%s\t", address);
+	print_reply(r);
+	printf("\n");
+	freeReplyObject(r);
+	return 0;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: redis_call -c CONF [-r RUNS] [-i MS] [-U] "
+	    "KEY CMD ARG... [; KEY CMD ...]\n"
+	    "       redis_call -c CONF -P | -H | -E\n");
+	exit(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct redis_call calls[MAX_CALLS];
+	static const char *args[MAX_CALLS][MAX_ARGS];
+	const char *path = NULL;
+	struct redis_health h[64];
+	struct redis *r;
+	struct conf *c;
+	char *errors, err[1024];
+	int ch, runs = 1, interval_ms = 100, until_ok = 0, what = 0;
+	int run, bad = 0, i, j;
+	size_t n = 0;
+
+	while ((ch = getopt(argc, argv, "c:r:i:UPHE")) != -1)
+		switch (ch) {
+		case 'c': path = optarg; break;
+		case 'r': runs = atoi(optarg); break;
+		case 'i': interval_ms = atoi(optarg); break;
+		case 'U': until_ok = 1; break;
+		case 'P': case 'H': case 'E': what = ch; break;
+		default: usage();
+		}
+	if (path == NULL)
+		usage();
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fprintf(stderr, "%s", errors ? errors : "out of memory\n");
+		return 2;
+	}
+	log_set_level(c->log_level);
+	if (what == 'P') {
+		if (redis_probe(c, err, sizeof(err)) == -1) {
+			printf("probe: %s\n", err);
+			return 1;
+		}
+		printf("probe OK\n");
+		return 0;
+	}
+	if ((r = redis_new()) == NULL)
+		return 2;
+	if (what == 'H') {
+		int m = redis_health(r, c, h, 64, err, sizeof(err));
+
+		if (m < 0)
+			printf("health: %s\n", err);
+		for (i = 0; i < m && i < 64; i++)
+			printf("%s\t%s\t%s\t%s\t%lld\n", h[i].address, h[i].role,
+			    h[i].ok ? "ok" : "down", h[i].ok ? "-" :
+			    h[i].errstr, h[i].errors);
+		redis_free(r);
+		conf_free(c);
+		return m < 0;
+	}
+	if (what == 'E') {
+		bad = redis_each_master(r, c, print_master, NULL, err,
+		    sizeof(err));
+		if (bad == -1)
+			printf("each: %s\n", err);
+		redis_free(r);
+		conf_free(c);
+		return bad == -1;
+	}
+	for (i = optind; i < argc && n < MAX_CALLS; n++) {
+		struct redis_call *cl = &calls[n];
+
+		cl->key = strcmp(argv[i], "-") == 0 ? NULL : argv[i];
+		cl->keylen = cl->key ? strlen(cl->key) : 0;
+		cl->argv = args[n];
+		for (i++, j = 0; i < argc && strcmp(argv[i], ";") != 0 &&
+		    j < MAX_ARGS; i++)
+			args[n][j++] = argv[i];
+		if (j == 0)
+			usage();
+		cl->argc = j;
+		i++;	/* the ";" */
+	}
+	if (n == 0)
+		usage();
+	for (run = 1; run <= runs; run++) {
+		if (run > 1)
+			sleep_ms(interval_ms);
+		bad = redis_run(r, c, calls, n);
+		for (i = 0; i < (int)n; i++) {
+			printf("%d\t%d\t%s\t%s\t", run, i + 1,
+			    status_name(calls[i].status),
+			    calls[i].node >= 0 ?
+			    redis_node_address(r, calls[i].node) : "-");
+			print_reply(calls[i].reply);
+			printf("\n");
+			freeReplyObject(calls[i].reply);
+		}
+		fflush(stdout);
+		if (until_ok && bad == 0)
+			break;
+	}
+	redis_free(r);
+	conf_free(c);
+	return bad != 0;
+}
