@@ -232,4 +232,68 @@ sqlite3 "$T/forged.db" "UPDATE decisions SET allowed=1, reason='limit' WHERE rul
 is "--verify fails when other_rule rows count as admitted" 1 $?
 check "naming wide" grep -q '^FAIL rule wide (' "$T/forged.out"
 
+# 6. Redis Cluster: narrow and wide on different masters. Each master
+#    counts its own rule; a request narrow denies had been counted by wide
+#    on the other master, and is taken back (rlgate_undo): wide keeps 2.
+declare -f start_cluster > /dev/null ||
+	{ not_ok "cluster: tests/lib.sh has no start_cluster (branch redis)"; finish; exit; }
+start_cluster || exit 1
+kslot() { redis-cli -p "$CLUSTER_SEED" CLUSTER KEYSLOT "$1"; }
+for i in 0 1 2 3 4 5 6 7 8 9; do
+	N=cnarrow$i W=cwide$i
+	MN=$(cluster_master_of "$(kslot "rl:{$N:127.0.0.1}")")
+	MW=$(cluster_master_of "$(kslot "rl:{$W:127.0.0.1}")")
+	[ -n "$MN" ] && [ -n "$MW" ] && [ "$MN" != "$MW" ] && break
+done
+check "cluster: $N and $W live on different masters ($MN, $MW)" \
+	test -n "$MN" -a -n "$MW" -a "$MN" != "$MW"
+AUDIT_DB=$T/cluster.db
+cat > "$T/cluster.ini" <<EOF2
+[gateway]
+workers = 2
+
+[redis]
+mode = cluster
+address = 127.0.0.1:$CLUSTER_SEED
+connect_timeout = 1s
+timeout = 2s
+
+[audit]
+database = $AUDIT_DB
+flush_interval = 20ms
+
+[rule:$N]
+path = /api/*
+limit = 3
+window = 1m
+
+[rule:$W]
+path = /*
+limit = 5
+window = 1m
+EOF2
+check "rlgate -t accepts the cluster configuration" "$RLGATE" -t -c "$T/cluster.ini"
+unset RLGATE_PORT HTTP_PORT
+start_rlgate "$T/cluster.ini" rlgate-cluster || exit 1
+start_shipped_lighttpd || exit 1
+BASE=http://127.0.0.1:$HTTP_PORT
+f0=$(redis_calls fcall "$MW")
+is "cluster: 3 of 10 /api/item admitted" \
+	"200 200 200 429 429 429 429 429 429 429" "$(codes any.test /api/item 10)"
+is "cluster: $W kept 2 for /user/list" "200 200 429" "$(codes any.test /user/list 3)"
+is "cluster: $N's master counted 3" 3 "$(redis-cli -p "$MN" HGET "rl:{$N:127.0.0.1}" count)"
+is "cluster: $W's master counted 5, the 7 narrow denied taken back" 5 \
+	"$(redis-cli -p "$MW" HGET "rl:{$W:127.0.0.1}" count)"
+# 13 rlgate_decide calls for wide, and an rlgate_undo for each of the 7.
+is "cluster: $W's master ran 13 decisions and 7 undos" 20 "$(( $(redis_calls fcall "$MW") - f0 ))"
+wait_for 10 rows_at_least 23 "rule IN ('$N', '$W')"
+is "cluster audit: $N 3 allowed, 7 denied" "limit:0:7 limit:1:3" "$(reasons "$N")"
+is "cluster audit: $W 5 allowed, 1 denied, 7 other_rule" \
+	"limit:0:1 limit:1:5 other_rule:0:7" "$(reasons "$W")"
+is "cluster audit: other_rule rows show what $W holds after the undo: 2 left" "7|2|2" \
+	"$(sql "SELECT count(*), min(remaining), max(remaining) FROM decisions WHERE rule='$W' AND reason='other_rule'")"
+stop_rlgate
+"$TOP/reports/rlgate-report" --verify "$AUDIT_DB" > "$T/verify-cluster.out" 2>&1
+is "cluster: rlgate-report --verify: every limit held" 0 $?
+
 finish
