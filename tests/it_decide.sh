@@ -263,14 +263,22 @@ database = $AUDIT_DB
 flush_interval = 20ms
 
 [rule:$N]
+host = nw.test
 path = /api/*
 limit = 3
 window = 1m
 
 [rule:$W]
+host = nw.test
 path = /*
 limit = 5
 window = 1m
+
+[rule:cl]
+path = /cl/*
+key = {query.u}
+limit = 5
+window = 1h
 EOF2
 check "rlgate -t accepts the cluster configuration" "$RLGATE" -t -c "$T/cluster.ini"
 unset RLGATE_PORT HTTP_PORT
@@ -279,8 +287,8 @@ start_shipped_lighttpd || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
 f0=$(redis_calls fcall "$MW")
 is "cluster: 3 of 10 /api/item admitted" \
-	"200 200 200 429 429 429 429 429 429 429" "$(codes any.test /api/item 10)"
-is "cluster: $W kept 2 for /user/list" "200 200 429" "$(codes any.test /user/list 3)"
+	"200 200 200 429 429 429 429 429 429 429" "$(codes nw.test /api/item 10)"
+is "cluster: $W kept 2 for /user/list" "200 200 429" "$(codes nw.test /user/list 3)"
 is "cluster: $N's master counted 3" 3 "$(redis-cli -p "$MN" HGET "rl:{$N:127.0.0.1}" count)"
 is "cluster: $W's master counted 5, the 7 narrow denied taken back" 5 \
 	"$(redis-cli -p "$MW" HGET "rl:{$W:127.0.0.1}" count)"
@@ -292,6 +300,24 @@ is "cluster audit: $W 5 allowed, 1 denied, 7 other_rule" \
 	"limit:0:1 limit:1:5 other_rule:0:7" "$(reasons "$W")"
 is "cluster audit: other_rule rows show what $W holds after the undo: 2 left" "7|2|2" \
 	"$(sql "SELECT count(*), min(remaining), max(remaining) FROM decisions WHERE rule='$W' AND reason='other_rule'")"
+# rlgate-ctl on a cluster: keys spread over the masters, each found.
+mkdir -p "$DOCROOT/cl" && echo cl > "$DOCROOT/cl/item"
+for u in $(seq 1 12); do status -H "Host: cl.test" "$BASE/cl/item?u=u$u" > /dev/null; done
+CTL="$TOP/fcgi/rlgate-ctl -c $T/cluster.ini"
+is "rlgate-ctl list on a cluster: the 12 keys, from every master" \
+	"$(printf 'u%s\n' $(seq 1 12) | sort | paste -sd' ')" "$($CTL list cl | paste -sd' ')"
+held=0
+for p in "${CLUSTER_PORTS[@]:0:3}"; do
+	[ "$(redis-cli -p "$p" --scan --pattern 'rl:{cl:*}' | wc -l)" -gt 0 ] && held=$((held + 1))
+done
+is "and the 12 keys are on the 3 masters" 3 "$held"
+is "rlgate-ctl peek on a cluster: $W's key at its master, 0 left" 0 \
+	"$($CTL peek "$W" 127.0.0.1 | awk '$1 == "remaining" { print $2 }')"
+is "rlgate-ctl peek: cl u7, 4 left" 4 "$($CTL peek cl u7 | awk '$1 == "remaining" { print $2 }')"
+is "rlgate-ctl reset on a cluster" "deleted rl:{cl:u7}" "$($CTL reset cl u7)"
+is "and the key is gone from its master" 0 \
+	"$(redis-cli -p "$(cluster_master_of "$(kslot 'rl:{cl:u7}')")" EXISTS 'rl:{cl:u7}')"
+is "peek after the reset: 5 left" 5 "$($CTL peek cl u7 | awk '$1 == "remaining" { print $2 }')"
 stop_rlgate
 "$TOP/reports/rlgate-report" --verify "$AUDIT_DB" > "$T/verify-cluster.out" 2>&1
 is "cluster: rlgate-report --verify: every limit held" 0 $?
