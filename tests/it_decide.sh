@@ -251,6 +251,7 @@ AUDIT_DB=$T/cluster.db
 cat > "$T/cluster.ini" <<EOF2
 [gateway]
 workers = 2
+status_path = /rlgate-status
 
 [redis]
 mode = cluster
@@ -283,8 +284,12 @@ EOF2
 check "rlgate -t accepts the cluster configuration" "$RLGATE" -t -c "$T/cluster.ini"
 unset RLGATE_PORT HTTP_PORT
 start_rlgate "$T/cluster.ini" rlgate-cluster || exit 1
-start_shipped_lighttpd || exit 1
+start_shipped_lighttpd "include \"$TOP/conf/lighttpd-status.conf\"" || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
+curl -s -o "$T/health.json" "$BASE/rlgate-status/health"
+is "cluster /health: the 3 masters, each reachable" \
+	"$(printf '127.0.0.1:%s master true\n' "${CLUSTER_PORTS[@]:0:3}" | sort | paste -sd,)" \
+	"$(jq -r '.redis.nodes[] | "\(.address) \(.role) \(.reachable)"' "$T/health.json" | sort | paste -sd,)"
 f0=$(redis_calls fcall "$MW")
 is "cluster: 3 of 10 /api/item admitted" \
 	"200 200 200 429 429 429 429 429 429 429" "$(codes nw.test /api/item 10)"

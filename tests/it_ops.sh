@@ -137,6 +137,8 @@ is "health: 200 while Redis answers" 200 "$(health)"
 is "health: JSON says ok" "ok" "$(hj .status)"
 is "health: redis reachable" "true" "$(hj .redis.reachable)"
 is "health: the redis address" "127.0.0.1:$REDIS_PORT" "$(hj .redis.address)"
+is "health: one node, the server, a master, reachable" "1 127.0.0.1:$REDIS_PORT master true" \
+	"$(hj '[(.redis.nodes | length), .redis.nodes[0].address, .redis.nodes[0].role, .redis.nodes[0].reachable] | map(tostring) | join(" ")')"
 is "health: config generation 1 at start" 1 "$(hj .config.generation)"
 is "health: config path and rules" "$T/rlgate.ini 11" "$(hj '.config.path + " " + (.config.rules|tostring)')"
 now_ms=$(now_ms)
@@ -183,6 +185,7 @@ stop_redis
 is "health: 503 when Redis is down" 503 "$(health)"
 is "health: redis not reachable, a reason given" "false unavailable" "$(hj '(.redis.reachable|tostring) + " " + .status')"
 check "health: the reason names the failure" jq -e '.redis.error | type == "string" and length > 0' "$T/health.json"
+check "health: the node is listed down, with its reason" jq -e '.redis.nodes[0].reachable == false and (.redis.nodes[0].error | length > 0)' "$T/health.json"
 # fcgi/metrics.c: one problem while the audit is not behind.
 is "health: problems lists exactly Redis" '["redis does not answer"]' "$(jq -c .problems "$T/health.json")"
 status "$BASE/open/a" > /dev/null
