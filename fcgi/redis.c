@@ -592,9 +592,8 @@ map_from(struct redis *r, const struct conf *c, int k, uint16_t *slots,
 	    sizeof(why), 2, sargv) == 0)
 		rc = slot_parse_slots(rep, map_range, &b, why, sizeof(why));
 	else if (strstr(why, "cluster support disabled") != NULL) {
-		snprintf(err, errlen, "cluster support is disabled there "
-		    "(mode = cluster needs a server with cluster-enabled "
-		    "yes)");
+		snprintf(err, errlen, "cluster support is disabled there: "
+		    "mode = cluster needs cluster-enabled yes");
 		return -1;
 	} else if (r->nodes[k]->ctx->err == 0 &&
 	    command(r->nodes[k]->ctx, c->redis_timeout_ms, &rep, why,
@@ -668,12 +667,19 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 	for (i = 0; i < norder && rc == -1; i++) {
 		struct node *nd = r->nodes[order[i]];
 
-		if (node_connect(r, c, order[i]) == -1) {
-			if (nd->ctx == NULL)
+		/* A master is connected as calls connect (back-off, outage
+		 * logs); a seed that serves nothing is only tried: it is no
+		 * outage while another one answers. */
+		if (nd->master ? node_connect(r, c, order[i]) == -1 :
+		    nd->ctx == NULL && (nd->ctx = dial_node(c, nd->host,
+		    nd->port, why, sizeof(why))) == NULL) {
+			if (nd->master)
 				health_why(nd->h, why, sizeof(why));
 			tried(list, sizeof(list), nd->addr, why);
 			continue;
 		}
+		if (!nd->master)
+			nd->epoch = atomic_load(&nd->h->epoch);
 		if (map_from(r, c, order[i], slots, why, sizeof(why)) == -1) {
 			tried(list, sizeof(list), nd->addr, why);
 			if (nd->ctx->err != 0) {
@@ -1010,7 +1016,7 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 	redisReply *rep = call->reply;
 	struct slot_redirect rd;
 	char host[RLG_HOST_SIZE];
-	int t;
+	int t, asking = p->asking;
 
 	p->target = -1;
 	p->asking = 0;
@@ -1043,6 +1049,7 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 		health_up(nd->h);
 		p->reloaded = 1;
 		p->target = k;
+		p->asking = asking;	/* an importing node: ASKING again */
 		nd->load = 1;
 		goto again;
 	}

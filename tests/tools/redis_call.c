@@ -9,13 +9,17 @@
  * STATUS is OK, FAILED or UNSENT; REPLY is the reply written compactly
  * (integers, strings, (nil), (error) text, [a, b] for arrays).
  *
- *   redis_call -c CONF [-r RUNS] [-i MS] [-U] KEY CMD ARG... [; KEY CMD ...]
+ *   redis_call -c CONF [-r RUNS] [-i MS] [-U] [-w] [-S] KEY CMD ARG...
+ *       [; KEY CMD ...]
  *   redis_call -c CONF -P        redis_probe(): "probe OK" or the error
  *   redis_call -c CONF -H        redis_health(): a line per master
  *   redis_call -c CONF -E        redis_each_master(): address and DBSIZE
  *
- * KEY "-" routes to any master. -U stops after the first run where every
- * call is OK. Exit status: 0 when the last run's calls were all OK.
+ * KEY "-" routes to any master. -U stops at the first run where every call
+ * is OK after one where some were not. -w waits for a line on stdin before
+ * each run after the first (the test changes the cluster in between); a
+ * line "q" ends. -S prints redis_health()'s lines after the runs. Exit
+ * status: 0 when the last run's calls were all OK.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +89,26 @@ print_master(void *arg, struct redisContext *ctx, const char *address)
 	return 0;
 }
 
+/* redis_health(): address, role, ok|down, why, errors, redirects,
+ * refreshes. */
+static int
+print_health(struct redis *r, const struct conf *c)
+{
+	struct redis_health h[64];
+	char err[1024];
+	int m = redis_health(r, c, h, 64, err, sizeof(err)), i;
+
+	if (m < 0)
+		printf("health: %s\n", err);
+	for (i = 0; i < m && i < 64; i++)
+		printf("health\t%s\t%s\t%s\t%s\t%lld\t%lld\t%lld\n",
+		    h[i].address, h[i].role, h[i].ok ? "ok" : "down",
+		    h[i].ok ? "-" : h[i].errstr, h[i].errors, h[i].redirects,
+		    h[i].refreshes);
+	fflush(stdout);
+	return m;
+}
+
 static void
 usage(void)
 {
@@ -100,25 +124,29 @@ main(int argc, char **argv)
 	static struct redis_call calls[MAX_CALLS];
 	static const char *args[MAX_CALLS][MAX_ARGS];
 	const char *path = NULL;
-	struct redis_health h[64];
 	struct redis *r;
 	struct conf *c;
 	char *errors, err[1024];
 	int ch, runs = 1, interval_ms = 100, until_ok = 0, what = 0;
-	int run, bad = 0, i, j;
+	int run, bad = 0, i, j, wait_line = 0, stats = 0, failed = 0;
+	char line[64];
 	size_t n = 0;
 
-	while ((ch = getopt(argc, argv, "c:r:i:UPHE")) != -1)
+	while ((ch = getopt(argc, argv, "c:r:i:UwSPHE")) != -1)
 		switch (ch) {
 		case 'c': path = optarg; break;
 		case 'r': runs = atoi(optarg); break;
 		case 'i': interval_ms = atoi(optarg); break;
 		case 'U': until_ok = 1; break;
+		case 'w': wait_line = 1; break;
+		case 'S': stats = 1; break;
 		case 'P': case 'H': case 'E': what = ch; break;
 		default: usage();
 		}
 	if (path == NULL)
 		usage();
+	if (wait_line && runs == 1)
+		runs = 1000000;	/* until "q" or the end of stdin */
 	if ((c = conf_load(path, &errors)) == NULL) {
 		fprintf(stderr, "%s", errors ? errors : "out of memory\n");
 		return 2;
@@ -135,14 +163,8 @@ main(int argc, char **argv)
 	if ((r = redis_new()) == NULL)
 		return 2;
 	if (what == 'H') {
-		int m = redis_health(r, c, h, 64, err, sizeof(err));
+		int m = print_health(r, c);
 
-		if (m < 0)
-			printf("health: %s\n", err);
-		for (i = 0; i < m && i < 64; i++)
-			printf("%s\t%s\t%s\t%s\t%lld\n", h[i].address, h[i].role,
-			    h[i].ok ? "ok" : "down", h[i].ok ? "-" :
-			    h[i].errstr, h[i].errors);
 		redis_free(r);
 		conf_free(c);
 		return m < 0;
@@ -173,7 +195,11 @@ main(int argc, char **argv)
 	if (n == 0)
 		usage();
 	for (run = 1; run <= runs; run++) {
-		if (run > 1)
+		if (run > 1 && wait_line) {
+			if (fgets(line, sizeof(line), stdin) == NULL ||
+			    line[0] == 'q')
+				break;
+		} else if (run > 1)
 			sleep_ms(interval_ms);
 		bad = redis_run(r, c, calls, n);
 		for (i = 0; i < (int)n; i++) {
@@ -186,9 +212,12 @@ main(int argc, char **argv)
 			freeReplyObject(calls[i].reply);
 		}
 		fflush(stdout);
-		if (until_ok && bad == 0)
+		if (until_ok && bad == 0 && failed)
 			break;
+		failed |= bad != 0;
 	}
+	if (stats)
+		print_health(r, c);
 	redis_free(r);
 	conf_free(c);
 	return bad != 0;
