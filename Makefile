@@ -104,7 +104,7 @@ run: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BINS)
-	@bash tests/bench.sh
+	@bash tests/bench/bench.sh
 
 # ---- Fuzzing (libFuzzer) ------------------------------------------------
 # tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
