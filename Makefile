@@ -37,7 +37,10 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
 CTL	 = fcgi/ctl.c
-SCRIPTS	 = $(sort $(wildcard lua/*.lua))
+# The Lua library: the prelude, the algorithms (sorted), the functions.
+LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
+	   $(wildcard lua/*.lua)))
+LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema.
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
@@ -62,8 +65,12 @@ all: $(PROGS)
 %.o: %.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
-fcgi/scripts.c: $(SCRIPTS) fcgi/embed.sh
-	sh fcgi/embed.sh $(SCRIPTS) > $@.tmp && mv $@.tmp $@
+fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
+	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
+
+# The library as one file: redis-cli -x FUNCTION LOAD REPLACE < lua/rlgate.lua
+lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
+	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
 fcgi/rlgate: $(GATEWAY:.c=.o) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -162,7 +169,7 @@ install: all
 
 clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
-		tests/tools/*.o tests/tools/*.d fcgi/scripts.c $(PROGS) \
+		tests/tools/*.o tests/tools/*.d fcgi/scripts.c lua/rlgate.lua $(PROGS) \
 		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

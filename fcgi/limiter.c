@@ -22,9 +22,6 @@
 #include "scripts.h"
 #include "slot.h"
 
-/* TEMPORARY: scripts.h declares it once branch lua is merged. */
-extern const char rlg_library_version[];
-
 #define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
 #define UNDO_LOG_MS		10000	/* a line per failed-undo burst */
 
