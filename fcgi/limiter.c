@@ -713,6 +713,9 @@ limiter_decide(struct limiter *l, const struct conf *c,
 			continue;
 		ncalls += group(l, c, k, &r[k], &nrix, l->info + ncalls);
 	}
+	/* Nothing to undo but what read_decide() finds counted. */
+	for (i = 0; i < nrix; i++)
+		l->undo[i] = NULL;
 	for (k = 0; k < ncalls; k++)
 		build_decide(l, c, &r[l->info[k].req], &l->info[k],
 		    &l->calls[k], &a, &pos);

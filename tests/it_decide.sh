@@ -140,6 +140,13 @@ codes() {
 	for i in $(seq "$3"); do out="$out $(status -H "Host: $1" "$BASE$2")"; done
 	echo $out
 }
+# fcgi_status PATH: a FastCGI responder request straight to rlgate; prints
+# the status code it answers.
+fcgi_status() {
+	env -i REQUEST_METHOD=GET REQUEST_URI="$1" REMOTE_ADDR=127.0.0.1 \
+	    SERVER_PROTOCOL=HTTP/1.1 cgi-fcgi -bind -connect "127.0.0.1:$RLGATE_PORT" |
+	    sed -n '1s/^Status: \([0-9]*\).*/\1/p'
+}
 # reasons RULE: "reason:allowed:count" per group, sorted, on one line.
 reasons() {
 	sql "SELECT reason || ':' || allowed || ':' || count(*) FROM decisions
@@ -231,6 +238,36 @@ sqlite3 "$T/forged.db" "UPDATE decisions SET allowed=1, reason='limit' WHERE rul
 "$TOP/reports/rlgate-report" --verify "$T/forged.db" > "$T/forged.out" 2>&1
 is "--verify fails when other_rule rows count as admitted" 1 $?
 check "naming wide" grep -q '^FAIL rule wide (' "$T/forged.out"
+
+# A call that failed is not an undo's business: on one server a request's
+# rules are one call, with nothing counted to take back. (One loop, so the
+# failed call takes the place of the counted one before it: an undo built
+# from that reply, already freed, was once sent.)
+cat > "$T/one.ini" <<EOF2
+[gateway]
+workers = 1
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+on_error = deny
+[audit]
+database =
+[rule:one_a]
+path = /*
+limit = 100
+window = 1m
+[rule:one_b]
+path = /*
+limit = 100
+window = 1m
+EOF2
+unset RLGATE_PORT
+start_rlgate "$T/one.ini" rlgate-one || exit 1
+first=$(fcgi_status /dc/item)
+stop_redis
+is "one server: counted, then Redis stopped: on_error deny" "200 503" \
+	"$first $(fcgi_status /dc/item)"
+is "and no undo was tried" 0 "$(grep -c undo "$T/rlgate-one.log")"
+stop_rlgate
 
 # 6. Redis Cluster: narrow and wide on different masters. Each master
 #    counts its own rule; a request narrow denies had been counted by wide
