@@ -343,8 +343,15 @@ status_page(const struct conf *c, const struct job *j, struct limiter *l,
 	}
 	if (strcmp(sub, "/metrics") == 0) {
 		struct metrics_process mp;
+		int n;
 
 		process_numbers(&mp);
+		/* Each master, PINGed now, with the Redis layer's counts. */
+		n = limiter_health(l, c, nodes, RLG_HEALTH_NODES, err,
+		    sizeof(err));
+		mp.nodes = nodes;
+		mp.nnodes = n < 0 ? 0 : n > RLG_HEALTH_NODES ?
+		    RLG_HEALTH_NODES : n;
 		while ((len = metrics_prometheus(&mp, p->buf + PAGE_HEAD,
 		    p->cap - PAGE_HEAD)) >= p->cap - PAGE_HEAD)
 			if (page_room(p, PAGE_HEAD + len + 1) == -1) {

@@ -255,6 +255,56 @@ metric(struct out *o, const char *name, const char *type, const char *help,
 	put(o, "%s %lld\n", name, v);
 }
 
+/* A label value: backslash, quote and newline escaped. */
+static void
+put_label(struct out *o, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s == '\\' || *s == '"')
+			put(o, "\\%c", *s);
+		else if (*s == '\n')
+			put(o, "\\n");
+		else
+			put(o, "%c", *s);
+	}
+}
+
+/* Each master's series: up at this scrape, and the Redis layer's counts. */
+static void
+node_metrics(struct out *o, const struct metrics_process *p)
+{
+	static const struct {
+		const char	*name, *type, *help;
+	} fam[] = {
+		{ "rlgate_redis_node_up", "gauge",
+		    "Each Redis master: 1 when it answered a PING at this "
+		    "scrape." },
+		{ "rlgate_redis_node_errors_total", "counter",
+		    "Calls to this node that failed (no answer, refused, not "
+		    "sent)." },
+		{ "rlgate_redis_node_redirects_total", "counter",
+		    "MOVED and ASK redirects this node answered (cluster)." },
+		{ "rlgate_redis_node_slot_refreshes_total", "counter",
+		    "Slot maps read from this node (cluster)." },
+	};
+	long long v;
+	size_t f;
+	int i;
+
+	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		header(o, fam[f].name, fam[f].type, fam[f].help);
+		for (i = 0; i < p->nnodes; i++) {
+			const struct redis_health *n = &p->nodes[i];
+
+			v = f == 0 ? n->ok : f == 1 ? n->errors : f == 2 ?
+			    n->redirects : n->refreshes;
+			put(o, "%s{node=\"", fam[f].name);
+			put_label(o, n->address);
+			put(o, "\"} %lld\n", v);
+		}
+	}
+}
+
 size_t
 metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 {
@@ -318,6 +368,8 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n",
 	    (double)sum_us / 1e6);
 	put(&o, "rlgate_redis_latency_seconds_count %llu\n", lat_count);
+
+	node_metrics(&o, p);
 
 	metric(&o, "rlgate_audit_rows_written_total", "counter",
 	    "Audit rows committed to the database.", p->audit_written);

@@ -60,6 +60,7 @@ void	 metrics_redis_latency(struct metrics_worker *w, long long us);
 void	 metrics_redis_error(struct metrics_worker *w);
 
 /* What the process knows beyond the counters, for a scrape. */
+struct redis_health;
 struct metrics_process {
 	int		 workers;
 	int		 audit;		/* an audit database is open */
@@ -70,6 +71,9 @@ struct metrics_process {
 	long long	 generation;	/* configurations loaded, 1 at start */
 	long long	 loaded_ms;	/* the current one's, ms since epoch */
 	size_t		 deny_cache_entries;
+	/* Each Redis master as the scrape found it (redis.h), or none. */
+	const struct redis_health *nodes;
+	int		 nnodes;
 };
 
 /*
@@ -82,7 +86,6 @@ size_t	 metrics_prometheus(const struct metrics_process *p, char *out,
 	    size_t outlen);
 
 /* What /health reports. */
-struct redis_health;
 struct metrics_health {
 	const char	*version;
 	int		 redis_ok;	/* every node answers */

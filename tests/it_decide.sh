@@ -327,6 +327,9 @@ curl -s -o "$T/health.json" "$BASE/rlgate-status/health"
 is "cluster /health: the 3 masters, each reachable" \
 	"$(printf '127.0.0.1:%s master true\n' "${CLUSTER_PORTS[@]:0:3}" | sort | paste -sd,)" \
 	"$(jq -r '.redis.nodes[] | "\(.address) \(.role) \(.reachable)"' "$T/health.json" | sort | paste -sd,)"
+is "cluster /metrics: the 3 masters up" \
+	"$(printf 'rlgate_redis_node_up{node="127.0.0.1:%s"} 1\n' "${CLUSTER_PORTS[@]:0:3}" | sort | paste -sd,)" \
+	"$(curl -s "$BASE/rlgate-status/metrics" | grep '^rlgate_redis_node_up{' | sort | paste -sd,)"
 f0=$(redis_calls fcall "$MW")
 is "cluster: 3 of 10 /api/item admitted" \
 	"200 200 200 429 429 429 429 429 429 429" "$(codes nw.test /api/item 10)"

@@ -171,6 +171,8 @@ is "metrics: one Redis round trip per decided request (histogram count = FCALL c
 is "metrics: 4 workers" 4 "$(metric rlgate_workers)"
 check "metrics: at least the scrape's worker is busy" [ "$(metric rlgate_workers_busy)" -ge 1 ]
 is "metrics: no Redis error yet" 0 "$(metric rlgate_redis_errors_total)"
+is "metrics: the server, up, no error, no redirect" "1 0 0" \
+	"$(metric "rlgate_redis_node_up{node=\"127.0.0.1:$REDIS_PORT\"}") $(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$REDIS_PORT\"}") $(metric "rlgate_redis_node_redirects_total{node=\"127.0.0.1:$REDIS_PORT\"}")"
 # The path is compared once decoded, as rules see it: an encoded status
 # path is the status page too, not a request to decide.
 check "an encoded status path (/%72lgate-status/metrics) gets the metrics page" \
@@ -191,6 +193,8 @@ is "health: problems lists exactly Redis" '["redis does not answer"]' "$(jq -c .
 status "$BASE/open/a" > /dev/null
 scrape
 check "metrics: Redis errors counted ($(metric rlgate_redis_errors_total))" [ "$(metric rlgate_redis_errors_total)" -ge 1 ]
+is "metrics: the server down" 0 "$(metric "rlgate_redis_node_up{node=\"127.0.0.1:$REDIS_PORT\"}")"
+check "metrics: and its errors counted" [ "$(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$REDIS_PORT\"}")" -ge 1 ]
 is "metrics: the request answered with on_error counts as redis_error" 1 "$(metric 'rlgate_decisions_total{rule="open",outcome="redis_error"}')"
 start_redis "$REDIS_PORT" || exit 1
 healthy() { [ "$(health)" = 200 ]; }
