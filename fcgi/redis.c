@@ -1293,9 +1293,12 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 				continue;
 			k = route(r, c, &calls[i], &r->pend[i], &why);
 			if (k < 0 || node_connect(r, c, k) == -1) {
-				/* Not sent: a refresh may find its node. */
+				/* Not sent: a refresh may find its node, the
+				 * Sentinels a new master. */
 				if (c->redis_mode == RLG_REDIS_CLUSTER)
 					r->refresh_due = 1;
+				else if (c->redis_mode == RLG_REDIS_SENTINEL)
+					r->rediscover = 1;
 				calls[i].node = k;
 				call_end(&calls[i], &r->pend[i],
 				    RLG_CALL_UNSENT);
