@@ -211,6 +211,20 @@ health_why(struct health *h, char *buf, size_t len)
 	pthread_mutex_unlock(&health_lock);
 }
 
+size_t
+redis_counters(struct redis_node_counters *out, size_t max)
+{
+	size_t i, n = (size_t)atomic_load(&nhealth);
+
+	for (i = 0; i < n && i < max; i++) {
+		out[i].address = healths[i].addr;
+		out[i].errors = atomic_load(&healths[i].errors);
+		out[i].redirects = atomic_load(&healths[i].redirects);
+		out[i].refreshes = atomic_load(&healths[i].refreshes);
+	}
+	return n;
+}
+
 /* ---- connections ------------------------------------------------------ */
 
 static struct timeval
@@ -1075,7 +1089,13 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 		call_end(call, p, RLG_CALL_UNSENT);
 		return;
 	}
-	/* An error of the call's own (bad arguments...): its answer. */
+	/* An error of the call's own (bad arguments...): its answer. An
+	 * old server is said once per node: the caller sees only the
+	 * error. */
+	if (starts(rep, "ERR unknown command 'FCALL") &&
+	    atomic_exchange(&nd->h->lib_logged, 1) == 0)
+		log_error("redis %s: %s (Redis 7.0 or later is needed)",
+		    nd->addr, rep->str);
 	health_up(nd->h);
 	call_end(call, p, RLG_CALL_OK);
 	return;
