@@ -24,24 +24,33 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
+# The configuration: the key table and INI reading (conf), the values checked
+# on their own (numbers, durations, each algorithm's parameters), and the
+# parsers that are their own subject: key/cost templates, addresses and
+# CIDRs, the path-regex size check.
+CONF_SRCS = fcgi/conf.c fcgi/conf_values.c fcgi/tmpl.c fcgi/netaddr.c \
+	    fcgi/recheck.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis, with slot for Cluster routing and
 # sentinel for finding the master);
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
-GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/threads.c
+GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
-	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
+	   fcgi/audit.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
 CTL	 = fcgi/ctl.c
-SCRIPTS	 = $(sort $(wildcard lua/*.lua))
+# The Lua library: the prelude, the algorithms (sorted), the functions.
+LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
+	   $(wildcard lua/*.lua)))
+LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema.
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
-REPORT_OBJS = $(REPORT_SRCS:.c=.o) fcgi/conf.o
+REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
 
 # Unit tests (cmocka): tests/test_NAME.c links the gateway's modules.
 UNIT_SRCS = $(sort $(wildcard tests/test_*.c))
@@ -62,8 +71,12 @@ all: $(PROGS)
 %.o: %.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
-fcgi/scripts.c: $(SCRIPTS) fcgi/embed.sh
-	sh fcgi/embed.sh $(SCRIPTS) > $@.tmp && mv $@.tmp $@
+fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
+	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
+
+# The library as one file: redis-cli -x FUNCTION LOAD REPLACE < lua/rlgate.lua
+lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
+	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
 fcgi/rlgate: $(GATEWAY:.c=.o) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -104,7 +117,7 @@ run: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BINS)
-	@bash tests/bench.sh
+	@bash tests/bench/bench.sh
 
 # ---- Fuzzing (libFuzzer) ------------------------------------------------
 # tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
@@ -125,7 +138,7 @@ FUZZ_OUT	?= /tmp/rlgate-fuzz
 FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz_*.c))
 FUZZ_BINS	 = $(FUZZ_SRCS:.c=)
-FUZZ_LIB_OBJS	 = fcgi/conf.fz.o fcgi/request.fz.o fcgi/rule.fz.o \
+FUZZ_LIB_OBJS	 = $(CONF_SRCS:.c=.fz.o) fcgi/request.fz.o fcgi/rule.fz.o \
 		   fcgi/respond.fz.o fcgi/log.fz.o fcgi/wire.fz.o
 .SECONDARY: $(FUZZ_LIB_OBJS) $(FUZZ_SRCS:.c=.fz.o)
 
@@ -162,7 +175,7 @@ install: all
 
 clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
-		tests/tools/*.o tests/tools/*.d fcgi/scripts.c $(PROGS) \
+		tests/tools/*.o tests/tools/*.d fcgi/scripts.c lua/rlgate.lua $(PROGS) \
 		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

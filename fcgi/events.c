@@ -10,13 +10,12 @@
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was
  * read. Nothing waits in a loop but limiter_decide(), the health check's
- * PING and a full audit queue, exactly as a thread of the threads engine
- * would, and those waits are bounded by the Redis timeouts.
+ * PING and a full audit queue, and those waits are bounded by the Redis
+ * timeouts and the audit queue's room.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,7 +31,6 @@
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
-#include "policy.h"
 #include "wire.h"
 
 #define IN_FIRST	4096
@@ -91,26 +89,6 @@ static char		 wake_tag;		/* epoll data of the eventfd */
 #define NO_MATCHES	SIZE_MAX	/* first[] of a status page */
 
 static void	progress(struct loop *, struct conn *);
-
-/*
- * A loop waits for work at SCHED_BATCH and serves at SCHED_OTHER. Woken at
- * SCHED_BATCH it preempts nobody: on a busy machine the web server that has
- * just opened a connection to us goes on with its own loop (and sends the
- * next requests, for the same batch) instead of being switched out for each
- * connection. Awake, the loop is an ordinary thread again, so that Redis's
- * reply to its batch wakes it at once. Either switch is allowed to any
- * process (neither changes the nice value); were one refused, the loop
- * would only stay as it was. Under a policy given at start the loops do
- * not switch (policy.h). README, "What was changed".
- */
-static int	switching;		/* the loops switch policies */
-
-static void
-set_policy(int policy)
-{
-	if (switching)
-		policy_set(pthread_self(), policy);
-}
 
 static void
 conn_close(struct loop *L, struct conn *c)
@@ -526,9 +504,7 @@ loop_main(void *arg)
 		if (stop_seen && (wait_ms == -1 || wait_ms > 100))
 			wait_ms = 100;
 		metrics_busy(L->metrics, 0);
-		set_policy(SCHED_BATCH);
 		n = epoll_wait(L->ep, evs, MAX_EVENTS, (int)wait_ms);
-		set_policy(SCHED_OTHER);
 		metrics_busy(L->metrics, 1);
 		for (i = 0; i < n; i++) {
 			if (evs[i].data.ptr == NULL)
@@ -612,7 +588,6 @@ events_start(int fd, int n)
 	int flags, i;
 
 	listen_fd = fd;
-	switching = policy_ours();
 	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
 	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
 		return -1;

@@ -165,7 +165,7 @@ dial(struct limiter *l, const struct conf *c, char *err, size_t errlen)
 		l->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
 	} else {
 		/* "[::1]:6379": hiredis wants the bare address. */
-		if ((portstr = conf_split_address(addr, host,
+		if ((portstr = netaddr_split(addr, host,
 		    sizeof(host))) == NULL) {
 			snprintf(err, errlen, "bad address");
 			return -1;

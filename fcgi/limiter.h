@@ -76,7 +76,7 @@ void		 limiter_set_metrics(struct limiter *l,
 
 /*
  * Decides m[0..n) against Redis as configured in c, filling v[0..n):
- * the matches of one request, or of a batch of them (the events engine).
+ * the matches of one request, or of a batch of them (an event loop's).
  * A match whose rule has deny_cache (and is not in dry run) is first
  * looked up in the process's deny cache: a remembered denial fills its
  * verdict (local = 1) without Redis; denials Redis gives such rules are

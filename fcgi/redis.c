@@ -20,24 +20,12 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "redis.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "slot.h"
 
-/*
- * The function library (fcgi/scripts.c, built from lua/ by fcgi/embed.sh:
- * branch lua). Until scripts.c exports it, these weak stand-ins take its
- * place at link time: a library with rlgate_version only, enough to load,
- * find missing and reload. The real definitions replace them.
- */
-extern const char rlg_library[];
-extern const char rlg_library_version[];
-__attribute__((weak)) const char rlg_library[] =
-    "#!lua name=rlgate\n"
-    "redis.register_function{function_name='rlgate_version', "
-    "callback=function() return 'stand-in' end, flags={'no-writes'}}\n";
-__attribute__((weak)) const char rlg_library_version[] = "stand-in";
 
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second */
@@ -295,7 +283,7 @@ split_address(const char *addr, char *host, size_t hostlen, int *port)
 		return snprintf(host, hostlen, "%s", addr + 5) <
 		    (int)hostlen ? 0 : -1;
 	}
-	if ((p = conf_split_address(addr, host, hostlen)) == NULL ||
+	if ((p = netaddr_split(addr, host, hostlen)) == NULL ||
 	    conf_parse_int(p, 1, 65535, &v, &errstr) == -1)
 		return -1;
 	*port = (int)v;

@@ -1,217 +1,130 @@
 -- token_bucket: a bucket of burst tokens, full at the start, refilled
 -- continuously at limit tokens per window; a request takes cost tokens.
 --
--- KEYS[1]  state key, a hash {tokens, ts}: the tokens in the bucket at time ts (us)
--- ARGV[1]  now in microseconds; empty: Redis TIME
--- ARGV[2]  cost of this request (tokens), 1 <= cost <= burst
--- ARGV[3]  limit: tokens added per window, >= 1
--- ARGV[4]  window in milliseconds, >= 1
--- ARGV[5]  burst: bucket capacity in tokens, >= 1; empty: limit
--- ARGV[6]  precision: not used (ignored)
--- KEYS[2]  optional: the override hash, in KEYS[1]'s hash slot (rlgate uses
---          KEYS[1] .. ':override'). Its fields limit, window_ms, burst and
---          precision_ms stand in for ARGV[3..6] (absent or empty fields keep
---          them) and are checked like them with this request's cost; a set
---          that fails is ignored as a whole and ARGV is used (reply[11] = 3).
---          unlimited = 1 admits without counting: the state is not read or
---          written. Without KEYS[2] nothing is read and the reply has 7 fields.
---
--- Reply {allowed, remaining, limit, reset_ms, retry_after_ms, now_us, delay_ms}:
---   allowed         1 admitted, 0 denied
---   remaining       whole tokens left in the bucket (after this request)
---   limit           the limit used: ARGV[3], or the override's
+-- State: a hash {tokens, ts}: the tokens in the bucket at time ts (us), "Q"
+-- (whole tokens) or "Q+R/S" (Q + R/S tokens, S = window_us / g with
+-- g = gcd(limit, window_us)): tokens are counted in units of 1/S token, so
+-- no refill time is ever lost between calls.
+-- Arguments: cost <= burst (tokens); limit: tokens added per window; window_ms;
+-- burst: capacity in tokens, >= 1, empty: limit (precision_ms unused).
+-- Reply fields:
+--   remaining       whole tokens left in the bucket
 --   reset_ms        ms until the bucket is full again (ceil); 0 when full
---   retry_after_ms  0 when admitted; else ms until cost tokens are there (ceil): a
---                   request of the same cost sent exactly then is admitted, 1 ms
---                   earlier it is not (if nothing else came)
---   now_us          the time used for the decision
+--   retry_after_ms  when denied: ms until cost tokens are there (ceil)
 --   delay_ms        always 0
--- With KEYS[2] the reply goes on (the parameters the decision used):
---   window_ms       the window used: ARGV[4], or the override's
---   burst           the burst used (ARGV[5], the override's, or limit)
---   precision_ms    0 (this algorithm has no precision)
---   override        0 none, 1 applied, 2 unlimited (admitted, nothing counted:
---                   remaining = limit, reset_ms = retry_after_ms = 0), 3 ignored
---   why             only when override is 3: "override ignored: <sentence>"
---
 -- Promise: a request is admitted when the bucket holds at least cost tokens;
 -- any interval of length d admits at most burst + d * limit / window cost.
--- Arithmetic is exact: with g = gcd(limit, window_us), tokens are counted in
--- units of g / window_us token, so no refill time is ever lost between calls.
--- The stored value is "Q" (whole tokens) or "Q+R/S" (Q + R/S tokens).
--- Exactness needs burst * window_us / g < 2^53, checked (an error otherwise;
--- true for any burst below 1e5 with a 1 day window, 2.5e6 with 1 hour).
--- The same decisions as gcra.lua with the same arguments. Time running
--- backwards (client clocks) counts as no time passing.
--- Denied requests change nothing. Refill comes from the stored ts and now,
--- never from the TTL.
---
--- TTL: PEXPIRE reset_ms + 1 on every admission: the key vanishes when the
--- bucket would be full (1 ms margin for Redis's millisecond expiry clock),
--- and a missing key is a full bucket.
---
--- Errors: a Redis error reply "rlgate: <sentence>" for bad arguments.
+-- Exactness needs burst * S < 2^53, checked. The same decisions as gcra with
+-- the same arguments. Time running backwards counts as no time passing.
+-- TTL: reset_ms + 1 on every admission: the key vanishes when the bucket would
+-- be full, and a missing key is a full bucket.
+-- Undo token "ts:units:deficit:S:rate" (the time of the admission, the units
+-- it took, the units missing from a full bucket after it, the scale and
+-- units per us): gives back what of the units taken has not refilled since
+-- (never more, nothing once the bucket would be full again). Exact when no
+-- other request came in between.
+do
+	local A = {spec = {limit_max = 1e9, burst = 'bucket'}}
 
-local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
-local EXACT = 9007199254740992	-- 2^53
-
-local function num(s) return string.format('%d', s) end
-
--- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
-local function fdiv(a, b)
-	local q = math.floor(a / b)
-	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-	return q
-end
-local function cdiv(a, b) return -fdiv(-a, b) end
-local function gcd(x, y)
-	while y > 0 do x, y = y, x - fdiv(x, y) * y end
-	return x
-end
-
--- argv[i] (ARGV, or ARGV with the override's fields) as an integer in
--- [lo, hi]; dflt when empty (an error when dflt is nil).
-local function arg_int(argv, i, name, lo, hi, dflt)
-	local s = argv[i]
-	if s == nil or s == '' then
-		if dflt ~= nil then return dflt end
-		return nil, name .. ' is missing (ARGV[' .. i .. '])'
-	end
-	if #s > 16 or not string.find(s, '^%-?%d+$') then
-		local shown = string.gsub(string.sub(s, 1, 40), '[^%w%.%-%+]', '_')
-		return nil, name .. ' must be an integer, got "' .. shown .. '"'
-	end
-	local v = tonumber(s)
-	if v < lo then return nil, name .. ' must be at least ' .. num(lo) .. ', got ' .. s end
-	if v > hi then return nil, name .. ' must be at most ' .. num(hi) .. ', got ' .. s end
-	return v
-end
-
-local function args(argv)
-	local a, err = {}, nil
-	a.cost, err = arg_int(argv, 2, 'cost', 1, 1e9)
-	if err then return nil, err end
-	a.limit, err = arg_int(argv, 3, 'limit', 1, 1e9)
-	if err then return nil, err end
-	a.window_ms, err = arg_int(argv, 4, 'window_ms', 1, 1e11)
-	if err then return nil, err end
-	a.burst, err = arg_int(argv, 5, 'burst', 1, 1e9, a.limit)
-	if err then return nil, err end
-	if a.cost > a.burst then
-		return nil, 'cost ' .. num(a.cost) .. ' is above burst ' .. num(a.burst) ..
-		    ': such a request could never be admitted'
-	end
-	local window_us = a.window_ms * 1000
-	local g = gcd(window_us, a.limit)
-	a.scale = window_us / g		-- units per token
-	a.rate = a.limit / g		-- units per microsecond
-	if a.burst * a.scale >= EXACT then
-		return nil, 'burst ' .. num(a.burst) .. ' is too large for limit ' ..
-		    num(a.limit) .. ' per ' .. num(a.window_ms) .. ' ms: burst * window_us / ' ..
-		    'gcd(limit, window_us) must stay below 2^53 (use a shorter window or ' ..
-		    'a limit sharing more factors with it)'
-	end
-	a.now, err = arg_int(argv, 1, 'now (microseconds)', 0, MAX, -1)
-	if err then return nil, err end
-	if a.now < 0 then
-		local t = redis.call('TIME')
-		a.now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	end
-	return a
-end
-
-local a, err = args(ARGV)
-if not a then return redis.error_reply('rlgate: ' .. err) end
-
--- The override in KEYS[2]: the arguments to use, the override code (0 none,
--- 1 applied, 2 unlimited, 3 ignored) and, when ignored, why.
-local function apply_override()
-	local f = redis.pcall('HMGET', KEYS[2], 'limit', 'window_ms', 'burst',
-	    'precision_ms', 'unlimited')
-	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
-	for i = 1, 5 do
-		if f[i] == '' then f[i] = false end
-	end
-	if f[5] and f[5] ~= '0' then
-		if f[5] == '1' then return a, 2 end
-		return a, 3, 'unlimited must be 1 or 0, got "' ..
-		    string.gsub(string.sub(f[5], 1, 40), '[^%w%.%-%+]', '_') .. '"'
-	end
-	if not (f[1] or f[2] or f[3] or f[4]) then return a, 0 end
-	local o, why = args({num(a.now), ARGV[2], f[1] or ARGV[3], f[2] or ARGV[4],
-	    f[3] or ARGV[5], f[4] or ARGV[6]})
-	if not o then return a, 3, why end
-	return o, 1
-end
-local override, ignored = 0, nil
-if KEYS[2] then a, override, ignored = apply_override() end
-
--- The seven fields; with KEYS[2], the parameters used and the override's code.
-local function reply(t)
-	if KEYS[2] then
-		t[8], t[9], t[10], t[11] = a.window_ms, a.burst or 0, a.precision_ms or 0, override
-		if ignored then t[12] = 'override ignored: ' .. ignored end
-	end
-	return t
-end
-if override == 2 then return reply({1, a.limit, a.limit, 0, 0, a.now, 0}) end
-local key, now, cost, limit = KEYS[1], a.now, a.cost, a.limit
-local scale, rate = a.scale, a.rate
-local capacity = a.burst * scale	-- in units
-
--- Stored tokens "Q" or "Q+R/S" as units of the current scale (rounded down if
--- the parameters changed since it was written).
-local function parse_tokens(s)
-	local q, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
-	if q then
-		q, r, d = tonumber(q), tonumber(r), tonumber(d)
-		if d == scale then return q * scale + r end
-		return q * scale + math.floor(r / d * scale)
-	end
-	q = tonumber(s)
-	if q then return q * scale end
-	return nil
-end
-local function format_tokens(units)
-	local q = fdiv(units, scale)
-	local r = units - q * scale
-	if r == 0 then return num(q) end
-	return num(q) .. '+' .. num(r) .. '/' .. num(scale)
-end
-
--- A key of another type holds another algorithm's state (its rule changed
--- algorithm): it is replaced, as if it were missing.
-local h = redis.pcall('HMGET', key, 'tokens', 'ts')
-if h.err then redis.call('DEL', key); h = {} end
-local units, ts = nil, tonumber(h[2])
-if h[1] then units = parse_tokens(h[1]) end
-if units == nil or ts == nil then
-	units, ts = capacity, now	-- no state: a full bucket
-end
-if units > capacity then units = capacity elseif units < 0 then units = 0 end
-
--- Refill from ts to now; time running backwards refills nothing.
-local t = ts
-if now > ts then
-	local deficit = capacity - units
-	if deficit > 0 then
-		if now - ts >= cdiv(deficit, rate) then
-			units = capacity
-		else
-			units = units + (now - ts) * rate
+	-- Stored tokens "Q" or "Q+R/S" as units of scale (rounded down if the
+	-- parameters changed since it was written); nil when neither.
+	local function parse_tokens(s, scale)
+		local q, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+		if q then
+			q, r, d = tonumber(q), tonumber(r), tonumber(d)
+			if d == scale then return q * scale + r end
+			return q * scale + math.floor(r / d * scale)
 		end
+		q = tonumber(s)
+		if q then return q * scale end
+		return nil
 	end
-	t = now
-end
+	local function format_tokens(units, scale)
+		local q = fdiv(units, scale)
+		local r = units - q * scale
+		if r == 0 then return num(q) end
+		return num(q) .. '+' .. num(r) .. '/' .. num(scale)
+	end
 
-local need = cost * scale
-if units >= need then
-	units = units - need
-	local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
-	redis.call('HSET', key, 'tokens', format_tokens(units), 'ts', num(t))
-	redis.call('PEXPIRE', key, reset_ms + 1)
-	return reply({1, fdiv(units, scale), limit, reset_ms, 0, now, 0})
+	function A.check(a, key)
+		local now, scale, rate = a.now, a.scale, a.rate
+		local capacity = a.burst * scale	-- in units
+		local d = {delay_ms = 0, retry_ms = 0}
+		-- A key of another type holds another algorithm's state (its rule
+		-- changed algorithm): it is replaced, as if it were missing.
+		local h = redis.pcall('HMGET', key, 'tokens', 'ts')
+		if h.err then d.replace = true; h = {} end
+		local units, ts = nil, tonumber(h[2])
+		if h[1] then units = parse_tokens(h[1], scale) end
+		if units == nil or ts == nil then
+			units, ts = capacity, now	-- no state: a full bucket
+		end
+		if units > capacity then units = capacity elseif units < 0 then units = 0 end
+
+		-- Refill from ts to now; time running backwards refills nothing.
+		local t = ts
+		if now > ts then
+			local deficit = capacity - units
+			if deficit > 0 then
+				if now - ts >= cdiv(deficit, rate) then
+					units = capacity
+				else
+					units = units + (now - ts) * rate
+				end
+			end
+			t = now
+		end
+		d.t = t
+		d.kept_remaining = fdiv(units, scale)
+		d.kept_reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
+		local need = a.cost * scale
+		if units >= need then
+			d.allowed = true
+			d.units = units - need
+			d.remaining = fdiv(d.units, scale)
+			d.reset_ms = cdiv((t - now) + cdiv(capacity - d.units, rate), 1000)
+			return d
+		end
+		d.allowed = false
+		d.remaining = d.kept_remaining
+		d.reset_ms = d.kept_reset_ms
+		d.retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000)
+		return d
+	end
+
+	function A.commit(a, key, d)
+		if d.replace then redis.call('DEL', key) end
+		redis.call('HSET', key, 'tokens', format_tokens(d.units, a.scale), 'ts', num(d.t))
+		redis.call('PEXPIRE', key, d.reset_ms + 1)
+		return num(d.t) .. ':' .. num(a.cost * a.scale) .. ':' ..
+		    num(a.burst * a.scale - d.units) .. ':' .. num(a.scale) .. ':' .. num(a.rate)
+	end
+
+	function A.undo_parse(s)
+		local t, need, deficit, scale, rate = string.match(s, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+		if not t or tonumber(scale) == 0 or tonumber(rate) == 0 then return nil end
+		return {t = tonumber(t), need = tonumber(need), deficit = tonumber(deficit),
+		    scale = tonumber(scale), rate = tonumber(rate)}
+	end
+
+	function A.undo(key, u, now)
+		-- The units taken that have not refilled by now.
+		local mine = u.need
+		if now > u.t then
+			if now - u.t >= cdiv(u.deficit, u.rate) then return false end
+			mine = math.min(mine, u.deficit - (now - u.t) * u.rate)
+		end
+		if mine <= 0 then return false end
+		local h = redis.pcall('HMGET', key, 'tokens', 'ts')
+		if h.err or not h[1] or not h[2] then return false end
+		-- Another denominator: the parameters changed since.
+		local d = string.match(h[1], '/(%d+)$')
+		if d and tonumber(d) ~= u.scale then return false end
+		local units = parse_tokens(h[1], u.scale)
+		if units == nil then return false end
+		redis.call('HSET', key, 'tokens', format_tokens(units + mine, u.scale))
+		return true
+	end
+
+	algorithm('token_bucket', A)
 end
-local reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
-local retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000)
-return reply({0, fdiv(units, scale), limit, reset_ms, retry_ms, now, 0})

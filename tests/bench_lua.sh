@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark of the lua/*.lua scripts on a private redis-server (a benchmark,
+# Benchmark of the rlgate Lua library (lua/) on a private redis-server (a benchmark,
 # never a pass/fail test): decisions per second with redis-benchmark (keys
 # spread over 100000 clients, and one hot key that is mostly denied), the
 # server's CPU time per decision (INFO commandstats), memory per idle key
@@ -19,15 +19,14 @@ fi
 start_redis || exit 1
 
 info_field() { rcli info "$1" | tr -d '\r' | sed -n "s/^$2:\(.*\)/\1/p"; }
-usec_per_call() { rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'; }
+usec_per_call() { rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_\(evalsha\|fcall\):.*usec_per_call=\([0-9.]*\).*/\2/p'; }
 
-# bench LABEL SHA KEY ARGS...: prints "rps p50_ms usec_per_call"
+# bench COMMAND...: prints "rps p50_ms usec_per_call"
 bench() {
-	local sha=$1 key=$2 csv rps p50
-	shift 2
+	local csv rps p50
 	rcli config resetstat > /dev/null
 	csv=$(redis-benchmark -p "$REDIS_PORT" -n "$N" -c "$C" -r "$KEYS_N" --csv \
-		EVALSHA "$sha" 1 "$key" "$@" 2>/dev/null | tail -1)
+		"$@" 2>/dev/null | tail -1)
 	rps=$(echo "$csv" | awk -F'","' '{print $2}')
 	p50=$(echo "$csv" | awk -F'","' '{print $5}')
 	printf '%10.0f %8s %8s\n' "$rps" "$p50" "$(usec_per_call)"
@@ -41,14 +40,14 @@ args_for() {
 	esac
 }
 
-echo "# rlgate Lua scripts on redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# redis-benchmark -n $N -c $C, EVALSHA with ARGV[1] empty (Redis TIME), limit 100 per 1 s"
+echo "# rlgate Lua library on redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# redis-benchmark -n $N -c $C, FCALL with NOW_US empty (Redis TIME), limit 100 per 1 s"
 echo
 printf '%-16s %10s %8s %8s   %10s %8s %8s\n' "" "spread" "" "" "hot key" "" ""
 printf '%-16s %10s %8s %8s   %10s %8s %8s\n' "script" "decisions/s" "p50 ms" "us/call" "decisions/s" "p50 ms" "us/call"
 floor=$(rcli script load "return {1, 0, 100, 0, 0, 0, 0}")
-printf '%-16s %s   %s\n' "(return only)" "$(bench "$floor" 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
-	"$(bench "$floor" 'rl:{b:hot}' '' 1 100 1000 '' '')"
+printf '%-16s %s   %s\n' "(return only)" "$(bench EVALSHA "$floor" 1 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
+	"$(bench EVALSHA "$floor" 1 'rl:{b:hot}' '' 1 100 1000 '' '')"
 # The same Redis commands as fixed_window, without its logic: the floor of
 # a script that reads TIME and a hash and writes it with a TTL.
 floor=$(rcli script load "local t = redis.call('TIME')
@@ -56,17 +55,31 @@ local h = redis.call('HMGET', KEYS[1], 'start', 'count')
 redis.call('HSET', KEYS[1], 'start', t[1], 'count', 1)
 redis.call('PEXPIRE', KEYS[1], 1000)
 return {1, 0, 100, 0, 0, 0, 0}")
-printf '%-16s %s   %s\n' "(4 commands)" "$(bench "$floor" 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
-	"$(bench "$floor" 'rl:{b:hot}' '' 1 100 1000 '' '')"
+printf '%-16s %s   %s\n' "(4 commands)" "$(bench EVALSHA "$floor" 1 'rl:{b:__rand_int__}' '' 1 100 1000 '' '')" \
+	"$(bench EVALSHA "$floor" 1 'rl:{b:hot}' '' 1 100 1000 '' '')"
 rcli flushall > /dev/null
+# shellcheck disable=SC2046
+sh "$TOP/fcgi/embed.sh" -l "$TOP/lua/prelude.lua" $(ls "$TOP"/lua/*.lua | grep -v -e /prelude.lua -e /decide.lua -e /rlgate.lua | sort) \
+	"$TOP/lua/decide.lua" | rcli -x function load replace > /dev/null || exit 1
 for alg in $ALGS; do
-	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
 	eval "set -- $(args_for "$alg")"
-	spread=$(bench "$sha" "rl:{$alg:__rand_int__}" "$@")
-	hot=$(bench "$sha" "rl:{$alg:hot}" "$@")
+	spread=$(bench FCALL "rlgate_$alg" 1 "rl:{$alg:__rand_int__}" "$@")
+	hot=$(bench FCALL "rlgate_$alg" 1 "rl:{$alg:hot}" "$@")
 	printf '%-16s %s   %s\n' "$alg" "$spread" "$hot"
 	rcli flushall > /dev/null
 done
+# rlgate_decide: one rule, and three (fixed_window, token_bucket, gcra) in one call.
+one="fixed_window - 1 100 1000 '' ''"
+three="$one token_bucket - 1 100 1000 '' '' gcra - 1 100 1000 '' ''"
+eval "set -- $one"
+printf '%-16s %s   %s\n' "decide, 1 rule" "$(bench FCALL rlgate_decide 1 'rl:{d:__rand_int__}' '' '' "$@")" \
+	"$(bench FCALL rlgate_decide 1 'rl:{d:hot}' '' '' "$@")"
+rcli flushall > /dev/null
+eval "set -- $three"
+printf '%-16s %s   %s\n' "decide, 3 rules" \
+	"$(bench FCALL rlgate_decide 3 'rl:{d1:__rand_int__}' 'rl:{d2:__rand_int__}' 'rl:{d3:__rand_int__}' '' '' "$@")" \
+	"$(bench FCALL rlgate_decide 3 'rl:{d1:hot}' 'rl:{d2:hot}' 'rl:{d3:hot}' '' '' "$@")"
+rcli flushall > /dev/null
 
 # Memory per idle key: 100000 keys "rl:{user_list:N}" written with one
 # decision each, through redis-cli --pipe. Parameters: limit 100 per 60 s;
@@ -76,12 +89,12 @@ resp() {	# resp ARG...: one command in RESP
 	printf '*%d\r\n' "$#"
 	for a in "$@"; do printf '$%d\r\n%s\r\n' "${#a}" "$a"; done
 }
-gen() {	# gen SHA COST WINDOW PRECISION: KEYS_N decisions in RESP
-	awk -v sha="$1" -v cost="$2" -v win="$3" -v prec="$4" -v n="$KEYS_N" 'BEGIN {
+gen() {	# gen FUNCTION COST WINDOW PRECISION: KEYS_N decisions in RESP
+	awk -v fn="$1" -v cost="$2" -v win="$3" -v prec="$4" -v n="$KEYS_N" 'BEGIN {
 		for (i = 0; i < n; i++) {
 			k = "rl:{user_list:" i "}"
-			printf "*10\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n$3\r\n100\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n",
-			    sha, length(k), k, length(cost), cost, length(win), win, length(prec), prec
+			printf "*10\r\n$5\r\nFCALL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n$3\r\n100\r\n$%d\r\n%s\r\n$0\r\n\r\n$%d\r\n%s\r\n",
+			    length(fn), fn, length(k), k, length(cost), cost, length(win), win, length(prec), prec
 		}
 	}'
 }
@@ -90,7 +103,7 @@ echo "# memory: $KEYS_N keys rl:{user_list:N}, one decision each, limit 100 per 
 printf '%-16s %-34s %14s %14s %12s\n' "script" "value after one decision" "MEMORY USAGE" "used_memory/key" "full key"
 for alg in $ALGS; do
 	rcli flushall > /dev/null
-	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	sha=rlgate_$alg
 	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
 	prec=; [ "$alg" = sliding_window ] && prec=6000
 	rcli memory purge > /dev/null
@@ -109,11 +122,11 @@ for alg in $ALGS; do
 	full=-
 	case $alg in
 	sliding_log)
-		for i in $(seq 0 99); do resp EVALSHA "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
+		for i in $(seq 0 99); do resp FCALL "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
 			| rcli --pipe > /dev/null
 		full=$(rcli memory usage 'rl:{full}' samples 0);;
 	sliding_window)
-		for i in $(seq 0 99); do resp EVALSHA "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
+		for i in $(seq 0 99); do resp FCALL "$sha" 1 'rl:{full}' "$((1700000000000000 + i * 600000))" 1 100 60000 '' ''; done \
 			| rcli --pipe > /dev/null
 		full=$(rcli memory usage 'rl:{full}' samples 0);;
 	esac
@@ -124,13 +137,13 @@ done
 # (7 per second), written and read in one redis-cli session.
 rcli flushall > /dev/null
 now=$(rcli time | paste -sd' ' | awk '{ printf "%d%06d", $1, $2 }')
-tb=$(rcli script load "$(cat "$TOP/lua/token_bucket.lua")")
-gc=$(rcli script load "$(cat "$TOP/lua/gcra.lua")")
+tb=rlgate_token_bucket
+gc=rlgate_gcra
 printf '%s\n' \
-	"EVALSHA $tb 1 rl:{frac:tb} $now 7 7 1000 \"\" \"\"" \
-	"EVALSHA $tb 1 rl:{frac:tb} $((now + 200000)) 1 7 1000 \"\" \"\"" \
+	"FCALL $tb 1 rl:{frac:tb} $now 7 7 1000 \"\" \"\"" \
+	"FCALL $tb 1 rl:{frac:tb} $((now + 200000)) 1 7 1000 \"\" \"\"" \
 	"HGETALL rl:{frac:tb}" "MEMORY USAGE rl:{frac:tb} SAMPLES 0" \
-	"EVALSHA $gc 1 rl:{frac:gcra} $now 3 7 1000 \"\" \"\"" \
+	"FCALL $gc 1 rl:{frac:gcra} $now 3 7 1000 \"\" \"\"" \
 	"GET rl:{frac:gcra}" "MEMORY USAGE rl:{frac:gcra} SAMPLES 0" |
 	rcli > "$T/frac.out"
 echo "# 7 per second (not a whole number of us per token):" \
@@ -144,7 +157,7 @@ echo "# expiry: $KEYS_N idle keys, limit 100 per 1 s (buckets: cost 100), TTL ab
 printf '%-16s %14s %22s\n' "script" "PTTL left (ms)" "all gone after (s)"
 for alg in $ALGS; do
 	rcli flushall > /dev/null
-	sha=$(rcli script load "$(cat "$TOP/lua/$alg.lua")")
+	sha=rlgate_$alg
 	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
 	prec=; [ "$alg" = sliding_window ] && prec=100
 	gen "$sha" "$cost" 1000 "$prec" | rcli --pipe > /dev/null

@@ -1,22 +1,36 @@
 #!/bin/bash
-# The six lua/*.lua scripts against a private redis-server: tests/tools/lua_check
-# drives them with a virtual clock (hand-computed sequences, randomised
-# arrivals against a model in C, the promises, retry_after, argument errors,
-# TTLs, overrides in KEYS[2]), then a few redis-cli calls check the usage
-# shown in lua/README.md, and that the functions every script carries are
-# the same text in all six.
+# The rlgate Lua library (lua/) against a private redis-server:
+# tests/tools/lua_check drives it with a virtual clock (hand-computed
+# sequences, randomised arrivals against a model in C, the promises,
+# retry_after, argument errors, TTLs, overrides) through the standalone
+# functions, through rlgate_decide with one rule (and rlgate_undo against a
+# twin key), and through the gateway's transitional EVAL scripts; then
+# redis-cli checks the usage shown in lua/README.md, rlgate_decide with
+# several rules and rlgate_undo, and that no algorithm redefines the prelude.
 # LUA_SEED=N repeats a run; LUA_CHECK_N=N sets the requests per random run.
 . "$(dirname "$0")/lib.sh"
+
+LUA_LIB="$TOP/lua/prelude.lua $(ls "$TOP"/lua/*.lua | grep -v -e '/prelude.lua$' -e '/decide.lua$' -e '/rlgate.lua$' | sort | tr '\n' ' ')$TOP/lua/decide.lua"
+# shellcheck disable=SC2086
+sh "$TOP/fcgi/embed.sh" -l $LUA_LIB > "$T/rlgate.lua" || { not_ok "embed.sh -l builds the library"; finish; exit; }
 
 # Use the tools make built; build them here when they are missing (the
 # Makefile links tools with the gateway's objects, which may not build yet).
 tool() {
 	local name=$1
-	if [ -x "$TOP/tests/tools/$name" ] && [ "$TOP/tests/tools/$name" -nt "$TOP/tests/tools/$name.c" ]; then
+	if [ -x "$TOP/tests/tools/$name" ] && [ "$TOP/tests/tools/$name" -nt "$TOP/tests/tools/$name.c" ] &&
+	    { [ "$name" != lua_check ] || [ "$TOP/tests/tools/$name" -nt "$TOP/fcgi/scripts.c" ]; }; then
 		echo "$TOP/tests/tools/$name"
 		return
 	fi
-	cc -O2 -Wall -Wextra -o "$T/$name" "$TOP/tests/tools/$name.c" \
+	if [ "$name" = lua_check ]; then
+		# shellcheck disable=SC2086
+		sh "$TOP/fcgi/embed.sh" $LUA_LIB > "$T/scripts.c" || return 1
+		set -- "$T/scripts.c" -I"$TOP/fcgi"
+	else
+		set --
+	fi
+	cc -O2 -Wall -Wextra -o "$T/$name" "$TOP/tests/tools/$name.c" "$@" \
 		$(pkg-config --cflags --libs hiredis) -lm || return 1
 	echo "$T/$name"
 }
@@ -25,46 +39,64 @@ LUA_CHECK=$(tool lua_check) || { echo "# cannot build lua_check"; not_ok "build 
 
 start_redis || { not_ok "redis-server starts"; finish; exit; }
 
-# 1. lua_check: its own "ok"/"not ok" lines, counted here.
-"$LUA_CHECK" "$REDIS_PORT" "$TOP/lua" ${LUA_SEED:-} > "$T/lua_check.log" 2>&1
-rc=$?
-grep -v '^[0-9]* passed, [0-9]* failed$' "$T/lua_check.log"
-p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$T/lua_check.log" | tail -1)
-f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$T/lua_check.log" | tail -1)
-PASSED=$((PASSED + ${p:-0}))
-FAILED=$((FAILED + ${f:-0}))
-if [ "$rc" != 0 ] && [ "${f:-0}" = 0 ]; then not_ok "lua_check exited with status $rc"; fi
-check "lua_check ran checks" [ "${p:-0}" -gt 200 ]
+# 1. lua_check: its own "ok"/"not ok" lines, counted here. The EVAL scripts
+# are the library's text again: a third of the random requests for them.
+lua_check() {
+	local via=$1 min=$2
+	shift 2
+	env "$@" "$LUA_CHECK" "$REDIS_PORT" "$via" ${LUA_SEED:-} > "$T/lua_check.log" 2>&1
+	local rc=$? p f
+	grep -v '^[0-9]* passed, [0-9]* failed$' "$T/lua_check.log"
+	p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$T/lua_check.log" | tail -1)
+	f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$T/lua_check.log" | tail -1)
+	PASSED=$((PASSED + ${p:-0}))
+	FAILED=$((FAILED + ${f:-0}))
+	if [ "$rc" != 0 ] && [ "${f:-0}" = 0 ]; then not_ok "lua_check $via exited with status $rc"; fi
+	check "lua_check $via ran checks (${p:-0})" [ "${p:-0}" -gt "$min" ]
+}
+lua_check fcall 300
+lua_check decide 300
+n=$(( ${LUA_CHECK_N:-3000} / 3 )); [ "$n" -ge 300 ] || n=300	# test_retry needs 300
+lua_check eval 300 LUA_CHECK_N=$n
 
-# 2. The README's redis-cli usage, as a user would type it.
-evalr() { rcli --eval "$TOP/lua/$1.lua" "$2" , "${@:3}" | tr '\n' ' ' | sed 's/ $//'; }
-is "redis-cli --eval fixed_window, clock given" "1 2 3 1000 0 1000000 0" \
-	"$(evalr fixed_window 'rl:{readme:fw}' 1000000 1 3 1000 '' '')"
-is "redis-cli --eval token_bucket, clock given" "1 2 7 143 0 1000000 0" \
-	"$(evalr token_bucket 'rl:{readme:tb}' 1000000 1 7 1000 3 '')"
-is "redis-cli --eval gcra: redis-cell's CL.THROTTLE user123 15 30 60 1" "1 15 30 2000 0 1000000 0" \
-	"$(evalr gcra 'rl:{readme:gcra}' 1000000 1 30 60000 16 '')"
-is "redis-cli --eval sliding_log, clock given" "1 99 100 60000 0 1000000 0" \
-	"$(evalr sliding_log 'rl:{readme:sl}' 1000000 1 100 60000 '' '')"
-is "redis-cli --eval sliding_window, clock given" "1 9 10 1000 0 1000000 0" \
-	"$(evalr sliding_window 'rl:{readme:sw}' 1000000 1 10 1000 '' 100)"
-evalr leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '' > /dev/null
-is "redis-cli --eval leaky_bucket: second request waits 500 ms" "1 4 2 1000 0 1000000 500" \
-	"$(evalr leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '')"
+# 2. The library as one file, loaded as lua/README.md shows.
+is "redis-cli -x FUNCTION LOAD REPLACE" "rlgate" "$(rcli -x FUNCTION LOAD REPLACE < "$T/rlgate.lua")"
+version=$(rcli FCALL_RO rlgate_version 0)
+is "rlgate_version is the sha1 of the sources (with the placeholder)" \
+	"$(sed "s/$version/@RLGATE_VERSION@/" "$T/rlgate.lua" | sha1sum | cut -c1-40)" "$version"
+is "the build embeds the same version" "1" \
+	"$(grep -c "^const char rlg_library_version\[\] = \"$version\";" "$TOP/fcgi/scripts.c" 2>/dev/null || echo 0)"
+line() { tr '\n' ' ' | sed 's/ $//'; }
+fc() { rcli FCALL "rlgate_$1" 1 "$2" "${@:3}" | line; }
+is "FCALL rlgate_fixed_window, clock given" "1 2 3 1000 0 1000000 0" \
+	"$(fc fixed_window 'rl:{readme:fw}' 1000000 1 3 1000 '' '')"
+is "FCALL rlgate_token_bucket, clock given" "1 2 7 143 0 1000000 0" \
+	"$(fc token_bucket 'rl:{readme:tb}' 1000000 1 7 1000 3 '')"
+is "FCALL rlgate_gcra: redis-cell's CL.THROTTLE user123 15 30 60 1" "1 15 30 2000 0 1000000 0" \
+	"$(fc gcra 'rl:{readme:gcra}' 1000000 1 30 60000 16 '')"
+is "FCALL rlgate_sliding_log, clock given" "1 99 100 60000 0 1000000 0" \
+	"$(fc sliding_log 'rl:{readme:sl}' 1000000 1 100 60000 '' '')"
+is "FCALL rlgate_sliding_window, clock given" "1 9 10 1000 0 1000000 0" \
+	"$(fc sliding_window 'rl:{readme:sw}' 1000000 1 10 1000 '' 100)"
+fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '' > /dev/null
+is "FCALL rlgate_leaky_bucket: second request waits 500 ms" "1 4 2 1000 0 1000000 500" \
+	"$(fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '')"
+is "FCALL rlgate_gcra, trailing arguments left out" "1 0 1 1000 0 5000000 0" \
+	"$(fc gcra 'rl:{readme:short}' 5000000 1 1 1000)"
 # admitted_now REPLY: 7 integers, admitted, now_us after 2020.
 admitted_now() {
 	set -- $1
 	[ "$#" = 7 ] && [ "$1" = 1 ] && [ "$6" -gt 1600000000000000 ]
 }
 for alg in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
-	out=$(evalr "$alg" "rl:{readme:time:$alg}" '' 1 10 60000 '' '')
-	check "redis-cli --eval $alg with Redis TIME: admitted, now_us is Redis's clock ($out)" \
+	out=$(fc "$alg" "rl:{readme:time:$alg}" '' 1 10 60000 '' '')
+	check "FCALL rlgate_$alg with Redis TIME: admitted, now_us is Redis's clock ($out)" \
 		admitted_now "$out"
 	ttl=$(rcli pttl "rl:{readme:time:$alg}")
 	check "$alg: the key has a TTL ($ttl ms)" [ "$ttl" -gt 0 ]
 done
 # lua/README.md's override example: set, broken, unlimited, cleared.
-evalo() { rcli --eval "$TOP/lua/fixed_window.lua" 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' , 1700000000000000 1 3 1000 | paste -sd' '; }
+evalo() { rcli FCALL rlgate_fixed_window 2 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' 1700000000000000 1 3 1000 | paste -sd' '; }
 rcli hset 'rl:{user_list:org1}:override' limit 5 > /dev/null
 is "README override: the override's limit 5 is used" "1 4 5 1000 0 1700000000000000 0 1000 0 0 1" "$(evalo)"
 rcli hset 'rl:{user_list:org1}:override' limit 0 > /dev/null
@@ -74,28 +106,165 @@ rcli hset 'rl:{user_list:org1}:override' unlimited 1 > /dev/null
 is "README override: unlimited, not counted" "1 3 3 0 0 1700000000000000 0 1000 0 0 2" "$(evalo)"
 rcli del 'rl:{user_list:org1}:override' > /dev/null
 is "README override: cleared, ARGV's limit: the third admission" "1 0 3 1000 0 1700000000000000 0 1000 0 0 0" "$(evalo)"
-sha=$(rcli script load "$(cat "$TOP/lua/gcra.lua")")
-is "EVALSHA with the SCRIPT LOAD sha" "1 0 1 1000 0 5000000 0" \
-	"$(rcli evalsha "$sha" 1 'rl:{readme:sha}' 5000000 1 1 1000 1 '' | tr '\n' ' ' | sed 's/ $//')"
-err=$(rcli evalsha "$sha" 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
+err=$(rcli FCALL rlgate_gcra 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
 is "an argument error is one sentence" "rlgate: cost 2 is above burst 1: such a request could never be admitted" "$err"
+is "rlgate_gcra with 3 keys: an error" "rlgate: rlgate_gcra takes 1 key (the state) or 2 (and its override), got 3" \
+	"$(rcli FCALL rlgate_gcra 3 a b c '' 1 1 1000 2>&1)"
 
-# 3. Each script stands alone (DESIGN.md section 5), so the pieces they share
-# are written in each: the same text in all six, or a fix made to one
-# script and not to the others fails here.
-# shared NAME FILE: the function NAME of FILE, from its "local function"
-# line to the "end" that closes it.
-shared() { awk -v name="$1" '$0 ~ "^local function " name "\\(" { p = 1 } p { print } p && /^end$/ { exit }' "$2"; }
-check "shared() finds fixed_window.lua's apply_override(), 18 lines" \
-	[ "$(shared apply_override "$TOP/lua/fixed_window.lua" | wc -l)" = 18 ]
-# texts NAME: in how many scripts NAME is found, and in how many texts.
-texts() {
-	local f found=0
-	for f in "$TOP"/lua/*.lua; do [ -n "$(shared "$1" "$f")" ] && found=$((found + 1)); done
-	echo "$found $(for f in "$TOP"/lua/*.lua; do shared "$1" "$f" | md5sum; done | sort -u | wc -l)"
+# 3. rlgate_decide: the rules of one request, all or nothing.
+# decide N KEYS... NOW RULE-ARGS...: the reply, one line per rule: "counted"
+# first, then each rule's 13 fields (the undo token shown as "undo" or "-").
+decide() {
+	local n=$1
+	rcli FCALL rlgate_decide "$@" | awk -v n="$n" 'NR == 1 { c = $0; next }
+		{ f[++i] = $0 } END {
+			printf "%s", c
+			for (r = 0; r < i / 13; r++) {
+				printf " |"
+				for (j = 1; j <= 12; j++) printf " %s", f[r * 13 + j] == "" ? "\"\"" : f[r * 13 + j]
+				printf " %s", f[r * 13 + 13] == "" ? "-" : "undo"
+			}
+			printf "\n"
+		}'
 }
-for fn in num fdiv arg_int apply_override reply; do
-	is "the six scripts share $fn() letter for letter: found in 6, one text" "6 1" "$(texts "$fn")"
+# narrow (3 per minute) and wide (5 per minute), the same request to both.
+narrow_wide() { decide 2 'rl:{narrow:ip}' 'rl:{wide:ip}' "$version" 1000000 \
+	fixed_window - 1 3 60000 '' '' fixed_window - 1 5 60000 '' ''; }
+is "narrow/wide 1: both count" "1 | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 4 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
+narrow_wide > /dev/null
+is "narrow/wide 3: both count" "1 | 1 0 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 2 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
+is "narrow/wide 4: narrow denies, wide would admit: nothing counted, wide shows 2 left" \
+	"0 | 0 0 3 60000 60000 1000000 0 60000 0 0 0 \"\" - | 1 2 5 60000 0 1000000 0 60000 0 0 0 \"\" -" "$(narrow_wide)"
+for i in 5 6 7 8 9 10; do narrow_wide > /dev/null; done
+is "narrow/wide: of 10 requests 3 were counted: wide's count is 3" "3" "$(rcli hget 'rl:{wide:ip}' count)"
+is "wide alone still admits 2 (the 4th and 5th of its 5)" "1 1 5 60000 0 1000000 0 | 1 0 5 60000 0 1000000 0 | 0 0 5 60000 60000 1000000 0" \
+	"$(for i in 1 2 3; do fc fixed_window 'rl:{wide:ip}' 1000000 1 5 60000 '' ''; echo; done | paste -sd'|' | sed 's/|/ | /g')"
+
+# Mixed: sliding_log 3 per 100 s, two leaky buckets (2 per 100 s burst 3:
+# T = 50 s; 4 per 100 s burst 5: T = 25 s) and a token_bucket 10 per 100 s,
+# all at once. (Windows of 100 s: no key expires in real time meanwhile.)
+mixed() { decide 4 'rl:{m:sl}' 'rl:{m:lb2}' 'rl:{m:lb4}' 'rl:{m:tb}' "" "$1" \
+	sliding_log - 1 3 100000 '' '' leaky_bucket - 1 2 100000 3 '' leaky_bucket - 1 4 100000 5 '' \
+	token_bucket - 1 10 100000 '' ''; }
+# "allowed remaining reset_ms retry_after_ms delay_ms" of each rule, after counted.
+short() { awk -F' [|] ' '{ printf "%s", $1; for (i = 2; i <= NF; i++) { split($i, f, " "); printf " | %s %s %s %s %s", f[1], f[2], f[4], f[5], f[7] } printf "\n" }'; }
+is "mixed 1: all admit at once (delays 0, 0)" "1 | 1 2 100000 0 0 | 1 3 50000 0 0 | 1 5 25000 0 0 | 1 9 10000 0 0" "$(mixed 1000000 | short)"
+is "mixed 2: the leaky buckets delay 50 and 25 s (the gateway holds the largest)" \
+	"1 | 1 1 100000 0 0 | 1 2 100000 0 50000 | 1 4 50000 0 25000 | 1 8 20000 0 0" "$(mixed 1000000 | short)"
+is "mixed 3: delays 100 and 50 s" "1 | 1 0 100000 0 0 | 1 1 150000 0 100000 | 1 3 75000 0 50000 | 1 7 30000 0 0" "$(mixed 1000000 | short)"
+is "mixed 4: sliding_log denies (retry 100 s): nothing counted, no delay" \
+	"0 | 0 0 100000 100000 0 | 1 1 150000 0 0 | 1 3 75000 0 0 | 1 7 30000 0 0" "$(mixed 1000000 | short)"
+is "mixed 5, 100 s later: the 4th took nothing (leaky 2 per 100 s waits 50 s, not 100)" \
+	"1 | 1 2 100000 0 0 | 1 2 100000 0 50000 | 1 5 25000 0 0 | 1 9 10000 0 0" "$(mixed 101000000 | short)"
+
+# Dry run: a dry rule that would deny blocks nothing and is not counted; one
+# that admits is counted with the others.
+dry() { decide 2 'rl:{dry:a}' 'rl:{dry:b}' "" 1000000 fixed_window d 1 2 60000 '' '' fixed_window - 1 5 60000 '' '' | short; }
+is "dry 1: both count" "1 | 1 1 60000 0 0 | 1 4 60000 0 0" "$(dry)"
+is "dry 2: both count" "1 | 1 0 60000 0 0 | 1 3 60000 0 0" "$(dry)"
+is "dry 3: the dry rule denies: admitted, the other counts" "1 | 0 0 60000 60000 0 | 1 2 60000 0 0" "$(dry)"
+dry > /dev/null
+is "dry: counts 2 and 4 after 4 requests" "2 4" "$(rcli hget 'rl:{dry:a}' count) $(rcli hget 'rl:{dry:b}' count)"
+dry2() { decide 2 'rl:{dry:c}' 'rl:{dry:d}' "" 1000000 fixed_window - 1 1 60000 '' '' fixed_window d 1 5 60000 '' '' | short; }
+dry2 > /dev/null
+is "a dry rule that admits is not counted when another denies" "0 | 0 0 60000 60000 0 | 1 4 60000 0 0" "$(dry2)"
+is "dry: its count stays 1" "1" "$(rcli hget 'rl:{dry:d}' count)"
+# Overrides and unlimited through decide: flag o takes the key after.
+rcli hset 'rl:{ov:a}:override' limit 7 > /dev/null
+rcli hset 'rl:{ov:b}:override' unlimited 1 > /dev/null
+is "flag o: the override's limit 7; unlimited admits without an undo token" \
+	"1 | 1 6 7 143 0 1000000 0 1000 7 0 1 \"\" undo | 1 3 3 0 0 1000000 0 1000 0 0 2 \"\" -" \
+	"$(decide 4 'rl:{ov:a}' 'rl:{ov:a}:override' 'rl:{ov:b}' 'rl:{ov:b}:override' "" 1000000 \
+		gcra o 1 7 1000 '' '' fixed_window o 1 3 1000 '' '')"
+is "unlimited: nothing written" "0" "$(rcli exists 'rl:{ov:b}')"
+rcli hset 'rl:{ov:c}:override' limit 0 > /dev/null
+is "an ignored override says why in field 12" \
+	"1 | 1 2 3 1000 0 1000000 0 1000 0 100 3 override ignored: limit must be at least 1, got 0 undo" \
+	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 sliding_window o 1 3 1000 '' '')"
+
+# Errors: one sentence naming the rule; nothing written.
+err() { rcli FCALL rlgate_decide "$@" 2>&1; }
+is "version mismatch" "rlgate: library version $version is loaded, the caller expects 0123456789abcdef0123456789abcdef01234567" \
+	"$(err 1 'rl:{e:v}' 0123456789abcdef0123456789abcdef01234567 1000000 fixed_window - 1 3 1000 '' '')"
+is "version mismatch: nothing written" "0" "$(rcli exists 'rl:{e:v}')"
+is "rule 2's bad argument names it; rule 1 not written" \
+	"rlgate: rule 2 (token_bucket): cost 11 is above burst 10: such a request could never be admitted 0" \
+	"$(err 2 'rl:{e:1}' 'rl:{e:2}' "$version" 1000000 fixed_window - 1 3 1000 '' '' token_bucket - 11 10 1000 '' '') $(rcli exists 'rl:{e:1}')"
+is "a missing argument says where it is" "rlgate: rule 2 (gcra): limit is missing (ARGV[13])" \
+	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 fixed_window - 1 3 1000 '' '' gcra - 1 '' 1000 '' '')"
+is "an unknown algorithm" "rlgate: rule 1 (sliding_door): unknown algorithm: use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
+	"$(err 1 'rl:{e:1}' '' 1000000 sliding_door - 1 3 1000 '' '')"
+is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run) and o (override key), or - for none, got \"x\"" \
+	"$(err 1 'rl:{e:1}' '' 1000000 gcra x 1 3 1000 '' '')"
+is "too few keys for flag o" "rlgate: rule 1 (gcra): no key left for it: each rule takes its state key, and its override key after it with flag o (1 keys given)" \
+	"$(err 1 'rl:{e:1}' '' 1000000 gcra o 1 3 1000 '' '')"
+is "one key too many" "rlgate: the rules take 1 keys, 2 given" "$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 gcra - 1 3 1000 '' '')"
+is "two rules on one key" "rlgate: rule 2 (gcra): its state key is also rule 1's: each rule needs a key of its own" \
+	"$(err 2 'rl:{e:1}' 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '' '' gcra - 1 3 1000 '' '')"
+is "arguments not 2 + 7 per rule" "rlgate: rlgate_decide takes VERSION, NOW_US and 7 arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS), got 8 arguments" \
+	"$(err 1 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '')"
+is "a bad clock" "rlgate: now (microseconds) must be an integer, got \"soon\"" \
+	"$(err 1 'rl:{e:1}' '' soon gcra - 1 3 1000 '' '')"
+is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl:{e:2}')"
+
+# 4. rlgate_undo, per algorithm: a request decided then undone leaves the
+# same state as one never sent: the same replies afterwards as a twin key.
+# (Randomised: lua_check decide.) Here 10 per 100 s: one extra request of
+# cost 3 at 1.5 s, undone at 2.5 s, then cost 2 at 3 s and at 33 s.
+undo_case() {
+	local alg=$1 prec=$2 burst=$3 x="rl:{undo:$1:x}" y="rl:{undo:$1:y}" tok out_x out_y t k
+	for k in "$x" "$y"; do decide 1 "$k" '' 1000000 "$alg" - 2 10 100000 "$burst" "$prec" > /dev/null; done
+	tok=$(rcli FCALL rlgate_decide 1 "$x" '' 1500000 "$alg" - 3 10 100000 "$burst" "$prec" | sed -n 14p)
+	check "$alg: the counted request has an undo token ($tok)" [ -n "$tok" ]
+	is "$alg: rlgate_undo takes it back: 1 rule" "1" "$(rcli FCALL rlgate_undo 1 "$x" 2500000 "$alg" "$tok")"
+	out_x= out_y=
+	for t in 3000000 3000000 3000000 3000000 3000000 33000000 33000000 33000000 33000000; do
+		out_x="$out_x$(decide 1 "$x" '' $t "$alg" - 2 10 100000 "$burst" "$prec" | cut -d' ' -f1-9);"
+		out_y="$out_y$(decide 1 "$y" '' $t "$alg" - 2 10 100000 "$burst" "$prec" | cut -d' ' -f1-9);"
+	done
+	is "$alg: after the undo, the same decisions as a twin never sent the request" "$out_y" "$out_x"
+	check "$alg: ... and some were denied ($out_y)" [ "${out_y#*0 | 0}" != "$out_y" ]
+	is "$alg: the token of an uncounted rule (\"\") is skipped" "0" "$(rcli FCALL rlgate_undo 1 "$x" 34000000 "$alg" '')"
+}
+undo_case fixed_window '' ''
+undo_case sliding_window 10000 ''
+undo_case sliding_log '' ''
+undo_case token_bucket '' ''
+undo_case gcra '' ''
+undo_case leaky_bucket '' 3
+is "undo: a token of another algorithm is an error" \
+	"rlgate: rule 1 (gcra): undo token \"5_3\" is not one rlgate_decide gives for this algorithm" \
+	"$(rcli FCALL rlgate_undo 1 'rl:{undo:gcra:x}' '' gcra '5:3' 2>&1)"
+is "undo: keys and arguments must match" \
+	"rlgate: rlgate_undo takes one key and 2 arguments per rule (ALGORITHM UNDO) after NOW_US: 2 keys and 3 arguments given" \
+	"$(rcli FCALL rlgate_undo 2 a b '' gcra '' 2>&1)"
+# Never more than is there: a gcra request undone after its time has passed
+# takes nothing; a fixed_window token of a closed window touches nothing.
+rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
+tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:late}' '' 1000000 fixed_window - 1 3 1000 '' '' | sed -n 14p)
+rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
+is "fixed_window: undo after its window closed: nothing taken from the new window" "0 1" \
+	"$(rcli FCALL rlgate_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
+tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:lateg}' '' 1000000 gcra - 1 10 1000 '' '' | sed -n 14p)
+is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL rlgate_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
+
+# 5. The prelude holds what the algorithms share: no algorithm (nor
+# decide.lua) defines a function or a top-level local of the prelude again.
+prelude_names() { sed -n 's/^local function \([a-z_]*\).*/\1/p; s/^local \([a-zA-Z_, ]*\) =.*/\1/p' "$TOP/lua/prelude.lua" | tr ',' '\n' | tr -d ' ' | sort -u; }
+names=$(prelude_names)
+check "the prelude's names are found ($(echo $names | wc -w): $(echo $names))" [ "$(echo $names | wc -w)" -ge 20 ]
+redefined=
+for f in "$TOP"/lua/*.lua; do
+	case $f in */prelude.lua|*/rlgate.lua) continue ;; esac
+	for n in $names; do
+		grep -qE "^[[:space:]]*(local[[:space:]]+function[[:space:]]+$n[[:space:]]*\(|local[[:space:]]+([a-zA-Z_]+,[[:space:]]*)*$n([[:space:]]*,[^=]*)?[[:space:]]*=|function[[:space:]]+$n[[:space:]]*\()" "$f" &&
+			redefined="$redefined $(basename "$f"):$n"
+	done
 done
+is "no algorithm redefines a prelude function or constant" "" "$redefined"
+# The check finds a redefinition (a copy of fdiv in an algorithm).
+mkdir -p "$T/lua_copy"
+{ echo 'local function fdiv(a, b) return a / b end'; cat "$TOP/lua/gcra.lua"; } > "$T/lua_copy/gcra.lua"
+check "the check sees a copy of fdiv" grep -qE "^[[:space:]]*local[[:space:]]+function[[:space:]]+fdiv[[:space:]]*\(" "$T/lua_copy/gcra.lua"
 
 finish

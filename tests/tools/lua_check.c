@@ -4,7 +4,11 @@
  * numbers, against an independent model of each algorithm written here, and
  * against each algorithm's promise. It is not a benchmark (tests/bench_lua.sh).
  *
- *   lua_check PORT LUA_DIR [SEED]
+ *   lua_check PORT fcall|decide|eval [SEED]
+ *
+ * fcall calls FCALL rlgate_<algorithm>, decide FCALL rlgate_decide with one
+ * rule, eval EVALSHA of the gateway's transitional EVAL scripts, all of them
+ * from the library this build embeds (fcgi/scripts.h).
  *
  * Prints "ok - ..." / "not ok - ..." per check, then "N passed, M failed";
  * exits 1 when a check failed. Keys are "lua_check:<pid>:..." and are deleted
@@ -22,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "scripts.h"
 #include "tool.h"
 
 typedef __int128 i128;
@@ -181,7 +186,111 @@ fmt_arg(char *buf, size_t len, long long v)
 }
 
 /*
- * One decision in a transaction: DUMP, EVALSHA, DUMP, PTTL, PERSIST. Inside
+ * How a decision is called: FCALL rlgate_<algorithm> (the standalone
+ * functions), FCALL rlgate_decide with this one rule (its reply mapped back
+ * to the standalone one), or EVALSHA of the gateway's transitional EVAL
+ * scripts (rlg_scripts).
+ */
+enum via { VIA_FCALL, VIA_DECIDE, VIA_EVAL };
+static enum via	via;
+static const char *const via_names[] = { "fcall", "decide", "eval" };
+
+/* The command of one decision (argv of at least 16), its argc. */
+static int
+decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
+    const char *key, const char *okey, const char *now, const char *cost,
+    const char *limit, const char *window, const char *burst,
+    const char *precision)
+{
+	const char *args[6] = { now, cost, limit, window, burst, precision };
+	int n = 0, i;
+
+	if (via == VIA_EVAL) {
+		argv[n++] = "EVALSHA";
+		argv[n++] = sha[a];
+	} else {
+		snprintf(fname, flen, "rlgate_%s", via == VIA_DECIDE ? "decide" : alg_names[a]);
+		argv[n++] = "FCALL";
+		argv[n++] = fname;
+	}
+	argv[n++] = okey == NULL ? "1" : "2";
+	argv[n++] = key;
+	if (okey != NULL)
+		argv[n++] = okey;
+	if (via == VIA_DECIDE) {	/* VERSION NOW_US ALGORITHM FLAGS COST ... */
+		argv[n++] = rlg_library_version;
+		argv[n++] = now;
+		argv[n++] = alg_names[a];
+		argv[n++] = okey == NULL ? "-" : "o";
+		for (i = 1; i < 6; i++)
+			argv[n++] = args[i];
+		return n;
+	}
+	for (i = 0; i < 6; i++)
+		argv[n++] = args[i];
+	return n;
+}
+
+/*
+ * rlgate_decide's reply {counted, {13 fields}} as the standalone one: 7
+ * integers, then with okey the 4 more and the sentence when override is 3.
+ * Its own promises are checked here: counted = allowed, undo given exactly
+ * when the rule was counted (admitted, not unlimited), why "" unless
+ * override is 3. Returns NULL (and says why in err) when it is not so.
+ */
+static redisReply *
+decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
+{
+	static redisReply out, el[12], *elp[12];
+	redisReply *f;
+	size_t i, n = okey == NULL ? NFIELDS : NFIELDS + NEXT;
+
+	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+	    e->element[0]->type != REDIS_REPLY_INTEGER ||
+	    e->element[1]->type != REDIS_REPLY_ARRAY || e->element[1]->elements != 13) {
+		snprintf(err, errlen, "rlgate_decide: not {counted, {13 fields}}");
+		return NULL;
+	}
+	f = e->element[1];
+	for (i = 0; i < 11; i++)
+		if (f->element[i]->type != REDIS_REPLY_INTEGER) {
+			snprintf(err, errlen, "rlgate_decide: field %zu not an integer", i + 1);
+			return NULL;
+		}
+	if (f->element[11]->type != REDIS_REPLY_STRING || f->element[12]->type != REDIS_REPLY_STRING) {
+		snprintf(err, errlen, "rlgate_decide: fields 12 and 13 not strings");
+		return NULL;
+	}
+	if (e->element[0]->integer != f->element[ALLOWED]->integer ||
+	    (f->element[12]->len > 0) != (f->element[ALLOWED]->integer == 1 &&
+	    f->element[10]->integer != 2) ||
+	    (f->element[11]->len > 0) != (f->element[10]->integer == 3)) {
+		snprintf(err, errlen, "rlgate_decide: counted %lld, allowed %lld, override %lld, "
+		    "why \"%s\", undo \"%s\"", e->element[0]->integer,
+		    f->element[ALLOWED]->integer, f->element[10]->integer,
+		    f->element[11]->str, f->element[12]->str);
+		return NULL;
+	}
+	if (okey == NULL && (f->element[10]->integer != 0)) {
+		snprintf(err, errlen, "rlgate_decide: override %lld without an override key",
+		    f->element[10]->integer);
+		return NULL;
+	}
+	if (okey != NULL && f->element[10]->integer == 3)
+		n++;
+	for (i = 0; i < n; i++) {
+		el[i] = *f->element[i];
+		elp[i] = &el[i];
+	}
+	memset(&out, 0, sizeof(out));
+	out.type = REDIS_REPLY_ARRAY;
+	out.elements = n;
+	out.element = elp;
+	return &out;
+}
+
+/*
+ * One decision in a transaction: DUMP, the call, DUMP, PTTL, PERSIST. Inside
  * MULTI/EXEC Redis freezes the clock for expiry, and PERSIST keeps the state
  * for the next virtual-time call however slowly real time passes: decisions
  * depend on stored times only, and PTTL shows the TTL the script set.
@@ -192,21 +301,18 @@ call_eval(enum alg a, const char *key, const char *okey, const char *now,
     const char *cost, const char *limit, const char *window, const char *burst,
     const char *precision, struct reply *out)
 {
-	const char *argv[11] = { "EVALSHA", sha[a], "1", key, now, cost, limit,
-	    window, burst, precision };
+	const char *argv[16];
+	char fname[64];
+	int argc = decision_argv(argv, fname, sizeof(fname), a, key, okey, now,
+	    cost, limit, window, burst, precision);
 	size_t want = okey == NULL ? NFIELDS : NFIELDS + NEXT;
 	redisReply *r, *e;
 	int i;
 
-	if (okey != NULL) {	/* EVALSHA sha 2 key okey now cost ... */
-		argv[2] = "2";
-		memmove(argv + 5, argv + 4, 6 * sizeof(*argv));
-		argv[4] = okey;
-	}
 	memset(out, 0, sizeof(*out));
 	redisAppendCommand(rc, "MULTI");
 	redisAppendCommand(rc, "DUMP %s", key);
-	redisAppendCommandArgv(rc, okey == NULL ? 10 : 11, argv, NULL);
+	redisAppendCommandArgv(rc, argc, argv, NULL);
 	redisAppendCommand(rc, "DUMP %s", key);
 	redisAppendCommand(rc, "PTTL %s", key);
 	redisAppendCommand(rc, "PERSIST %s", key);
@@ -221,7 +327,10 @@ call_eval(enum alg a, const char *key, const char *okey, const char *now,
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
 		fatal("EXEC: unexpected reply");
 	e = r->element[1];
-	if (e->type == REDIS_REPLY_ERROR) {
+	if (via == VIA_DECIDE && e->type != REDIS_REPLY_ERROR &&
+	    (e = decide_as_standalone(e, okey, out->err, sizeof(out->err))) == NULL) {
+		out->is_err = 1;
+	} else if (e->type == REDIS_REPLY_ERROR) {
 		out->is_err = 1;
 		snprintf(out->err, sizeof(out->err), "%s", e->str);
 	} else if (e->type != REDIS_REPLY_ARRAY || (e->elements != want &&
@@ -1151,6 +1260,142 @@ test_gcra_equals_token(int count)
 }
 
 /*
+ * rlgate_undo: an extra request on key at t (rlgate_decide, one rule), then
+ * rlgate_undo of what it counted at undo_at, each in a transaction with
+ * PERSIST (virtual time). Returns what rlgate_undo replied (rules undone), or
+ * -1 when the extra request was not counted (no token).
+ */
+static long long
+extra_and_undo(enum alg a, const char *key, long long t, long long cost,
+    const struct params *p, long long undo_at)
+{
+	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256];
+	const char *argv[16] = { "FCALL", "rlgate_decide", "1", key, "", n,
+	    alg_names[a], "-", c, l, w, b, pr };
+	const char *uargv[8] = { "FCALL", "rlgate_undo", "1", key, u, alg_names[a], tok };
+	redisReply *r, *e;
+	long long undone;
+	int i;
+
+	snprintf(n, sizeof(n), "%lld", t);
+	snprintf(c, sizeof(c), "%lld", cost);
+	snprintf(l, sizeof(l), "%lld", p->limit);
+	snprintf(w, sizeof(w), "%lld", p->window_ms);
+	fmt_arg(b, sizeof(b), p->burst);
+	fmt_arg(pr, sizeof(pr), p->precision_ms);
+	snprintf(u, sizeof(u), "%lld", undo_at);
+	for (int step = 0; step < 2; step++) {
+		redisAppendCommand(rc, "MULTI");
+		if (step == 0)
+			redisAppendCommandArgv(rc, 13, argv, NULL);
+		else
+			redisAppendCommandArgv(rc, 7, uargv, NULL);
+		redisAppendCommand(rc, "PERSIST %s", key);
+		redisAppendCommand(rc, "EXEC");
+		for (i = 0; i < 3; i++) {
+			if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+				fatal("redis: %s", rc->errstr);
+			freeReplyObject(r);
+		}
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK)
+			fatal("redis: %s", rc->errstr);
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+			fatal("EXEC: unexpected reply");
+		e = r->element[0];
+		if (step == 0) {
+			if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+			    e->element[1]->type != REDIS_REPLY_ARRAY ||
+			    e->element[1]->elements != 13)
+				fatal("rlgate_decide: %s", e->type == REDIS_REPLY_ERROR ? e->str : "bad reply");
+			snprintf(tok, sizeof(tok), "%s", e->element[1]->element[12]->str);
+			freeReplyObject(r);
+			if (tok[0] == '\0')
+				return -1;
+			continue;
+		}
+		if (e->type != REDIS_REPLY_INTEGER)
+			fatal("rlgate_undo: %s", e->type == REDIS_REPLY_ERROR ? e->str : "bad reply");
+		undone = e->integer;
+		freeReplyObject(r);
+		return undone;
+	}
+	return 0;
+}
+
+/*
+ * A request decided and then undone leaves the key as if it had never been
+ * sent: key x gets random extra requests, each undone before the next real
+ * one (after a random wait), and twin key y none; every real request gets
+ * the same reply on both.
+ */
+static void
+test_undo_twin(int count)
+{
+	static const struct {
+		enum alg	a;
+		struct params	p;
+	} sets[] = {
+		{ FIXED,   { 5, 1000, EMPTY, EMPTY } },
+		{ FIXED,   { 7, 3, EMPTY, EMPTY } },
+		{ SWINDOW, { 5, 1000, EMPTY, EMPTY } },
+		{ SWINDOW, { 20, 3000, EMPTY, 300 } },
+		{ SLOG,    { 5, 1000, EMPTY, EMPTY } },
+		{ SLOG,    { 3, 7, EMPTY, EMPTY } },
+		{ TOKEN,   { 7, 1000, 3, EMPTY } },
+		{ TOKEN,   { 3, 7, 5, EMPTY } },
+		{ GCRA,    { 7, 1000, 3, EMPTY } },
+		{ GCRA,    { 3, 7, 5, EMPTY } },
+		{ LEAKY,   { 3, 1000, EMPTY, EMPTY } },
+		{ LEAKY,   { 7, 13, 2, EMPTY } },
+	};
+	size_t k;
+
+	for (k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+		const struct params *p = &sets[k].p;
+		enum alg a = sets[k].a;
+		long long max_cost = p->limit, now = T0, gap = 2 * p->window_ms * 1000 / p->limit + 2;
+		char kx[128], ky[128];
+		struct reply rx, ry;
+		int i, diff = 0, extras = 0, undone = 0, admitted = 0;
+
+		if ((a == TOKEN || a == GCRA) && p->burst != EMPTY)
+			max_cost = p->burst;
+		if (a == LEAKY)
+			max_cost = 3;
+		make_key(kx, sizeof(kx), "undo:x", a, (int)k);
+		make_key(ky, sizeof(ky), "undo:y", a, (int)k);
+		for (i = 0; i < count; i++) {
+			long long cost = rnd() % 4 ? 1 : rnd_between(1, max_cost);
+
+			now += rnd() % 3 ? (long long)(rnd() % (uint64_t)gap) : 0;
+			if (rnd() % 3 == 0) {
+				long long u, t = now;
+
+				/* undone at once, or a little later */
+				now += rnd() % 2 ? 0 : (long long)(rnd() % (uint64_t)(gap / 2 + 1));
+				u = extra_and_undo(a, kx, t, rnd() % 2 ? 1 : rnd_between(1, max_cost), p, now);
+				if (u >= 0)
+					extras++;
+				undone += u == 1;
+			}
+			call(a, kx, now, cost, p, &rx);
+			call(a, ky, now, cost, p, &ry);
+			if (rx.is_err || ry.is_err || memcmp(rx.v, ry.v, sizeof(rx.v)) != 0) {
+				if (diff++ < 3)
+					note("%s step %d: x %lld %lld %lld %lld %lld, twin %lld %lld %lld %lld %lld",
+					    alg_names[a], i, rx.v[0], rx.v[1], rx.v[3], rx.v[4], rx.v[6],
+					    ry.v[0], ry.v[1], ry.v[3], ry.v[4], ry.v[6]);
+			}
+			admitted += ry.v[ALLOWED] == 1;
+		}
+		ok(diff == 0 && undone > 0 && admitted < count,
+		    "%s, limit %lld per %lld ms: %d requests (%d admitted) with %d extra ones counted "
+		    "and undone (%d took something back): %d replies differ from the twin's",
+		    alg_names[a], p->limit, p->window_ms, count, admitted, extras, undone, diff);
+	}
+}
+
+/*
  * retry_after_ms never rounds down: after each denial, a request sent 1 ms
  * before retry_after_ms is denied and one sent exactly then is admitted
  * (the state is put back with RESTORE between the two branches).
@@ -1343,24 +1588,31 @@ test_time_and_expiry(void)
 	int a;
 
 	for (a = 0; a < NALG; a++) {
-		redisReply *r = NULL, *t = NULL;
+		redisReply *r = NULL, *t = NULL, *whole;
 		long long before, now, after;
-		const char *argv[10] = { "EVALSHA", sha[a], "1", NULL, "", "1", "10", "1000", "", "" };
+		const char *argv[16];
+		char fname[64];
+		int argc;
 
 		/* 10 per second: a TTL of 1 s, or 100 ms for the buckets. The
 		 * call and PTTL go in one round trip. */
 		make_key(key[a], sizeof(key[a]), "expiry", a, 0);
-		argv[3] = key[a];
+		argc = decision_argv(argv, fname, sizeof(fname), (enum alg)a, key[a], NULL,
+		    "", "1", "10", "1000", "", "");
 		before = real_now_us();
-		redisAppendCommandArgv(rc, 10, argv, NULL);
+		redisAppendCommandArgv(rc, argc, argv, NULL);
 		redisAppendCommand(rc, "PTTL %s", key[a]);
 		if (redisGetReply(rc, (void **)&r) != REDIS_OK ||
 		    redisGetReply(rc, (void **)&t) != REDIS_OK)
 			fatal("redis: %s", rc->errstr);
 		after = real_now_us();
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != NFIELDS) {
+		whole = r;
+		if (via == VIA_DECIDE && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+			r = r->element[1];	/* the rule's fields: the first 7 are these */
+		if (r->type != REDIS_REPLY_ARRAY ||
+		    r->elements != (via == VIA_DECIDE ? 13 : NFIELDS)) {
 			ok(0, "%s: call with Redis TIME", alg_names[a]);
-			freeReplyObject(r);
+			freeReplyObject(whole);
 			freeReplyObject(t);
 			reset[a] = 0;
 			continue;
@@ -1373,7 +1625,7 @@ test_time_and_expiry(void)
 		ok(t->integer > 0 && t->integer <= reset[a] + 2 &&
 		    t->integer >= reset[a] - 1 - (after - before) / 1000,
 		    "%s: TTL %lld ms set for reset_ms %lld", alg_names[a], t->integer, reset[a]);
-		freeReplyObject(r);
+		freeReplyObject(whole);
 		freeReplyObject(t);
 	}
 	usleep(1300 * 1000);
@@ -1887,15 +2139,22 @@ int
 main(int argc, char **argv)
 {
 	struct timeval tv = { 5, 0 };
-	char path[4096];
-	int a, port, n = 3000;
+	redisReply *r;
+	int a, v, port, n = 3000;
 	uint64_t seed;
 
 	if (argc < 3 || argc > 4) {
-		fprintf(stderr, "usage: lua_check PORT LUA_DIR [SEED]\n");
+		fprintf(stderr, "usage: lua_check PORT fcall|decide|eval [SEED]\n");
 		return 2;
 	}
 	port = atoi(argv[1]);
+	for (v = 0; v < 3 && strcmp(argv[2], via_names[v]) != 0; v++)
+		;
+	if (v == 3) {
+		fprintf(stderr, "lua_check: %s: use fcall, decide or eval\n", argv[2]);
+		return 2;
+	}
+	via = (enum via)v;
 	seed = argc == 4 ? strtoull(argv[3], NULL, 10) : (uint64_t)time(NULL);
 	if (getenv("LUA_CHECK_N"))
 		n = atoi(getenv("LUA_CHECK_N"));
@@ -1908,21 +2167,27 @@ main(int argc, char **argv)
 		fatal("cannot connect to 127.0.0.1:%d: %s", port, rc ? rc->errstr : "out of memory");
 	redisSetTimeout(rc, tv);
 
-	for (a = 0; a < NALG; a++) {
-		char *src;
-		redisReply *r;
+	/* The library this build embeds; in eval mode, the gateway's EVAL
+	 * scripts too, each with the SHA1 the build computed. */
+	r = command("FUNCTION LOAD REPLACE %s", rlg_library);
+	ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, "rlgate") == 0,
+	    "FUNCTION LOAD REPLACE of the library: %s", r->str ? r->str : "?");
+	if (r->type != REDIS_REPLY_STRING)
+		fatal("the library does not load: %s", r->str ? r->str : "?");
+	freeReplyObject(r);
+	for (a = 0; via == VIA_EVAL && a < NALG; a++) {
+		const struct rlg_script *sc = scripts_find(alg_names[a]);
 
-		snprintf(path, sizeof(path), "%s/%s.lua", argv[2], alg_names[a]);
-		if ((src = tool_read_file(path)) == NULL)
-			fatal("%s: %s", path, strerror(errno));
-		r = command("SCRIPT LOAD %s", src);
-		ok(r->type == REDIS_REPLY_STRING && r->len == 40, "%s: SCRIPT LOAD %s",
-		    alg_names[a], r->type == REDIS_REPLY_STRING ? r->str : "failed");
+		if (sc == NULL)
+			fatal("no EVAL script for %s", alg_names[a]);
+		r = command("SCRIPT LOAD %s", sc->source);
+		ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, sc->sha1) == 0,
+		    "%s: SCRIPT LOAD names it %s as the build did", alg_names[a],
+		    r->str ? r->str : "?");
 		if (r->type != REDIS_REPLY_STRING || r->len != 40)
-			fatal("%s does not load: %s", path, r->str ? r->str : "?");
+			fatal("%s does not load: %s", alg_names[a], r->str ? r->str : "?");
 		memcpy(sha[a], r->str, 41);
 		freeReplyObject(r);
-		free(src);
 	}
 
 	test_hand();
@@ -1937,6 +2202,8 @@ main(int argc, char **argv)
 	test_override_hand();
 	test_override_ignored();
 	test_override_random(n / 3);
+	if (via == VIA_DECIDE)
+		test_undo_twin(n / 3);
 
 	if (reruns)
 		note("%d steps were run again because Redis stalled past a short TTL", reruns);

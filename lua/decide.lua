@@ -1,0 +1,161 @@
+-- decide: the functions Redis calls, on the algorithms of lua/<algorithm>.lua
+-- and the prelude. Not the algorithms themselves.
+--
+-- FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM FLAGS
+--     COST LIMIT WINDOW_MS BURST PRECISION_MS
+--   All the rules of one request on one node, all or nothing. FLAGS: "-", or
+--   letters: d (dry run: decides, never blocks), o (the rule has an override
+--   key, the key after its state key). Each rule takes 1 key, 2 with o.
+--   VERSION: the library version the caller expects, "" for any; NOW_US: ""
+--   for Redis TIME. Every rule decides on the current state without writing;
+--   when every rule not in dry run admits, every rule that admits is counted
+--   (state and TTL written), else nothing is written.
+--   Reply {counted, R1..Rn}: counted 1 when the request is admitted (and so
+--   counted), 0 when not; Ri = {allowed, remaining, limit, reset_ms,
+--   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
+--   override, why, undo}: this rule's own decision (an admitting rule that
+--   was not counted shows its state as it is), why "" unless override is 3,
+--   undo "" unless the rule was counted.
+-- FCALL rlgate_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
+--   Takes back what rlgate_decide counted (UNDO: its token; "" is skipped),
+--   never more than is there. Reply: the number of rules whose state changed.
+-- FCALL_RO rlgate_version 0: the library version.
+-- FCALL rlgate_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US COST LIMIT WINDOW_MS
+--     BURST PRECISION_MS: one rule on its own, the reply of 7 integers (11 or
+--     12 fields with an override key).
+-- Errors: one sentence starting "rlgate: "; a rule's names it:
+-- "rlgate: rule I (ALGORITHM): ...". After an error nothing was written.
+
+local ALGORITHM_NAMES = 'fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket'
+
+local function rule_error(r, name, err)
+	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
+end
+
+local function decide(keys, args)
+	local nargs = #args
+	if nargs >= 1 and args[1] ~= '' and args[1] ~= VERSION then
+		return redis.error_reply('rlgate: library version ' .. VERSION ..
+		    ' is loaded, the caller expects ' .. shown(args[1]))
+	end
+	if nargs < 2 or (nargs - 2) % 7 ~= 0 then
+		return redis.error_reply('rlgate: rlgate_decide takes VERSION, NOW_US and 7 ' ..
+		    'arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST ' ..
+		    'PRECISION_MS), got ' .. nargs .. ' arguments')
+	end
+	local now, err = clock(args[2], 1)
+	if err then return redis.error_reply('rlgate: ' .. err) end
+
+	-- Every argument is checked before anything is read or written.
+	local rules, k, seen = {}, 1, {}
+	for r = 1, (nargs - 2) / 7 do
+		local b = 3 + 7 * (r - 1)
+		local name, flags = args[b], args[b + 1]
+		local alg = algorithms[name]
+		if alg == nil then
+			return rule_error(r, name, 'unknown algorithm: use ' .. ALGORITHM_NAMES)
+		end
+		if flags ~= '-' and not string.find(flags, '^[do]+$') then
+			return rule_error(r, name, 'flags must be letters among d (dry run) and o ' ..
+			    '(override key), or - for none, got "' .. shown(flags) .. '"')
+		end
+		local argv = {nil, args[b + 2], args[b + 3], args[b + 4], args[b + 5], args[b + 6]}
+		local a
+		a, err = params(alg.spec, argv, b)
+		if not a then return rule_error(r, name, err) end
+		a.now = now
+		local rule = {alg = alg, name = name, a = a, argv = argv, key = keys[k],
+		    dry = string.find(flags, 'd', 1, true) ~= nil}
+		if string.find(flags, 'o', 1, true) then rule.okey = keys[k + 1]; k = k + 1 end
+		k = k + 1
+		if rule.key == nil or (rule.okey == nil and string.find(flags, 'o', 1, true)) then
+			return rule_error(r, name, 'no key left for it: each rule takes its state key, ' ..
+			    'and its override key after it with flag o (' .. #keys .. ' keys given)')
+		end
+		if seen[rule.key] then
+			return rule_error(r, name, 'its state key is also rule ' .. seen[rule.key] ..
+			    '\'s: each rule needs a key of its own')
+		end
+		seen[rule.key] = r
+		rules[r] = rule
+	end
+	if k - 1 ~= #keys then
+		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
+		    #keys .. ' given')
+	end
+
+	-- Decide every rule on the state as it is.
+	local admitted = true
+	for _, rule in ipairs(rules) do
+		rule.code = 0
+		if rule.okey then
+			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, rule.argv, rule.okey)
+		end
+		if rule.code ~= 2 then
+			rule.d = rule.alg.check(rule.a, rule.key)
+			if not rule.d.allowed and not rule.dry then admitted = false end
+		end
+	end
+
+	-- All or nothing: count every rule that admits, or none.
+	local out = {admitted and 1 or 0}
+	for r, rule in ipairs(rules) do
+		local counted = admitted and rule.d ~= nil and rule.d.allowed
+		local undo = ''
+		if counted then undo = rule.alg.commit(rule.a, rule.key, rule.d) end
+		local t = extend(fields(rule.a, rule.d, counted), rule.a, rule.code, rule.why)
+		t[12] = t[12] or ''
+		t[13] = undo
+		out[r + 1] = t
+	end
+	return out
+end
+
+local function undo(keys, args)
+	local nargs = #args
+	if nargs < 1 or (nargs - 1) % 2 ~= 0 or (nargs - 1) / 2 ~= #keys then
+		return redis.error_reply('rlgate: rlgate_undo takes one key and 2 arguments ' ..
+		    'per rule (ALGORITHM UNDO) after NOW_US: ' .. #keys .. ' keys and ' ..
+		    nargs .. ' arguments given')
+	end
+	local now, err = clock(args[1], 0)
+	if err then return redis.error_reply('rlgate: ' .. err) end
+	local todo = {}
+	for r = 1, #keys do
+		local name, token = args[2 * r], args[2 * r + 1]
+		local alg = algorithms[name]
+		if alg == nil then
+			return rule_error(r, name, 'unknown algorithm: use ' .. ALGORITHM_NAMES)
+		end
+		if token ~= '' then
+			local u = alg.undo_parse(token)
+			if u == nil then
+				return rule_error(r, name, 'undo token "' .. shown(token) ..
+				    '" is not one rlgate_decide gives for this algorithm')
+			end
+			todo[#todo + 1] = {alg = alg, key = keys[r], u = u}
+		end
+	end
+	local n = 0
+	for _, t in ipairs(todo) do
+		if t.alg.undo(t.key, t.u, now) then n = n + 1 end
+	end
+	return n
+end
+
+redis.register_function('rlgate_decide', decide)
+redis.register_function('rlgate_undo', undo)
+redis.register_function{function_name = 'rlgate_version', flags = {'no-writes'},
+    callback = function() return VERSION end}
+-- (A numeric loop: pairs is not there while a library loads.)
+for i = 1, #algorithm_names do
+	local name = algorithm_names[i]
+	local alg = algorithms[name]
+	redis.register_function('rlgate_' .. name, function(keys, args)
+		if #keys < 1 or #keys > 2 then
+			return redis.error_reply('rlgate: rlgate_' .. name .. ' takes 1 key (the ' ..
+			    'state) or 2 (and its override), got ' .. #keys)
+		end
+		return standalone(alg, keys, args)
+	end)
+end

@@ -1,0 +1,271 @@
+#!lua name=rlgate
+-- prelude: what the six algorithms of the rlgate library share: exact integer
+-- arithmetic, argument parsing and checks, the clock, overrides, replies, and
+-- the runner of a standalone call (rlgate_<algorithm>). Not the algorithms
+-- (lua/<algorithm>.lua) nor the functions Redis calls (lua/decide.lua).
+--
+-- The library is this file, the six algorithms (sorted) and decide.lua, in
+-- that order, as one chunk (fcgi/embed.sh; `make lua/rlgate.lua`). Everything
+-- is local to the chunk: Redis forbids globals in a library.
+--
+-- An algorithm is a table:
+--   spec                      {limit_max, burst = nil | 'bucket' | 'queue',
+--                              precision = true | nil}: its arguments
+--   check(a, key)          -> d: the decision on the current state, writing
+--                              nothing: d.allowed (boolean), and reply fields
+--                              d.remaining, d.reset_ms, d.retry_ms, d.delay_ms
+--                              (as today's scripts reply: after the write when
+--                              allowed); d.kept_remaining, d.kept_reset_ms: the
+--                              state as it is (for an allowed rule not counted);
+--                              d.replace: the key holds another type
+--   commit(a, key, d)      -> the undo token: writes the state and its TTL
+--   undo_parse(token)      -> u, or nil when the token is not this algorithm's
+--   undo(key, u, now)      -> true when it took something back
+-- a is the parsed arguments: cost, limit, window_ms, burst, precision_ms,
+-- now (us) and what the spec derives (scale, rate).
+
+local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
+local EXACT = 9007199254740992	-- 2^53
+
+-- The library's version, the sha1 of its source (fcgi/embed.sh puts it here).
+local VERSION = '@RLGATE_VERSION@'
+
+local function num(s) return string.format('%d', s) end
+
+-- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
+local function fdiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+local function cdiv(a, b) return -fdiv(-a, b) end
+local function gcd(x, y)
+	while y > 0 do x, y = y, x - fdiv(x, y) * y end
+	return x
+end
+
+-- A string shown in an error: at most 40 characters, nothing that could
+-- break a reply or a log line.
+local function shown(s)
+	return (string.gsub(string.sub(s, 1, 40), '[^%w%.%-%+]', '_'))
+end
+
+-- argv[i] as an integer in [lo, hi]; dflt when empty (an error when dflt is
+-- nil). off: argv[i] is the call's ARGV[i + off], named in "is missing".
+local function arg_int(argv, i, name, lo, hi, dflt, off)
+	local s = argv[i]
+	if s == nil or s == '' then
+		if dflt ~= nil then return dflt end
+		return nil, name .. ' is missing (ARGV[' .. (i + (off or 0)) .. '])'
+	end
+	if #s > 16 or not string.find(s, '^%-?%d+$') then
+		return nil, name .. ' must be an integer, got "' .. shown(s) .. '"'
+	end
+	local v = tonumber(s)
+	if v < lo then return nil, name .. ' must be at least ' .. num(lo) .. ', got ' .. s end
+	if v > hi then return nil, name .. ' must be at most ' .. num(hi) .. ', got ' .. s end
+	return v
+end
+
+-- The arguments of one decision, argv laid out as a standalone call's ARGV:
+-- [2] cost, [3] limit, [4] window_ms, [5] burst, [6] precision_ms ([1], now,
+-- is the clock's). Checked in this order, per the algorithm's spec; the
+-- result a, or nil and a sentence.
+local function params(spec, argv, off)
+	local a, err = {}, nil
+	a.cost, err = arg_int(argv, 2, 'cost', 1, 1e9, nil, off)
+	if err then return nil, err end
+	a.limit, err = arg_int(argv, 3, 'limit', 1, spec.limit_max, nil, off)
+	if err then return nil, err end
+	a.window_ms, err = arg_int(argv, 4, 'window_ms', 1, 1e11, nil, off)
+	if err then return nil, err end
+	if spec.precision then
+		local p = argv[6]
+		if a.window_ms % 10 == 0 then
+			a.precision_ms, err = arg_int(argv, 6, 'precision_ms', 1, a.window_ms, a.window_ms / 10, off)
+		else
+			a.precision_ms, err = arg_int(argv, 6, 'precision_ms', 1, a.window_ms, nil, off)
+			if err and (p == nil or p == '') then
+				err = 'precision_ms is empty and window_ms ' .. num(a.window_ms) ..
+				    ' is not a multiple of 10: give a precision that divides the window'
+			end
+		end
+		if err then return nil, err end
+		if a.window_ms % a.precision_ms ~= 0 then
+			return nil, 'precision_ms ' .. num(a.precision_ms) .. ' does not divide window_ms ' ..
+			    num(a.window_ms) .. ': blocks must tile the window'
+		end
+		if a.window_ms / a.precision_ms > 10000 then
+			return nil, 'window_ms ' .. num(a.window_ms) .. ' / precision_ms ' ..
+			    num(a.precision_ms) .. ' is more than 10000 blocks: use a coarser precision'
+		end
+	end
+	if spec.burst == nil then
+		if a.cost > a.limit then
+			return nil, 'cost ' .. num(a.cost) .. ' is above limit ' .. num(a.limit) ..
+			    ': such a request could never be admitted'
+		end
+		return a
+	end
+	a.burst, err = arg_int(argv, 5, 'burst', spec.burst == 'queue' and 0 or 1, 1e9, a.limit, off)
+	if err then return nil, err end
+	if spec.burst == 'bucket' and a.cost > a.burst then
+		return nil, 'cost ' .. num(a.cost) .. ' is above burst ' .. num(a.burst) ..
+		    ': such a request could never be admitted'
+	end
+	-- Rates as exact fractions: a token is scale units, rate units come per us.
+	local window_us = a.window_ms * 1000
+	local g = gcd(window_us, a.limit)
+	a.scale = window_us / g
+	a.rate = a.limit / g
+	if spec.burst == 'bucket' and a.burst * a.scale >= EXACT then
+		return nil, 'burst ' .. num(a.burst) .. ' is too large for limit ' ..
+		    num(a.limit) .. ' per ' .. num(a.window_ms) .. ' ms: burst * window_us / ' ..
+		    'gcd(limit, window_us) must stay below 2^53 (use a shorter window or ' ..
+		    'a limit sharing more factors with it)'
+	end
+	if spec.burst == 'queue' and (a.burst + a.cost) * a.scale >= MAX then
+		return nil, 'burst ' .. num(a.burst) .. ' and cost ' .. num(a.cost) ..
+		    ' are too large for limit ' .. num(a.limit) .. ' per ' .. num(a.window_ms) ..
+		    ' ms: (burst + cost) * window_us / gcd(limit, window_us) must stay below ' ..
+		    '2^52 (use a shorter window or a limit sharing more factors with it)'
+	end
+	return a
+end
+
+-- Now in us: s, or Redis TIME when s is empty. Read once per call, so that
+-- every rule of a call decides at the same instant; Redis TIME, not the
+-- gateway's clock, so that several gateways agree.
+local function clock(s, off)
+	local now, err = arg_int({s}, 1, 'now (microseconds)', 0, MAX, -1, off)
+	if err then return nil, err end
+	if now < 0 then
+		local t = redis.call('TIME')
+		now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+	end
+	return now
+end
+
+-- A time kept exactly, as "A" us or "A+R/D" (A + R/D us): at, r, d (d nil
+-- for "A"), or nil when s is neither.
+local function parse_at(s)
+	local at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+	if at then return tonumber(at), tonumber(r), tonumber(d) end
+	at = tonumber(s)
+	if at == nil then return nil end
+	return at, 0, nil
+end
+
+-- now + ticks (a tick is 1/per_us us) as "A" or "A+R/D".
+local function format_at(now, ticks, per_us)
+	local us = fdiv(ticks, per_us)
+	local r = ticks - us * per_us
+	if r == 0 then return num(now + us) end
+	return num(now + us) .. '+' .. num(r) .. '/' .. num(per_us)
+end
+
+-- Undo for a state that is one time, pushed need ticks later by each
+-- admission (gcra's TAT, leaky_bucket's Q): the token "A:R:D:need" says the
+-- time the admission left (A + R/D us) and what it added. Takes back what of
+-- it still lies ahead of now: never more than need, and nothing once that time
+-- has passed (the state may have been full, idle or rewritten since). Exact
+-- when no other request came in between.
+local function undo_at_parse(s)
+	local at, r, d, need = string.match(s, '^(%d+):(%d+):(%d+):(%d+)$')
+	if not at or tonumber(d) == 0 then return nil end
+	return {at = tonumber(at), r = tonumber(r), d = tonumber(d), need = tonumber(need)}
+end
+local function undo_at_token(now, ticks, per_us, need)
+	local us = fdiv(ticks, per_us)
+	return num(now + us) .. ':' .. num(ticks - us * per_us) .. ':' .. num(per_us) .. ':' .. num(need)
+end
+local function undo_at(key, u, now)
+	if u.at < now or (u.at == now and u.r == 0) then return false end
+	local s = redis.pcall('GET', key)
+	if type(s) ~= 'string' then return false end
+	local at, r, d = parse_at(s)
+	-- Another denominator: the parameters changed since; far ahead: not ours.
+	if at == nil or (d ~= nil and d ~= u.d) or at < now or at - now > fdiv(MAX, u.d) then
+		return false
+	end
+	local mine = u.need
+	if u.at - now <= fdiv(u.need, u.d) then mine = math.min(mine, (u.at - now) * u.d + u.r) end
+	local left = (at - now) * u.d + r - mine	-- ticks ahead once mine is taken off
+	if left <= 0 then
+		redis.call('DEL', key)
+	else
+		redis.call('SET', key, format_at(now, left, u.d), 'PX', cdiv(left, u.d * 1000) + 1)
+	end
+	return true
+end
+
+-- The override hash okey applied to a (parsed from argv with params(spec,
+-- argv)): the arguments to use, the code (0 none, 1 applied, 2 unlimited,
+-- 3 ignored) and, when ignored, why. Its fields stand in for argv's and go
+-- through the same checks with this request's cost; a set that fails is
+-- ignored as a whole.
+local function apply_override(spec, a, argv, okey)
+	local f = redis.pcall('HMGET', okey, 'limit', 'window_ms', 'burst',
+	    'precision_ms', 'unlimited')
+	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
+	for i = 1, 5 do
+		if f[i] == '' then f[i] = false end
+	end
+	if f[5] and f[5] ~= '0' then
+		if f[5] == '1' then return a, 2 end
+		return a, 3, 'unlimited must be 1 or 0, got "' .. shown(f[5]) .. '"'
+	end
+	if not (f[1] or f[2] or f[3] or f[4]) then return a, 0 end
+	local o, why = params(spec, {nil, argv[2], f[1] or argv[3], f[2] or argv[4],
+	    f[3] or argv[5], f[4] or argv[6]})
+	if not o then return a, 3, why end
+	o.now = a.now
+	return o, 1
+end
+
+-- The seven reply fields of a decision d under a, counted or not: an allowed
+-- rule that was not counted shows the state as it is, and no delay (the
+-- request is not let through).
+local function fields(a, d, counted)
+	if d == nil then	-- unlimited: admitted, nothing read or counted
+		return {1, a.limit, a.limit, 0, 0, a.now, 0}
+	end
+	if d.allowed and not counted then
+		return {1, d.kept_remaining, a.limit, d.kept_reset_ms, 0, a.now, 0}
+	end
+	return {d.allowed and 1 or 0, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms}
+end
+
+-- Fields 8-11 (and 12 when the override was ignored): the parameters used.
+local function extend(t, a, code, why)
+	t[8], t[9], t[10], t[11] = a.window_ms, a.burst or 0, a.precision_ms or 0, code
+	if why then t[12] = 'override ignored: ' .. why end
+	return t
+end
+
+-- A standalone call: FCALL rlgate_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US
+-- COST LIMIT WINDOW_MS BURST PRECISION_MS, today's per-script contract.
+local function standalone(alg, keys, argv)
+	local a, err = params(alg.spec, argv)
+	if not a then return redis.error_reply('rlgate: ' .. err) end
+	a.now, err = clock(argv[1])
+	if err then return redis.error_reply('rlgate: ' .. err) end
+	local code, why = 0, nil
+	if keys[2] then a, code, why = apply_override(alg.spec, a, argv, keys[2]) end
+	local d = nil
+	if code ~= 2 then
+		d = alg.check(a, keys[1])
+		if d.allowed then alg.commit(a, keys[1], d) end
+	end
+	local t = fields(a, d, true)
+	if keys[2] then extend(t, a, code, why) end
+	return t
+end
+
+-- The algorithms by name, and their names in order; each
+-- lua/<algorithm>.lua adds itself.
+local algorithms, algorithm_names = {}, {}
+local function algorithm(name, A)
+	algorithms[name] = A
+	algorithm_names[#algorithm_names + 1] = name
+end
