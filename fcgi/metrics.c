@@ -15,7 +15,6 @@
 
 #include "log.h"
 #include "metrics.h"
-#include "redis.h"
 
 /* Redis round-trip histogram bounds, in microseconds (le labels in s). */
 static const long long bounds_us[] = {
@@ -252,52 +251,6 @@ metric(struct out *o, const char *name, const char *type, const char *help,
 	put(o, "%s %lld\n", name, v);
 }
 
-/* A label value as the text format wants it: \\, \" and \\n escaped. */
-static void
-put_label(struct out *o, const char *v)
-{
-	for (; *v != '\0'; v++)
-		if (*v == '\\' || *v == '"')
-			put(o, "\\%c", *v);
-		else if (*v == '\n')
-			put(o, "\\n");
-		else
-			put(o, "%c", *v);
-}
-
-/* The Redis layer's per-node counters: errors, redirects, slot maps. */
-static void
-redis_nodes(struct out *o)
-{
-	static const struct {
-		const char	*name, *help;
-	} m[3] = {
-		{ "rlgate_redis_node_errors_total", "Outages and failed calls, "
-		    "per Redis node (or deployment: no seed, no Sentinel)." },
-		{ "rlgate_redis_node_redirects_total", "MOVED and ASK "
-		    "redirects a Redis Cluster node answered." },
-		{ "rlgate_redis_node_refreshes_total", "Slot maps a Redis "
-		    "Cluster node gave (CLUSTER SLOTS)." },
-	};
-	struct redis_node_counters nc[256];
-	size_t n = redis_counters(nc, 256), i;
-	int k;
-	long long v;
-
-	if (n > 256)
-		n = 256;
-	for (k = 0; k < 3 && n > 0; k++) {
-		header(o, m[k].name, "counter", m[k].help);
-		for (i = 0; i < n; i++) {
-			v = k == 0 ? nc[i].errors : k == 1 ? nc[i].redirects :
-			    nc[i].refreshes;
-			put(o, "%s{node=\"", m[k].name);
-			put_label(o, nc[i].address);
-			put(o, "\"} %lld\n", v);
-		}
-	}
-}
-
 size_t
 metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 {
@@ -361,8 +314,6 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n",
 	    (double)sum_us / 1e6);
 	put(&o, "rlgate_redis_latency_seconds_count %llu\n", lat_count);
-
-	redis_nodes(&o);
 
 	metric(&o, "rlgate_audit_rows_written_total", "counter",
 	    "Audit rows committed to the database.", p->audit_written);
