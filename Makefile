@@ -24,15 +24,21 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
+# The configuration: the key table and INI reading (conf), the values checked
+# on their own (numbers, durations, each algorithm's parameters), and the
+# parsers that are their own subject: key/cost templates, addresses and
+# CIDRs, the path-regex size check.
+CONF_SRCS = fcgi/conf.c fcgi/conf_values.c fcgi/tmpl.c fcgi/netaddr.c \
+	    fcgi/recheck.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis, with slot for Cluster routing and
 # sentinel for finding the master);
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
-GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/threads.c
+GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
-	   fcgi/audit.c fcgi/conf.c fcgi/log.c fcgi/scripts.c \
+	   fcgi/audit.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
@@ -44,7 +50,7 @@ LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema.
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
-REPORT_OBJS = $(REPORT_SRCS:.c=.o) fcgi/conf.o
+REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
 
 # Unit tests (cmocka): tests/test_NAME.c links the gateway's modules.
 UNIT_SRCS = $(sort $(wildcard tests/test_*.c))
@@ -132,7 +138,7 @@ FUZZ_OUT	?= /tmp/rlgate-fuzz
 FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz_*.c))
 FUZZ_BINS	 = $(FUZZ_SRCS:.c=)
-FUZZ_LIB_OBJS	 = fcgi/conf.fz.o fcgi/request.fz.o fcgi/rule.fz.o \
+FUZZ_LIB_OBJS	 = $(CONF_SRCS:.c=.fz.o) fcgi/request.fz.o fcgi/rule.fz.o \
 		   fcgi/respond.fz.o fcgi/log.fz.o fcgi/wire.fz.o
 .SECONDARY: $(FUZZ_LIB_OBJS) $(FUZZ_SRCS:.c=.fz.o)
 

@@ -2,23 +2,19 @@
  * audit: the SQLite writer. Workers copy rows into a bounded queue with
  * audit_push(); one thread per process writes them in batches, one
  * BEGIN IMMEDIATE ... COMMIT per batch, and a row leaves the queue only
- * when the transaction holding it has committed. Where rlgate may raise
- * it back, the writer runs at SCHED_IDLE, so that its bursts never keep a
- * request from a CPU, and is raised to normal priority while rows pile
- * up. Copying the WAL back into the database (a checkpoint, 16 MB at a
- * time) is another thread's job, at a lower priority: it is work the file
- * needs sooner or later, not work a request waits for. Not for reading the
- * database: reports/ does that.
+ * when the transaction holding it has committed. Copying the WAL back
+ * into the database (a checkpoint, 16 MB at a time) is another thread's
+ * job: it is work the file needs sooner or later, not work a row waits
+ * for. Both threads run at the process's priority, which is the
+ * operator's to set. Not for reading the database: reports/ does that.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -27,7 +23,6 @@
 #include "audit.h"
 #include "clock.h"
 #include "log.h"
-#include "policy.h"
 
 /* A write waits this long for another writer's lock; opening (schema,
  * switch to WAL) may wait longer. */
@@ -44,23 +39,6 @@
 /* The checkpointer has not kept up (starved by a busy machine, or failing):
  * the writer checkpoints itself, so that the WAL stays bounded. */
 #define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)
-/*
- * The checkpointer's nice value: below the requests' priority, but not so low
- * that a busy machine starves it in the middle of a checkpoint, while it
- * holds SQLite's checkpoint lock and the writer cannot checkpoint either
- * (beside two busy loops, test_audit's WAL grew to 87-144 MB at 19, stayed
- * at 38-44 MB at 10, and at 36 MB on an idle machine). make bench's paced
- * tail with three rules may be a few tenths of a ms longer at 10 than at
- * 19, and was longer still at 5: README, "What was changed".
- */
-#define AUDIT_CKPT_NICE		10
-/*
- * Rows waiting, in batches, that raise an idle writer to normal priority
- * until the queue is down to less than a batch: a busy machine gives a
- * SCHED_IDLE thread next to nothing (and one that holds the database's
- * lock, nothing to anyone else).
- */
-#define AUDIT_RAISE_BATCHES	4
 #define AUDIT_CACHE_KB		16384	/* the indexes' hot pages stay */
 #define AUDIT_GAP_US		2000	/* between back-to-back commits */
 #define AUDIT_BUSY_REPORT_MS	1000	/* another writer's lock is logged */
@@ -119,9 +97,6 @@ struct audit {
 	size_t			 batch;
 	long long		 flush_interval_ms;
 	int			 writer_waiting; /* signal wake only then */
-	int			 may_idle;	/* the writer idles unless raised */
-	int			 raised;	/* at normal priority */
-	size_t			 raise_at;	/* rows waiting */
 	int			 room_waiters;
 	int			 pushers;	/* threads in audit_push() */
 	int			 stopping;	/* audit_push() refuses rows */
@@ -147,48 +122,6 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 	ts.tv_sec = at_ms / 1000;
 	ts.tv_nsec = (at_ms % 1000) * 1000000;
 	pthread_cond_timedwait(c, m, &ts);
-}
-
-static void *
-try_idle(void *arg)
-{
-	*(int *)arg = policy_set(pthread_self(), SCHED_IDLE) == 0 &&
-	    policy_set(pthread_self(), SCHED_OTHER) == 0;
-	return NULL;
-}
-
-/*
- * Whether a thread of this process that goes SCHED_IDLE can be raised
- * back: as root, with CAP_SYS_NICE, or with RLIMIT_NICE 20 or more
- * (ulimit -e, systemd's LimitNICE=). Without that right a writer left
- * idle on a busy machine could not catch up, so it runs at normal
- * priority. A policy given at start is kept (policy.h).
- */
-static int
-idle_can_return(void)
-{
-	pthread_t t;
-	int ok = 0;
-
-	if (pthread_create(&t, NULL, try_idle, &ok) != 0)
-		return 0;
-	pthread_join(t, NULL);
-	return ok;
-}
-
-/* Raises the idle writer to normal priority, or lets it idle again. With
- * a->mu held. */
-static void
-raise_writer(struct audit *a, int on)
-{
-	int e;
-
-	if (!a->may_idle || a->raised == on)
-		return;
-	a->raised = on;
-	if ((e = policy_set(a->thread, on ? SCHED_OTHER : SCHED_IDLE)) != 0)
-		log_warn("audit: %s: cannot set the writer's priority: %s",
-		    a->path, strerror(e));
 }
 
 /*
@@ -428,8 +361,7 @@ checkpoint(struct audit *a, sqlite3 *db, int rc, int by_writer)
 }
 
 /*
- * The checkpointer: at AUDIT_CKPT_NICE, on its own connection, opened for
- * each checkpoint (so a database the writer has replaced is the one it
+ * The checkpointer: on its own connection, opened for each checkpoint (so a database the writer has replaced is the one it
  * checkpoints, and one that is gone is not recreated).
  */
 static void *
@@ -439,7 +371,6 @@ ckpt_main(void *arg)
 	sqlite3 *db;
 	int rc;
 
-	setpriority(PRIO_PROCESS, (id_t)gettid(), AUDIT_CKPT_NICE);
 	pthread_setname_np(pthread_self(), "audit-ckpt");
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
@@ -610,8 +541,6 @@ writer_main(void *arg)
 				    a->count);
 			failing = reported = 0;
 			due = mono_ms() + a->flush_interval_ms;
-			if (a->count < a->batch && !a->closing)
-				raise_writer(a, 0);
 			if (a->count >= a->batch ||
 			    (a->closing && a->count > 0)) {
 				/*
@@ -717,7 +646,7 @@ audit_open(const char *path, int queue_max, int batch,
 	/*
 	 * Processes that create the file at once can deadlock on the switch
 	 * to WAL mode; SQLite then answers BUSY to one of them without
-	 * waiting (4 processes on a fresh file: 2 to 5 failed opens in 800).
+	 * waiting, so the open is retried until AUDIT_OPEN_BUSY_MS.
 	 */
 	deadline = mono_ms() + AUDIT_OPEN_BUSY_MS;
 	while (db_open(a, errbuf, errlen) == -1) {
@@ -731,17 +660,10 @@ audit_open(const char *path, int queue_max, int batch,
 	/* Without a checkpointer the writer checkpoints itself. */
 	a->ckpt_started = pthread_create(&a->ckpt_thread, NULL, ckpt_main,
 	    a) == 0;
-	a->may_idle = policy_ours() && idle_can_return();
-	a->raised = 1;	/* created at normal priority where may_idle */
-	a->raise_at = a->batch * AUDIT_RAISE_BATCHES < a->cap / 2 ?
-	    a->batch * AUDIT_RAISE_BATCHES : a->cap / 2 + 1;
 	errno = pthread_create(&a->thread, NULL, writer_main, a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (errno != 0)
 		goto fail_errno;
-	pthread_mutex_lock(&a->mu);
-	raise_writer(a, 0);	/* it idles, where it may */
-	pthread_mutex_unlock(&a->mu);
 	return a;
 
 fail_errno:
@@ -843,8 +765,7 @@ audit_push(struct audit *a, const struct audit_row *row)
 		return -1;
 	}
 	a->ring[(a->head + a->count) % a->cap] = q;
-	if (++a->count >= a->raise_at)
-		raise_writer(a, 1);
+	a->count++;
 	if (a->writer_waiting && (a->count == 1 || a->count >= a->batch))
 		pthread_cond_signal(&a->wake);
 	a->pushers--;
@@ -875,7 +796,6 @@ audit_close(struct audit *a, long long give_up_ms)
 	a->stopping = 1;
 	a->closing = 1;
 	a->give_up_at = mono_ms() + (give_up_ms > 0 ? give_up_ms : 0);
-	raise_writer(a, 1);		/* the rest, at once */
 	pthread_cond_broadcast(&a->wake);
 	pthread_cond_broadcast(&a->room);
 	pthread_cond_signal(&a->ckpt);
@@ -899,12 +819,6 @@ audit_close(struct audit *a, long long give_up_ms)
 	free(a->path);
 	free(a);
 	return lost;
-}
-
-int
-audit_writer_idles(const struct audit *a)
-{
-	return a != NULL && a->may_idle;
 }
 
 void

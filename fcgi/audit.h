@@ -148,14 +148,6 @@ void		 audit_stop(struct audit *a);
  */
 long long	 audit_close(struct audit *a, long long give_up_ms);
 
-/*
- * Whether a's writer idles (SCHED_IDLE) until rows pile up, or keeps the
- * policy it started with: normal priority where this process could not
- * raise it back (see audit.c), or the one given at start (policy.h).
- * Fixed by audit_open().
- */
-int		 audit_writer_idles(const struct audit *a);
-
 /* Counters for tests and logs. Thread safe. a NULL gives zeros. */
 struct audit_stats {
 	long long	 queued;	/* rows currently waiting */

@@ -1,8 +1,11 @@
 /*
- * conf: reads rlgate.ini with libinih into an immutable struct conf and
- * finds, at load time, everything a user can get wrong in it. It checks
- * paths and addresses for form only: nothing is opened or connected here
- * (the audit module creates its database, the limiter dials Redis).
+ * conf: the file format, one table of typed keys, read with libinih into an
+ * immutable struct conf, finding at load time everything a user can get
+ * wrong in it. The parsers that are their own subject live beside it:
+ * numbers, durations and algorithm parameters (conf_values.c), templates
+ * (tmpl.c), addresses and CIDRs (netaddr.c), the path-regex check
+ * (recheck.c). Form only: nothing is opened or connected here (the audit
+ * module creates its database, the limiter dials Redis).
  */
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -16,10 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
 #include "conf.h"
+#include "recheck.h"
 
 /*
  * Debian's libinih reads a line in one fgets() of INI_MAX_LINE bytes and
@@ -30,16 +35,9 @@ _Static_assert(RLG_MAX_LINE < INI_MAX_LINE,
     "libinih must be able to read a whole accepted line at once");
 
 #define MAX_ERRORS	100		/* then stop: the rest is likely noise */
-#define MS_SECOND	1000LL
-#define MS_MINUTE	(60 * MS_SECOND)
-#define MS_HOUR		(60 * MS_MINUTE)
-#define MS_DAY		(24 * MS_HOUR)
 
-#define DURATION_USE	"(use 500ms, 1s, 1m, 1h, 1d)"
 #define SECTIONS_USE	"[gateway], [redis], [audit], [cgi] or [rule:NAME]"
 #define ADDRESS_USE	"(use host:port, [IPv6]:port or unix:/path)"
-#define TMPL_FIELDS_USE	"{ip}, {path}, {method}, {host}, {rule}, " \
-			"{query.NAME}, {header.NAME} or {env.NAME}"
 
 enum section {
 	S_NONE,		/* before the first [section] */
@@ -105,6 +103,8 @@ struct loader {
 	size_t		 errcap;
 	int		 too_many;
 	int		 oom;
+	char		*warnings;	/* becomes c->warnings */
+	size_t		 warnlen;
 };
 
 struct enum_name {
@@ -132,12 +132,6 @@ static const struct enum_name yes_no[] = {
 	{ "yes", 1, 0 }, { "no", 0, 0 },
 	{ "true", 1, 1 }, { "false", 0, 1 }, { "on", 1, 1 }, { "off", 0, 1 },
 	{ "1", 1, 1 }, { "0", 0, 1 },
-	{ NULL, 0, 0 }
-};
-
-static const struct enum_name engines[] = {
-	{ "events", RLG_ENGINE_EVENTS, 0 },
-	{ "threads", RLG_ENGINE_THREADS, 0 },
 	{ NULL, 0, 0 }
 };
 
@@ -201,6 +195,8 @@ static int	set_duration(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_enum(struct loader *, const struct key *, void *,
 		    const char *);
+static int	set_engine(struct loader *, const struct key *, void *,
+		    const char *);
 static int	set_string(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_password(struct loader *, const struct key *, void *,
@@ -237,8 +233,8 @@ static int	set_cost(struct loader *, const struct key *, void *,
 static const struct key keys[NKEYS] = {
 	[K_LISTEN] = { S_GATEWAY, "listen", set_address, C(listen),
 	    0, 0, NULL, NULL, 0 },
-	[K_ENGINE] = { S_GATEWAY, "engine", set_enum, C(engine),
-	    0, 0, engines, "an engine", 0 },
+	[K_ENGINE] = { S_GATEWAY, "engine", set_engine, 0,
+	    0, 0, NULL, NULL, 0 },
 	[K_WORKERS] = { S_GATEWAY, "workers", set_int, C(workers),
 	    1, 1024, NULL, NULL, 0 },
 	[K_DENY_STATUS] = { S_GATEWAY, "deny_status", set_int,
@@ -267,9 +263,9 @@ static const struct key keys[NKEYS] = {
 	[K_DATABASE] = { S_REDIS, "database", set_int, C(redis_database),
 	    0, INT_MAX, NULL, NULL, 0 },
 	[K_CONNECT_TIMEOUT] = { S_REDIS, "connect_timeout", set_duration,
-	    C(redis_connect_timeout_ms), 1, MS_HOUR, NULL, NULL, 0 },
+	    C(redis_connect_timeout_ms), 1, RLG_MS_HOUR, NULL, NULL, 0 },
 	[K_TIMEOUT] = { S_REDIS, "timeout", set_duration,
-	    C(redis_timeout_ms), 1, MS_HOUR, NULL, NULL, 0 },
+	    C(redis_timeout_ms), 1, RLG_MS_HOUR, NULL, NULL, 0 },
 	[K_KEY_PREFIX] = { S_REDIS, "key_prefix", set_key_prefix,
 	    C(key_prefix), 0, 0, NULL, NULL, 0 },
 	[K_ON_ERROR] = { S_REDIS, "on_error", set_enum, C(on_error),
@@ -282,7 +278,7 @@ static const struct key keys[NKEYS] = {
 	[K_AUDIT_DATABASE] = { S_AUDIT, "database", set_string,
 	    C(audit_database), 0, 0, NULL, NULL, 1 },
 	[K_FLUSH_INTERVAL] = { S_AUDIT, "flush_interval", set_duration,
-	    C(audit_flush_interval_ms), 1, MS_HOUR, NULL, NULL, 0 },
+	    C(audit_flush_interval_ms), 1, RLG_MS_HOUR, NULL, NULL, 0 },
 	[K_BATCH] = { S_AUDIT, "batch", set_int, C(audit_batch),
 	    1, 1000000, NULL, NULL, 0 },
 	[K_QUEUE] = { S_AUDIT, "queue", set_int, C(audit_queue),
@@ -303,11 +299,11 @@ static const struct key keys[NKEYS] = {
 	[K_LIMIT] = { S_RULE, "limit", set_llong, R(limit),
 	    1, RLG_MAX_COUNT, NULL, NULL, 0 },
 	[K_WINDOW] = { S_RULE, "window", set_duration, R(window_ms),
-	    1, 366 * MS_DAY, NULL, NULL, 0 },
+	    1, 366 * RLG_MS_DAY, NULL, NULL, 0 },
 	[K_BURST] = { S_RULE, "burst", set_llong, R(burst),
 	    1, RLG_MAX_COUNT, NULL, NULL, 0 },
 	[K_PRECISION] = { S_RULE, "precision", set_duration,
-	    R(precision_ms), 1, 366 * MS_DAY, NULL, NULL, 0 },
+	    R(precision_ms), 1, 366 * RLG_MS_DAY, NULL, NULL, 0 },
 	[K_COST] = { S_RULE, "cost", set_cost, 0, 1, RLG_MAX_COUNT,
 	    NULL, NULL, 0 },
 	[K_ON_MISSING] = { S_RULE, "on_missing", set_enum,
@@ -323,22 +319,6 @@ static const struct key keys[NKEYS] = {
 };
 
 #define FIELD(base, k, type)	((type *)(void *)((char *)(base) + (k)->off))
-
-/* Template fields: {NAME} or, with needs_name, {NAME.ARG}. */
-static const struct {
-	const char		*name;
-	enum rlg_part_kind	 kind;
-	int			 needs_name;
-} tmpl_fields[] = {
-	{ "ip", RLG_PART_IP, 0 },
-	{ "path", RLG_PART_PATH, 0 },
-	{ "method", RLG_PART_METHOD, 0 },
-	{ "host", RLG_PART_HOST, 0 },
-	{ "rule", RLG_PART_RULE, 0 },
-	{ "query", RLG_PART_QUERY, 1 },
-	{ "header", RLG_PART_HEADER, 1 },
-	{ "env", RLG_PART_ENV, 1 },
-};
 
 /* ---- errors ---------------------------------------------------------- */
 
@@ -388,6 +368,38 @@ lerr(struct loader *l, int line, const char *sec, const char *key,
 	}
 	e->line = line;
 	e->seq = l->nerrs++;
+}
+
+/*
+ * Records the warning "FILE:LINE: [sec] key: message" for c->warnings:
+ * the file loads, but the user likely meant something else.
+ */
+static void __attribute__((format(printf, 5, 6)))
+lwarn(struct loader *l, int line, const char *sec, const char *key,
+    const char *fmt, ...)
+{
+	char msg[1024], *text, *more;
+	size_t len;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (asprintf(&text, "%s:%d: [%s] %s: %s\n", l->file, line, sec, key,
+	    msg) == -1) {
+		l->oom = 1;
+		return;
+	}
+	len = strlen(text);
+	if ((more = realloc(l->warnings, l->warnlen + len + 1)) == NULL) {
+		free(text);
+		l->oom = 1;
+		return;
+	}
+	memcpy(more + l->warnlen, text, len + 1);
+	l->warnings = more;
+	l->warnlen += len;
+	free(text);
 }
 
 /* An error about the value of key k on the current line. */
@@ -479,98 +491,6 @@ trim(char *s)
 	while (e > s && is_blank(e[-1]))
 		*--e = '\0';
 	return s;
-}
-
-int
-conf_parse_int(const char *s, long long min, long long max, long long *out,
-    const char **errstr)
-{
-	const char *p = s;
-	long long v;
-
-	*errstr = "is not a whole number";
-	if (s == NULL)
-		return -1;
-	if (*p == '-')
-		p++;
-	if (!is_digit(*p))
-		return -1;
-	while (is_digit(*p))
-		p++;
-	if (*p != '\0')
-		return -1;
-	/* Only digits are left, so strtoll's one remaining failure is range. */
-	errno = 0;
-	v = strtoll(s, NULL, 10);
-	if ((errno == ERANGE && v == LLONG_MIN) || v < min) {
-		*errstr = "is too small";
-		return -1;
-	}
-	if (errno == ERANGE || v > max) {
-		*errstr = "is too large";
-		return -1;
-	}
-	*errstr = NULL;
-	*out = v;
-	return 0;
-}
-
-int
-conf_parse_duration(const char *s, long long *out_ms, const char **errstr)
-{
-	static const struct {
-		const char	*unit;
-		long long	 ms;
-	} units[] = {
-		{ "ms", 1 }, { "s", MS_SECOND }, { "m", MS_MINUTE },
-		{ "h", MS_HOUR }, { "d", MS_DAY },
-	};
-	const char *p = s;
-	long long n = 0;
-	size_t i;
-
-	*errstr = "is not a duration " DURATION_USE;
-	if (s == NULL || !is_digit(*p))
-		return -1;
-	for (; is_digit(*p); p++) {
-		if (n > (LLONG_MAX - (*p - '0')) / 10) {
-			*errstr = "is too large";
-			return -1;
-		}
-		n = n * 10 + (*p - '0');
-	}
-	if (*p == '\0') {
-		*errstr = "has no unit " DURATION_USE;
-		return -1;
-	}
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(p, units[i].unit) != 0)
-			continue;
-		if (n > LLONG_MAX / units[i].ms) {
-			*errstr = "is too large";
-			return -1;
-		}
-		*out_ms = n * units[i].ms;
-		*errstr = NULL;
-		return 0;
-	}
-	return -1;
-}
-
-char *
-conf_format_duration(long long ms, char *buf, size_t len)
-{
-	if (ms != 0 && ms % MS_DAY == 0)
-		snprintf(buf, len, "%lldd", ms / MS_DAY);
-	else if (ms != 0 && ms % MS_HOUR == 0)
-		snprintf(buf, len, "%lldh", ms / MS_HOUR);
-	else if (ms != 0 && ms % MS_MINUTE == 0)
-		snprintf(buf, len, "%lldm", ms / MS_MINUTE);
-	else if (ms != 0 && ms % MS_SECOND == 0)
-		snprintf(buf, len, "%llds", ms / MS_SECOND);
-	else
-		snprintf(buf, len, "%lldms", ms);
-	return buf;
 }
 
 const char *
@@ -680,6 +600,30 @@ set_enum(struct loader *l, const struct key *k, void *base, const char *v)
 	return -1;
 }
 
+/*
+ * [gateway] engine is gone: rlgate has one engine. "events" named it and
+ * still loads (with a warning); anything else was another engine, and
+ * silently serving differently from what the file says is worse than
+ * refusing to start.
+ */
+static int
+set_engine(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	(void)base;
+	if (strcmp(v, "events") == 0) {
+		lwarn(l, l->lineno, l->secname, k->name, "the key is gone: "
+		    "rlgate has one engine, event loops ([gateway] workers of "
+		    "them, one per CPU by default); remove this line");
+		return 0;
+	}
+	kerr(l, k, "\"%s\": the key is gone: rlgate has one engine, event "
+	    "loops ([gateway] workers of them, one per CPU by default), and "
+	    "no %s engine; remove this line%s", v, v,
+	    strcmp(v, "threads") == 0 ? " (a kept-alive connection no longer "
+	    "holds a worker: the event loops serve any number at once)" : "");
+	return -1;
+}
+
 static int
 set_string(struct loader *l, const struct key *k, void *base, const char *v)
 {
@@ -720,60 +664,13 @@ set_program(struct loader *l, const struct key *k, void *base,
 	return set_string(l, k, base, v);
 }
 
-/* Checks host:port, [v6]:port or unix:/path; *why says what is wrong. */
-static int
-check_address(const char *s, const char **why)
-{
-	struct sockaddr_un sun;
-	struct in6_addr a6;
-	char host[256];
-	const char *colon, *p, *e;
-	long long port;
-
-	if (strncmp(s, "unix:", 5) == 0) {
-		*why = "has no absolute socket path after unix:";
-		if (s[5] != '/')
-			return -1;
-		*why = "has a socket path that is too long";
-		return strlen(s + 5) < sizeof(sun.sun_path) ? 0 : -1;
-	}
-	if (s[0] == '[') {
-		*why = "is not a bracketed IPv6 address with a port";
-		if ((e = strchr(s, ']')) == NULL || e[1] != ':' ||
-		    (size_t)(e - s - 1) >= sizeof(host))
-			return -1;
-		snprintf(host, sizeof(host), "%.*s", (int)(e - s - 1), s + 1);
-		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return -1;
-		colon = e + 1;
-	} else {
-		*why = "has no port";
-		if ((colon = strrchr(s, ':')) == NULL)
-			return -1;
-		*why = "has no host (use 127.0.0.1 or 0.0.0.0 for every "
-		    "interface)";
-		if (colon == s)
-			return -1;
-		*why = "needs brackets around an IPv6 address";
-		if (memchr(s, ':', (size_t)(colon - s)) != NULL)
-			return -1;
-		*why = "has a host name with characters a host name has not";
-		for (p = s; p < colon; p++)
-			if (!is_alnum(*p) && *p != '.' && *p != '-' &&
-			    *p != '_')
-				return -1;
-	}
-	*why = "has a port that is not a number from 1 to 65535";
-	return conf_parse_int(colon + 1, 1, 65535, &port, &e);
-}
-
 static int
 set_address(struct loader *l, const struct key *k, void *base,
     const char *v)
 {
 	const char *why;
 
-	if (check_address(v, &why) == -1) {
+	if (netaddr_check(v, &why) == -1) {
 		kerr(l, k, "\"%s\" %s " ADDRESS_USE, v, why);
 		return -1;
 	}
@@ -796,7 +693,7 @@ set_addresses(struct loader *l, const struct key *k, void *base,
 		if ((len = strcspn(p, " \t")) == 0)
 			break;
 		snprintf(tok, sizeof(tok), "%.*s", (int)len, p);
-		if (check_address(tok, &why) == -1) {
+		if (netaddr_check(tok, &why) == -1) {
 			kerr(l, k, "\"%s\" %s " ADDRESS_USE, tok, why);
 			bad = 1;
 		}
@@ -843,46 +740,6 @@ count_tokens(const char *v)
 	return n;
 }
 
-/* "10.0.0.0/8", "::1/128" or a bare address (/32, /128). */
-static int
-parse_cidr(const char *tok, size_t len, struct cidr *out, const char **why)
-{
-	char buf[INET6_ADDRSTRLEN + 8], *slash;
-	long long bits;
-	int i;
-
-	*why = "is not an address or CIDR (use e.g. 10.0.0.0/8 or ::1/128)";
-	if (len >= sizeof(buf))
-		return -1;
-	memcpy(buf, tok, len);
-	buf[len] = '\0';
-	if ((slash = strchr(buf, '/')) != NULL)
-		*slash = '\0';
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET, buf, out->addr) == 1)
-		out->family = AF_INET;
-	else if (inet_pton(AF_INET6, buf, out->addr) == 1)
-		out->family = AF_INET6;
-	else
-		return -1;
-	out->bits = out->family == AF_INET ? 32 : 128;
-	if (slash != NULL) {
-		const char *e;
-
-		*why = out->family == AF_INET ?
-		    "has a prefix length that is not 0 to 32" :
-		    "has a prefix length that is not 0 to 128";
-		if (conf_parse_int(slash + 1, 0, out->bits, &bits, &e) == -1)
-			return -1;
-		out->bits = (int)bits;
-	}
-	/* Like nginx's set_real_ip_from: host bits past the prefix mean
-	 * nothing, so 10.1.2.3/8 is 10.0.0.0/8. */
-	for (i = out->bits; i < 128; i++)
-		out->addr[i / 8] &= (unsigned char)~(0x80u >> (i % 8));
-	return 0;
-}
-
 /* A list of CIDRs separated by blanks or commas into *out, *nout. */
 static int
 parse_cidrs(struct loader *l, const struct key *k, const char *v,
@@ -905,7 +762,7 @@ parse_cidrs(struct loader *l, const struct key *k, const char *v,
 		p += strspn(p, " \t,");
 		if ((len = strcspn(p, " \t,")) == 0)
 			continue;
-		if (parse_cidr(p, len, &list[n], &why) == -1) {
+		if (netaddr_parse_cidr(p, len, &list[n], &why) == -1) {
 			kerr(l, k, "\"%.*s\" %s", (int)len, p, why);
 			free(list);
 			return -1;
@@ -967,120 +824,6 @@ set_status_path(struct loader *l, const struct key *k, void *base,
 	return 0;
 }
 
-/* Bounds on a path regex, checked before regcomp(): see re_check(). */
-#define RE_DEPTH	32	/* groups inside groups */
-#define RE_POSITIONS	20000	/* atoms once every repetition is expanded */
-
-enum re_fault { RE_OK, RE_STACKED, RE_DEEP, RE_LARGE };
-
-/*
- * The copies of its atom that the repetition at p makes ("+": 2, "{2,5}":
- * 5, "{2,}": 3), and in *end where it ends; 0 when regcomp() is left to
- * refuse it.
- */
-static unsigned long long
-re_copies(const char *p, const char **end)
-{
-	unsigned long long m = 0, n;
-	char *e = (char *)p + 1;
-
-	*end = p;
-	if (*p != '{')
-		return *p == '+' ? 2 : 1;	/* glibc: a+ is a a* */
-	if (is_digit(*e))
-		m = strtoull(e, &e, 10);
-	else if (*e != ',')
-		return 0;
-	n = m;
-	if (*e == ',') {
-		e++;
-		n = is_digit(*e) ? strtoull(e, &e, 10) : m + 1;
-	}
-	if (*e != '}')
-		return 0;
-	*end = e;
-	return n > RE_POSITIONS ? RE_POSITIONS + 1 : n > 0 ? n : 1;
-}
-
-/*
- * What re_check() finds wrong with the regex re before regcomp() sees it;
- * *at points at the fault. glibc's regcomp() copies what a repetition
- * repeats, nested ones included, so that its memory grows with the size
- * of the expanded expression: "((a{50}){50}){50}" takes 28 MB and one
- * more level gigabytes. A repetition straight after another (which POSIX
- * leaves undefined) copies the expression once per repetition: fuzz_conf
- * found "[0-9]+++...+" taking gigabytes, and empty groups repeated within
- * each other, which count as one atom here. The size counted here is an
- * upper bound: alternatives count as if all were taken.
- */
-static enum re_fault
-re_check(const char *re, const char **at)
-{
-	unsigned long long size[RE_DEPTH + 1] = { 0 }, last = 0, k;
-	int depth = 0, after_repeat = 0;
-	const char *p;
-
-	for (p = re; *p != '\0'; p++) {
-		*at = p;
-		if (strchr("*+?{", *p) != NULL) {
-			if (after_repeat)
-				return RE_STACKED;
-			if ((k = re_copies(p, &p)) == 0)
-				return RE_OK;	/* regcomp() says what is wrong */
-			size[depth] += last * (k - 1);
-			if (size[depth] > RE_POSITIONS)
-				return RE_LARGE;
-			after_repeat = 1;
-			continue;
-		}
-		after_repeat = 0;
-		if (*p == '(') {
-			if (depth == RE_DEPTH)
-				return RE_DEEP;
-			size[++depth] = last = 0;
-			continue;
-		}
-		if (*p == ')' && depth > 0) {
-			/* Even an empty group is copied: "((){200}){200}"
-			 * takes gigabytes as surely as with an atom in it. */
-			last = size[depth] > 0 ? size[depth] : 1;
-			depth--;
-			if ((size[depth] += last) > RE_POSITIONS)
-				return RE_LARGE;
-			continue;
-		}
-		if (*p == '|') {
-			last = 0;
-			continue;
-		}
-		if (*p == '\\' && p[1] != '\0')
-			p++;
-		else if (*p == '[') {
-			/* A bracket expression: a "]" first is a member, and
-			 * [:class:] [.coll.] [=equiv=] hold their own "]". */
-			p += p[1] == '^' ? 2 : 1;
-			if (*p == ']')
-				p++;
-			for (; *p != '\0' && *p != ']'; p++) {
-				if (p[0] == '[' && p[1] != '\0' &&
-				    strchr(":.=", p[1]) != NULL) {
-					char end[3] = { p[1], ']', '\0' };
-
-					if ((p = strstr(p + 2, end)) == NULL)
-						return RE_OK;
-					p++;
-				}
-			}
-			if (*p == '\0')
-				return RE_OK;
-		}
-		last = 1;
-		if (++size[depth] > RE_POSITIONS)
-			return RE_LARGE;
-	}
-	return RE_OK;
-}
-
 static int
 set_path(struct loader *l, const struct key *k, void *base, const char *v)
 {
@@ -1097,22 +840,22 @@ set_path(struct loader *l, const struct key *k, void *base, const char *v)
 			    "(use e.g. ~^/user/[0-9]+$)", v);
 			return -1;
 		}
-		switch (re_check(src, &at)) {
-		case RE_OK:
+		switch (recheck_regex(src, &at)) {
+		case RECHECK_OK:
 			break;
-		case RE_STACKED:
+		case RECHECK_STACKED:
 			kerr(l, k, "\"%s\" repeats a repetition (\"%.2s\"), "
 			    "which POSIX leaves undefined; use one (e.g. [0-9]+)",
 			    v, at - 1);
 			return -1;
-		case RE_DEEP:
+		case RECHECK_DEEP:
 			kerr(l, k, "\"%s\" nests groups more than %d deep",
-			    v, RE_DEPTH);
+			    v, RECHECK_DEPTH);
 			return -1;
-		case RE_LARGE:
+		case RECHECK_LARGE:
 			kerr(l, k, "\"%s\" is too large once its repetitions "
 			    "are expanded (over %d characters from \"%.20s\"); "
-			    "use smaller counts", v, RE_POSITIONS, at);
+			    "use smaller counts", v, RECHECK_POSITIONS, at);
 			return -1;
 		}
 		if ((rc = regcomp(&r->path_re, src,
@@ -1211,165 +954,6 @@ set_host(struct loader *l, const struct key *k, void *base, const char *v)
 	return set_string(l, k, base, v);
 }
 
-static void
-tmpl_free(struct tmpl *t)
-{
-	size_t i;
-
-	for (i = 0; i < t->nparts; i++)
-		free(t->parts[i].text);
-	free(t->parts);
-	t->parts = NULL;
-	t->nparts = 0;
-}
-
-/* Checks NAME of {query.NAME}, {header.NAME} or {env.NAME}. */
-static const char *
-tmpl_bad_name(enum rlg_part_kind kind, const char *s, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		int ch = (unsigned char)s[i];
-
-		if (kind == RLG_PART_HEADER && !is_tchar(ch))
-			return "is not a header name";
-		if (kind == RLG_PART_ENV && !is_alnum(ch) && ch != '_')
-			return "is not a variable name (letters, digits, _)";
-		if (kind == RLG_PART_QUERY && is_blank(ch))
-			return "is not a query parameter name";
-	}
-	return NULL;
-}
-
-static int
-tmpl_add(struct loader *l, struct tmpl *t, enum rlg_part_kind kind,
-    const char *text, size_t len)
-{
-	struct tmpl_part *p = &t->parts[t->nparts];
-
-	p->kind = kind;
-	p->len = len;
-	p->text = NULL;
-	if (text != NULL && (p->text = strndup(text, len)) == NULL) {
-		l->oom = 1;
-		return -1;
-	}
-	t->nparts++;
-	return 0;
-}
-
-/*
- * Parses s into t (literal runs and {fields}). Returns 0, or -1 with why
- * filled in (or l->oom set). t is left for tmpl_free() either way.
- */
-static int
-tmpl_parse(struct loader *l, const char *s, struct tmpl *t, char *why,
-    size_t whylen)
-{
-	const char *p, *open, *close, *dot, *bad;
-	size_t i, max = 1, flen, nlen;
-
-	for (p = s; *p != '\0'; p++)
-		max += *p == '{' ? 2 : 0;
-	if ((t->parts = calloc(max, sizeof(*t->parts))) == NULL) {
-		l->oom = 1;
-		return -1;
-	}
-	for (p = s; *p != '\0'; p = close + 1) {
-		open = p + strcspn(p, "{}");
-		if (open > p && tmpl_add(l, t, RLG_PART_LITERAL, p,
-		    (size_t)(open - p)) == -1)
-			return -1;
-		if (*open == '\0')
-			break;
-		if (*open == '}') {
-			snprintf(why, whylen, "has a } with no { before it "
-			    "(at character %zu)", (size_t)(open - s) + 1);
-			return -1;
-		}
-		close = open + 1 + strcspn(open + 1, "{}");
-		if (*close != '}') {
-			snprintf(why, whylen, "has a { that is not closed (at "
-			    "character %zu)", (size_t)(open - s) + 1);
-			return -1;
-		}
-		flen = (size_t)(close - open - 1);
-		dot = memchr(open + 1, '.', flen);
-		nlen = dot != NULL ? (size_t)(dot - open - 1) : flen;
-		for (i = 0; i < sizeof(tmpl_fields) / sizeof(tmpl_fields[0]);
-		    i++)
-			if (strlen(tmpl_fields[i].name) == nlen &&
-			    memcmp(tmpl_fields[i].name, open + 1, nlen) == 0)
-				break;
-		if (i == sizeof(tmpl_fields) / sizeof(tmpl_fields[0])) {
-			snprintf(why, whylen, "has {%.*s}, which is not a field "
-			    "(use %s)", (int)flen, open + 1, TMPL_FIELDS_USE);
-			return -1;
-		}
-		if (!tmpl_fields[i].needs_name) {
-			if (dot != NULL) {
-				snprintf(why, whylen, "has {%.*s}, but {%s} "
-				    "takes no .NAME", (int)flen, open + 1,
-				    tmpl_fields[i].name);
-				return -1;
-			}
-			if (tmpl_add(l, t, tmpl_fields[i].kind, NULL, 0) == -1)
-				return -1;
-			continue;
-		}
-		if (dot == NULL || dot + 1 == close) {
-			snprintf(why, whylen, "has {%.*s} with no name (use "
-			    "{%s.NAME})", (int)flen, open + 1,
-			    tmpl_fields[i].name);
-			return -1;
-		}
-		bad = tmpl_bad_name(tmpl_fields[i].kind, dot + 1,
-		    (size_t)(close - dot - 1));
-		if (bad != NULL) {
-			snprintf(why, whylen, "has {%.*s}: \"%.*s\" %s",
-			    (int)flen, open + 1, (int)(close - dot - 1),
-			    dot + 1, bad);
-			return -1;
-		}
-		if (tmpl_add(l, t, tmpl_fields[i].kind, dot + 1,
-		    (size_t)(close - dot - 1)) == -1)
-			return -1;
-	}
-	return 0;
-}
-
-/*
- * Two request values side by side ({query.a}{query.b}) can be split more
- * than one way, so two clients could share a key by choice. rule.c escapes
- * the template's literal characters (and '/' before a {path}) inside
- * values, which keeps every other key unambiguous; this is the one shape
- * escaping cannot fix. {x}{path} is fine: a path starts with '/'.
- */
-static int
-tmpl_ambiguous(const struct tmpl *t, char *why, size_t whylen)
-{
-	size_t i;
-
-	for (i = 1; i < t->nparts; i++) {
-		/* {rule} is constant text, as good as a literal. */
-		if (t->parts[i - 1].kind == RLG_PART_LITERAL ||
-		    t->parts[i].kind == RLG_PART_LITERAL ||
-		    t->parts[i - 1].kind == RLG_PART_RULE ||
-		    t->parts[i].kind == RLG_PART_RULE)
-			continue;
-		if (t->parts[i].kind == RLG_PART_PATH &&
-		    t->parts[i - 1].kind != RLG_PART_PATH)
-			continue;
-		snprintf(why, whylen, "has two fields with nothing between "
-		    "them (parts %zu and %zu): put a separator such as ':' "
-		    "between them, or different values could make one key",
-		    i, i + 1);
-		return 1;
-	}
-	return 0;
-}
-
 static int
 set_template(struct loader *l, const struct key *k, void *base,
     const char *v)
@@ -1377,9 +961,11 @@ set_template(struct loader *l, const struct key *k, void *base,
 	struct tmpl *field = FIELD(base, k, struct tmpl), t = { 0 };
 	char why[512];
 
-	if (tmpl_parse(l, v, &t, why, sizeof(why)) == -1 ||
+	if (tmpl_parse(v, &t, why, sizeof(why)) == -1 ||
 	    tmpl_ambiguous(&t, why, sizeof(why))) {
-		if (!l->oom)
+		if (why[0] == '\0')
+			l->oom = 1;
+		else
 			kerr(l, k, "\"%s\" %s", v, why);
 		tmpl_free(&t);
 		return -1;
@@ -1406,8 +992,10 @@ set_cost(struct loader *l, const struct key *k, void *base, const char *v)
 		}
 		return 0;
 	}
-	if (tmpl_parse(l, v, &t, why, sizeof(why)) == -1) {
-		if (!l->oom)
+	if (tmpl_parse(v, &t, why, sizeof(why)) == -1) {
+		if (why[0] == '\0')
+			l->oom = 1;
+		else
 			kerr(l, k, "\"%s\" %s", v, why);
 		tmpl_free(&t);
 		return -1;
@@ -1422,195 +1010,6 @@ static int
 given(const struct loader *l, enum key_id k)
 {
 	return l->state[k] == KS_OK || l->state[k] == KS_BAD;
-}
-
-int
-conf_algorithm_has_burst(enum rlg_algorithm a)
-{
-	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA ||
-	    a == RLG_LEAKY_BUCKET;
-}
-
-long long
-conf_default_precision(long long window_ms)
-{
-	long long best = 1, i;
-
-	for (i = 1; i <= window_ms / i; i++) {
-		if (window_ms % i != 0)
-			continue;
-		if (i * 10 <= window_ms && i > best)
-			best = i;
-		if (window_ms / i * 10 <= window_ms && window_ms / i > best)
-			best = window_ms / i;
-	}
-	return best;
-}
-
-long long
-conf_gcd(long long a, long long b)
-{
-	while (b != 0) {
-		long long t = a % b;
-
-		a = b;
-		b = t;
-	}
-	return a < 0 ? -a : a;
-}
-
-const char *
-conf_param_name(enum rlg_param p)
-{
-	static const char *const names[] = {
-		[RLG_PARAM_OK] = "",
-		[RLG_PARAM_COST] = "cost",
-		[RLG_PARAM_LIMIT] = "limit",
-		[RLG_PARAM_WINDOW] = "window",
-		[RLG_PARAM_BURST] = "burst",
-		[RLG_PARAM_PRECISION] = "precision"
-	};
-
-	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "";
-}
-
-/*
- * The scripts keep exact integer arithmetic in Lua numbers (doubles) and
- * bound what they store; they refuse other arguments per request. This is
- * each script's args(), check for check: what it refuses is refused here
- * (at load time, by rlgate-ctl before it writes an override), and nothing
- * else. The products below are exact in __int128; the scripts' are exact
- * too below 2^53 and round to at least 2^53 above, so the comparisons agree.
- */
-enum rlg_param
-conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
-    long long burst, long long precision_ms, long long cost, char *why,
-    size_t len)
-{
-	const char *name = conf_algorithm_name(alg);
-	long long max_limit = alg == RLG_SLIDING_LOG ? RLG_MAX_LOG_LIMIT :
-	    RLG_MAX_COUNT;
-	long long window_us, scale, cap;
-	char a[32], b[32], c[48], hint[32];
-
-	if (cost < 1 || cost > RLG_MAX_COUNT) {
-		snprintf(why, len, "%lld is out of range (use 1 to %lld)", cost,
-		    RLG_MAX_COUNT);
-		return RLG_PARAM_COST;
-	}
-	if (alg == RLG_SLIDING_LOG && limit > max_limit) {
-		snprintf(why, len, "%lld is more than sliding_log keeps (one "
-		    "entry per admitted unit, at most %lld); use sliding_window "
-		    "or gcra for large limits", limit, max_limit);
-		return RLG_PARAM_LIMIT;
-	}
-	if (limit < 1 || limit > max_limit) {
-		snprintf(why, len, "%lld is out of range (use 1 to %lld)", limit,
-		    max_limit);
-		return RLG_PARAM_LIMIT;
-	}
-	if (window_ms < 1 || window_ms > RLG_MAX_WINDOW_MS) {
-		snprintf(why, len, "%lld ms is out of range (use 1ms to %s)",
-		    window_ms, conf_format_duration(RLG_MAX_WINDOW_MS, a,
-		    sizeof(a)));
-		return RLG_PARAM_WINDOW;
-	}
-	conf_format_duration(window_ms, b, sizeof(b));
-	switch (alg) {
-	case RLG_FIXED_WINDOW:
-	case RLG_SLIDING_LOG:
-	case RLG_SLIDING_WINDOW:
-		if (alg == RLG_SLIDING_WINDOW) {
-			conf_format_duration(conf_default_precision(window_ms),
-			    hint, sizeof(hint));
-			if (precision_ms == RLG_PARAM_UNSET &&
-			    window_ms % 10 != 0) {
-				snprintf(why, len, "is not set and the window "
-				    "(%s) is not a multiple of 10ms; use a "
-				    "divisor of the window, e.g. %s", b, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (precision_ms == RLG_PARAM_UNSET)
-				precision_ms = window_ms / 10;
-			if (precision_ms < 1) {
-				snprintf(why, len, "%lld ms is too small; use "
-				    "a divisor of the window, e.g. %s",
-				    precision_ms, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			conf_format_duration(precision_ms, a, sizeof(a));
-			if (precision_ms > window_ms) {
-				snprintf(why, len, "%s is longer than the "
-				    "window (%s); use a divisor of the window, "
-				    "e.g. %s", a, b, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (window_ms % precision_ms != 0) {
-				snprintf(why, len, "the window (%s) is not a "
-				    "whole number of blocks of %s; use a "
-				    "divisor of the window, e.g. %s", b, a,
-				    hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (window_ms / precision_ms > RLG_MAX_BLOCKS) {
-				snprintf(why, len, "%s makes %lld blocks per "
-				    "window; at most %lld are kept (set a "
-				    "coarser precision that divides the "
-				    "window)", a, window_ms / precision_ms,
-				    RLG_MAX_BLOCKS);
-				return RLG_PARAM_PRECISION;
-			}
-		}
-		if (cost > limit) {
-			snprintf(why, len, "%lld is more than the rule can ever "
-			    "admit (limit = %lld), so every request would be "
-			    "denied; lower the cost or raise limit", cost, limit);
-			return RLG_PARAM_COST;
-		}
-		return RLG_PARAM_OK;
-	case RLG_TOKEN_BUCKET:
-	case RLG_GCRA:
-	case RLG_LEAKY_BUCKET:
-		break;
-	default:
-		snprintf(why, len, "algorithm %d is unknown", (int)alg);
-		return RLG_PARAM_LIMIT;
-	}
-	cap = burst == RLG_PARAM_UNSET ? limit : burst;
-	if (cap < (alg == RLG_LEAKY_BUCKET ? 0 : 1) || cap > RLG_MAX_COUNT) {
-		snprintf(why, len, "%lld is out of range (use %d to %lld)", cap,
-		    alg == RLG_LEAKY_BUCKET ? 0 : 1, RLG_MAX_COUNT);
-		return RLG_PARAM_BURST;
-	}
-	/* leaky_bucket admits any cost into an empty queue. */
-	if (alg != RLG_LEAKY_BUCKET && cost > cap) {
-		snprintf(why, len, "%lld is more than the rule can ever admit "
-		    "(burst = %lld), so every request would be denied; lower "
-		    "the cost or raise burst", cost, cap);
-		return RLG_PARAM_COST;
-	}
-	/* Time per unit is window/limit, kept as an exact fraction with
-	 * denominator limit/gcd: what the state holds, in units of
-	 * gcd/window_us, must stay exact. */
-	window_us = window_ms * 1000;
-	scale = window_us / conf_gcd(limit, window_us);
-	if (alg == RLG_LEAKY_BUCKET ?
-	    (__int128)(cap + cost) * scale >= RLG_EXACT_MAX :
-	    (__int128)cap * scale >= RLG_EXACT) {
-		if (alg == RLG_LEAKY_BUCKET)
-			snprintf(c, sizeof(c), " and a cost of %lld", cost);
-		else
-			c[0] = '\0';
-		snprintf(why, len, "%lld per %s cannot be kept exactly by %s "
-		    "with a capacity of %lld%s (the time per unit is too fine "
-		    "a fraction: %s * window_us / gcd(limit, window_us) must "
-		    "stay below 2^%d); use a limit that divides the window in "
-		    "microseconds, e.g. a round number", limit, b, name, cap,
-		    c, alg == RLG_LEAKY_BUCKET ? "(burst + cost)" : "burst",
-		    alg == RLG_LEAKY_BUCKET ? 52 : 53);
-		return RLG_PARAM_LIMIT;
-	}
-	return RLG_PARAM_OK;
 }
 
 /* The line of the key p stands for: where it is set, else the rule's. */
@@ -1628,36 +1027,6 @@ param_line(const struct loader *l, const struct rule *r, enum rlg_param p)
 	if (p == RLG_PARAM_OK || !given(l, param_key[p]))
 		return r->line;
 	return l->seen[param_key[p]];
-}
-
-/* Sets t's escape tables (see struct tmpl) for a rule named rule_name. */
-static void
-tmpl_escapes(struct tmpl *t, const char *rule_name)
-{
-	size_t i, j;
-	int has_path = 0;
-
-	for (i = 0; i < 256; i++)
-		t->esc[i] = i <= ' ' || i == 0x7f || i == '%' || i == '{' ||
-		    i == '}';
-	for (i = 0; i < t->nparts; i++) {
-		const struct tmpl_part *p = &t->parts[i];
-
-		if (p->kind == RLG_PART_PATH)
-			has_path = 1;
-		if (p->kind == RLG_PART_LITERAL)
-			for (j = 0; j < p->len; j++)
-				t->esc[(unsigned char)p->text[j]] = 1;
-		if (p->kind == RLG_PART_RULE)
-			for (j = 0; rule_name[j] != '\0'; j++)
-				t->esc[(unsigned char)rule_name[j]] = 1;
-	}
-	memcpy(t->esc_path, t->esc, sizeof(t->esc));
-	/* A {path} is where a raw '/' says "the path starts here": its own
-	 * '/' stay as they are even when the literal text has one. */
-	t->esc_path['/'] = 0;
-	if (has_path)
-		t->esc['/'] = 1;
 }
 
 /* Checks what needs the whole [rule:NAME] section: required keys and
@@ -1778,6 +1147,7 @@ static void
 finish_conf(struct loader *l)
 {
 	struct conf *c = l->c;
+	long cpus;
 
 	if (c->audit_batch > c->audit_queue &&
 	    l->state[K_BATCH] != KS_BAD && l->state[K_QUEUE] != KS_BAD) {
@@ -1794,17 +1164,15 @@ finish_conf(struct loader *l)
 		lerr(l, l->seen[K_USERNAME], "redis", "username", "is set "
 		    "without a password (Redis AUTH takes both); set password "
 		    "or remove username");
-}
-
-static void
-tmpl_set_ip(struct loader *l, struct tmpl *t)
-{
-	if ((t->parts = calloc(1, sizeof(*t->parts))) == NULL) {
-		l->oom = 1;
-		return;
-	}
-	t->parts[0].kind = RLG_PART_IP;
-	t->nparts = 1;
+	/* Each loop is a thread that never sleeps while there is work: more
+	 * of them than CPUs only take turns on the same CPUs. */
+	cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (l->state[K_WORKERS] == KS_OK && cpus > 0 && c->workers > cpus)
+		lwarn(l, l->seen[K_WORKERS], "gateway", "workers", "%d event "
+		    "loops on %ld CPUs: more loops than CPUs only add context "
+		    "switches (one loop serves any number of connections); "
+		    "leave workers empty for one per CPU, the default",
+		    c->workers, cpus);
 }
 
 static int
@@ -1864,7 +1232,8 @@ open_rule(struct loader *l, const char *name)
 	r->metrics_slot = -1;
 	if ((r->name = lstrdup(l, name)) == NULL)
 		return;
-	tmpl_set_ip(l, &r->key);
+	if (tmpl_init_ip(&r->key) == -1)
+		l->oom = 1;
 	l->rule = c->nrules - 1;
 	l->section = S_RULE;
 	for (k = 0; k < NKEYS; k++) {
@@ -2018,7 +1387,8 @@ unknown_key(struct loader *l, const char *name)
 
 	use[0] = '\0';
 	for (k = 0; k < NKEYS; k++)
-		if (keys[k].section == l->section)
+		/* engine is gone: known, to say so, but not suggested. */
+		if (keys[k].section == l->section && k != K_ENGINE)
 			len += (size_t)snprintf(use + len, sizeof(use) - len,
 			    "%s%s", len ? ", " : "", keys[k].name);
 	lerr(l, l->lineno, l->secname, name, "unknown key (the keys of "
@@ -2093,8 +1463,7 @@ conf_new(struct loader *l, const char *path)
 	}
 	/* Lets holders tell configurations apart without comparing them. */
 	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
-	c->engine = RLG_ENGINE_EVENTS;
-	c->workers = 0;		/* the engine's default (threads_of() in main.c) */
+	c->workers = 0;		/* one loop per CPU (main.c) */
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;
 	c->log_level = RLG_LOG_INFO;
@@ -2133,6 +1502,7 @@ loader_free(struct loader *l)
 	for (i = 0; i < l->nerrs; i++)
 		free(l->errs[i].text);
 	free(l->errs);
+	free(l->warnings);
 	free(l->buf);
 	if (l->fp != NULL)
 		fclose(l->fp);
@@ -2179,6 +1549,8 @@ conf_load(const char *path, char **errors)
 	}
 	if (l.nerrs > 0 || l.too_many || l.oom)
 		goto fail;
+	l.c->warnings = l.warnings;
+	l.warnings = NULL;
 	loader_free(&l);
 	return l.c;
 fail:
@@ -2216,6 +1588,7 @@ conf_free(struct conf *c)
 		rule_free(&c->rules[i]);
 	free(c->rules);
 	free(c->path);
+	free(c->warnings);
 	free(c->listen);
 	free(c->trusted);
 	free(c->status_path);
@@ -2236,72 +1609,10 @@ conf_free(struct conf *c)
 	free(c);
 }
 
-static int
-prefix_match(const unsigned char *net, const unsigned char *addr, int bits)
-{
-	int whole = bits / 8, rest = bits % 8;
-	unsigned char mask;
-
-	if (memcmp(net, addr, (size_t)whole) != 0)
-		return 0;
-	if (rest == 0)
-		return 1;
-	mask = (unsigned char)(0xff << (8 - rest));
-	return (net[whole] & mask) == (addr[whole] & mask);
-}
-
-int
-conf_in_cidrs(const struct cidr *list, size_t n, int family,
-    const unsigned char *addr)
-{
-	static const unsigned char v4mapped[12] = {
-		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
-	};
-	const unsigned char *v4 = NULL;
-	size_t i;
-
-	if (list == NULL || addr == NULL)
-		return 0;
-	/* A dual-stack socket shows IPv4 peers as ::ffff:a.b.c.d; the
-	 * operator wrote a.b.c.d/n. */
-	if (family == AF_INET)
-		v4 = addr;
-	else if (family == AF_INET6 && memcmp(addr, v4mapped, 12) == 0)
-		v4 = addr + 12;
-	for (i = 0; i < n; i++) {
-		const struct cidr *c = &list[i];
-
-		if (c->family == AF_INET && v4 != NULL &&
-		    prefix_match(c->addr, v4, c->bits))
-			return 1;
-		if (c->family == AF_INET6 && family == AF_INET6 &&
-		    prefix_match(c->addr, addr, c->bits))
-			return 1;
-	}
-	return 0;
-}
-
 int
 conf_trusted(const struct conf *c, int family, const unsigned char *addr)
 {
 	if (c == NULL)
 		return 0;
-	return conf_in_cidrs(c->trusted, c->ntrusted, family, addr);
-}
-
-const char *
-conf_split_address(const char *addr, char *host, size_t hostlen)
-{
-	const char *colon = strrchr(addr, ':');
-	int bracket = addr[0] == '[';
-	size_t n;
-
-	if (colon == NULL)
-		return NULL;
-	n = (size_t)(colon - addr) - (bracket ? 2 : 0);
-	if ((size_t)(colon - addr) < (bracket ? 2u : 0u) || n >= hostlen)
-		return NULL;
-	memcpy(host, addr + bracket, n);
-	host[n] = '\0';
-	return colon + 1;
+	return netaddr_in_cidrs(c->trusted, c->ntrusted, family, addr);
 }

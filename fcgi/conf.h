@@ -13,9 +13,13 @@
 #include <regex.h>
 #include <stddef.h>
 
+#include "netaddr.h"
+#include "tmpl.h"
+
 #define RLG_DEFAULT_CONF	"/etc/rlgate/rlgate.ini"
-/* [audit] defaults; also tests/tools/audit_bench's. DESIGN.md's batch is
- * 1000: README, "Where rlgate goes beyond DESIGN.md". */
+/* [audit] defaults; also tests/tools/audit_bench's. The writer writes as
+ * soon as a batch waits: a smaller batch means shorter writes under load
+ * (DESIGN.md's example says 1000). */
 #define RLG_AUDIT_FLUSH_MS	50
 #define RLG_AUDIT_BATCH		200
 #define RLG_AUDIT_QUEUE		100000
@@ -26,6 +30,10 @@
  */
 #define RLG_MAX_LINE		199
 #define RLG_MAX_RULES		256
+#define RLG_MS_SECOND		1000LL
+#define RLG_MS_MINUTE		(60 * RLG_MS_SECOND)
+#define RLG_MS_HOUR		(60 * RLG_MS_MINUTE)
+#define RLG_MS_DAY		(24 * RLG_MS_HOUR)
 #define RLG_MAX_RULE_NAME	64	/* bytes */
 #define RLG_MAX_KEY_PREFIX	64	/* bytes of [redis] key_prefix */
 #define RLG_MAX_REDIS_ADDRESSES	32	/* in [redis] address */
@@ -62,12 +70,6 @@ enum rlg_param {
 	RLG_PARAM_PRECISION
 };
 
-/* How requests are served: [gateway] engine. */
-enum rlg_engine {
-	RLG_ENGINE_EVENTS,	/* a few epoll loops, requests batched */
-	RLG_ENGINE_THREADS	/* one request per thread (FCGX_Accept_r) */
-};
-
 enum rlg_headers {
 	RLG_HEADERS_IETF,
 	RLG_HEADERS_LEGACY,
@@ -99,49 +101,6 @@ enum rlg_log_level {
 	RLG_LOG_WARN,
 	RLG_LOG_INFO,
 	RLG_LOG_DEBUG
-};
-
-/* One piece of a key or cost template: literal text or a request field. */
-enum rlg_part_kind {
-	RLG_PART_LITERAL,	/* text */
-	RLG_PART_IP,
-	RLG_PART_PATH,
-	RLG_PART_METHOD,
-	RLG_PART_HOST,
-	RLG_PART_QUERY,		/* text = parameter name */
-	RLG_PART_HEADER,	/* text = header name as written */
-	RLG_PART_ENV,		/* text = FastCGI/CGI param name */
-	RLG_PART_RULE
-};
-
-struct tmpl_part {
-	enum rlg_part_kind	 kind;
-	char			*text;
-	size_t			 len;
-};
-
-struct tmpl {
-	struct tmpl_part	*parts;
-	size_t			 nparts;
-	/*
-	 * Which bytes of a request value rule_expand() writes as %XX: '%'
-	 * itself, the braces, blanks and control bytes (keys show up in
-	 * logs), every literal character of the template and of the rule's
-	 * name when the template has {rule} (constant text too, written as
-	 * it is), and '/' in values other than the {path} when the template
-	 * has one (the path's own '/' never). Then the constant text and the
-	 * {path} can only be split one way, so two different requests never
-	 * share a key by choosing their values. esc_path is for the {path}.
-	 * Set once the rule is complete.
-	 */
-	unsigned char		 esc[256];
-	unsigned char		 esc_path[256];
-};
-
-struct cidr {
-	int			 family;	/* AF_INET or AF_INET6 */
-	unsigned char		 addr[16];
-	int			 bits;
 };
 
 struct rule {
@@ -180,11 +139,14 @@ struct rule {
 struct conf {
 	char			*path;
 	unsigned long		 id;		/* unique per conf_load() in a process */
+	/* What is valid but likely unintended, one "FILE:LINE: ..." per line,
+	 * each ending in a newline; NULL: nothing. The caller shows them
+	 * (rlgate -t, the start-up and reload logs). */
+	char			*warnings;
 
 	/* [gateway] */
 	char			*listen;	/* NULL = the socket on fd 0 */
-	enum rlg_engine		 engine;
-	int			 workers;	/* 0: the engine's default */
+	int			 workers;	/* event loops; 0: one per CPU */
 	int			 deny_status;
 	enum rlg_headers	 headers;
 	struct cidr		*trusted;
@@ -311,21 +273,5 @@ long long	 conf_gcd(long long a, long long b);
  */
 int		 conf_trusted(const struct conf *c, int family,
 		    const unsigned char *addr);
-
-/*
- * Is the address inside one of list[0..n)? The same matching as
- * conf_trusted() (IPv4-mapped IPv6 addresses match IPv4 CIDRs). Returns 1
- * or 0.
- */
-int		 conf_in_cidrs(const struct cidr *list, size_t n, int family,
-		    const unsigned char *addr);
-
-/*
- * Splits "host:port" or "[v6]:port" (as checked by conf_load) into host,
- * without brackets, and returns the port part; NULL when addr has no
- * ':' or the host does not fit in hostlen.
- */
-const char	*conf_split_address(const char *addr, char *host,
-		    size_t hostlen);
 
 #endif

@@ -3,19 +3,18 @@
  * request. A loop wakes, reads what every ready connection sent, and
  * decides all the requests that are complete in one batch: one
  * limiter_decide() for all of them, which is one round trip to Redis
- * however many requests and rules there are. Replies go out as soon as they are written, or when their
- * leaky_bucket delay (a timer) has passed.
+ * however many requests and rules there are. Replies go out as soon as
+ * they are written, or when their leaky_bucket delay (a timer) has passed.
  *
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was
  * read. Nothing waits in a loop but limiter_decide(), the health check's
- * PING and a full audit queue, exactly as a thread of the threads engine
- * would, and those waits are bounded by the Redis timeouts.
+ * PING and a full audit queue, and those waits are bounded by the Redis
+ * timeouts and the audit queue's room.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,7 +30,6 @@
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
-#include "policy.h"
 #include "wire.h"
 
 #define IN_FIRST	4096
@@ -91,26 +89,6 @@ static char		 wake_tag;		/* epoll data of the eventfd */
 #define NO_MATCHES	SIZE_MAX	/* first[] of a status page */
 
 static void	progress(struct loop *, struct conn *);
-
-/*
- * A loop waits for work at SCHED_BATCH and serves at SCHED_OTHER. Woken at
- * SCHED_BATCH it preempts nobody: on a busy machine the web server that has
- * just opened a connection to us goes on with its own loop (and sends the
- * next requests, for the same batch) instead of being switched out for each
- * connection. Awake, the loop is an ordinary thread again, so that Redis's
- * reply to its batch wakes it at once. Either switch is allowed to any
- * process (neither changes the nice value); were one refused, the loop
- * would only stay as it was. Under a policy given at start the loops do
- * not switch (policy.h). README, "What was changed".
- */
-static int	switching;		/* the loops switch policies */
-
-static void
-set_policy(int policy)
-{
-	if (switching)
-		policy_set(pthread_self(), policy);
-}
 
 static void
 conn_close(struct loop *L, struct conn *c)
@@ -384,10 +362,10 @@ grow_matches(struct loop *L, size_t n)
 
 /*
  * Decides every queued request: all of them in one limiter_decide(), one
- * round trip, then each reply, sent at once. Requests that become complete meanwhile
- * (the next one on a kept connection) wait for the next batch, in the
- * other array: at most one per connection of this batch, so the arrays
- * are never grown under it.
+ * round trip, then each reply, sent at once. Requests that become
+ * complete meanwhile (the next one on a kept connection) wait for the next
+ * batch, in the other array: at most one per connection of this batch, so
+ * the arrays are never grown under it.
  */
 static void
 decide_batch(struct loop *L)
@@ -537,9 +515,7 @@ loop_main(void *arg)
 		if (stop_seen && (wait_ms == -1 || wait_ms > 100))
 			wait_ms = 100;
 		metrics_busy(L->metrics, 0);
-		set_policy(SCHED_BATCH);
 		n = epoll_wait(L->ep, evs, MAX_EVENTS, (int)wait_ms);
-		set_policy(SCHED_OTHER);
 		metrics_busy(L->metrics, 1);
 		for (i = 0; i < n; i++) {
 			if (evs[i].data.ptr == NULL)
@@ -624,7 +600,6 @@ events_start(int fd, int n)
 	int flags, i;
 
 	listen_fd = fd;
-	switching = policy_ours();
 	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
 	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
 		return -1;

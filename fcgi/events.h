@@ -1,5 +1,5 @@
 /*
- * events: the events engine ([gateway] engine = events). A few threads,
+ * events: how the gateway serves FastCGI. [gateway] workers threads,
  * each an epoll loop that serves any number of FastCGI connections at
  * once. Every request that is complete when the loop wakes is decided in
  * one batch: all their rules' calls go to Redis in one round trip on the

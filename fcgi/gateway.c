@@ -1,5 +1,5 @@
 /*
- * gateway: what both engines and CGI mode share. The configuration in use
+ * gateway: what the event loops and CGI mode share. The configuration in use
  * (a generation, swapped by a reload while requests finish with the one
  * they started with), a request's decision in two halves around the Redis
  * round trip, its audit rows, and the status endpoint.
@@ -333,8 +333,8 @@ status_page(const struct conf *c, const struct job *j, struct limiter *l,
 	body = p->buf + PAGE_HEAD;
 	room = p->cap - PAGE_HEAD;
 	family = request_parse_ip(req->ip, strlen(req->ip), addr, ip);
-	if (family == -1 || !conf_in_cidrs(c->status_allow, c->nstatus_allow,
-	    family, addr)) {
+	if (family == -1 || !netaddr_in_cidrs(c->status_allow,
+	    c->nstatus_allow, family, addr)) {
 		len = (size_t)snprintf(body, room, "{\"type\":"
 		    "\"about:blank\",\"title\":\"Forbidden\",\"status\":403,"
 		    "\"detail\":\"the status endpoint answers only the "

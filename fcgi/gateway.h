@@ -1,6 +1,6 @@
 /*
- * gateway: what the two engines (events.c, threads.c) and CGI mode share:
- * the configuration in use, a request's decision in two halves around the
+ * gateway: what the event loops (events.c) and CGI mode share: the
+ * configuration in use, a request's decision in two halves around the
  * Redis round trip, its audit rows, and the status endpoint.
  */
 #ifndef RLG_GATEWAY_H
@@ -69,7 +69,7 @@ size_t		 job_end(struct job *j, const struct match *m,
 /*
  * Decides j (job_begin() done, its matches in m) with one round trip on
  * lim, then job_end() into out, and waits out a leaky_bucket delay in
- * this thread: the way of the threads engine and of CGI mode.
+ * this thread: CGI mode's way, one request per process.
  */
 size_t		 job_serve(const struct conf *c, struct limiter *lim,
 		    struct job *j, struct match *m, struct verdict *v,
@@ -89,7 +89,7 @@ struct page {
 size_t		 status_page(const struct conf *c, const struct job *j,
 		    struct limiter *l, struct page *p);
 
-/* How many threads serve requests; for the status pages. */
+/* How many event loops serve requests; for the status pages. */
 extern int	 gateway_threads;
 
 /* Where job_end() queues audit rows; NULL: no audit. */

@@ -1,9 +1,9 @@
 /*
  * main: start-up, signals and CGI mode. It loads the configuration,
- * opens the audit database and the listener, starts the engine the
- * configuration names (events.c or threads.c; what they share is
- * gateway.c), and owns the process's lifetime: reload on SIGHUP, drain on
- * SIGTERM. Nothing here decides anything.
+ * opens the audit database and the listener, starts the event loops
+ * (events.c; what they share with CGI mode is gateway.c), and owns the
+ * process's lifetime: reload on SIGHUP, drain on SIGTERM. Nothing here
+ * decides anything.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -26,10 +26,8 @@
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
-#include "policy.h"
 #include "respond.h"
 #include "scripts.h"
-#include "threads.h"
 
 extern char **environ;
 
@@ -47,17 +45,15 @@ usage(FILE *f)
 	    "  -h       print this help\n", RLG_DEFAULT_CONF);
 }
 
-/* The number of threads c asks for: workers, or the engine's default (a
- * loop per CPU, or 16 threads). */
+/* The number of event loops c asks for: workers, or one per CPU this
+ * process may run on. */
 static int
-threads_of(const struct conf *c)
+loops_of(const struct conf *c)
 {
 	cpu_set_t cpus;
 
 	if (c->workers > 0)
 		return c->workers;
-	if (c->engine == RLG_ENGINE_THREADS)
-		return 16;
 	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
 	    CPU_COUNT(&cpus) > 0)
 		return CPU_COUNT(&cpus);
@@ -81,6 +77,24 @@ check_scripts(const struct conf *c, FILE *errf)
 		}
 	}
 	return bad ? -1 : 0;
+}
+
+/* c's warnings, each on its own line: to f, or to the log when f is NULL. */
+static void
+show_warnings(const struct conf *c, FILE *f, const char *prefix)
+{
+	const char *p, *nl;
+
+	for (p = c->warnings; p != NULL && *p != '\0'; p = nl + 1) {
+		if ((nl = strchr(p, '\n')) == NULL)
+			nl = p + strlen(p);
+		if (f != NULL)
+			fprintf(f, "%s%.*s\n", prefix, (int)(nl - p), p);
+		else
+			log_warn("%s%.*s", prefix, (int)(nl - p), p);
+		if (*nl == '\0')
+			break;
+	}
 }
 
 static struct conf *
@@ -140,7 +154,7 @@ open_listener(const char *addr)
 		 * directory the socket lives in. */
 		chmod(path, 0666);
 	} else {
-		if ((port = conf_split_address(addr, host,
+		if ((port = netaddr_split(addr, host,
 		    sizeof(host))) == NULL)
 			fatal("listen %s: use unix:/path or host:port", addr);
 		memset(&hints, 0, sizeof(hints));
@@ -210,9 +224,8 @@ reload(const char *path)
 	 * limit applies to the next request. After the load, so that no
 	 * entry of a freed configuration's address can match the new one. */
 	denycache_clear();
-	if (old->engine != c->engine)
-		log_warn("reload: engine changes only on restart");
-	if (threads_of(c) != gateway_threads)
+	show_warnings(c, NULL, "reload: ");
+	if (loops_of(c) != gateway_threads)
 		log_warn("reload: workers changes only on restart (%d kept)",
 		    gateway_threads);
 	if ((old->audit_database == NULL) != (c->audit_database == NULL) ||
@@ -281,7 +294,6 @@ main(int argc, char *argv[])
 	int ch, test = 0, sig, i, cgi;
 	long long lost;
 	int listen_fd;
-	enum rlg_engine engine;
 
 	if (path == NULL || *path == '\0')
 		path = RLG_DEFAULT_CONF;
@@ -302,11 +314,13 @@ main(int argc, char *argv[])
 	if ((c = load(path, stderr)) == NULL)
 		return 1;
 	if (test) {
+		show_warnings(c, stderr, "warning: ");
 		printf("configuration OK\n");
 		conf_free(c);
 		return 0;
 	}
 	log_set_level(c->log_level);
+	show_warnings(c, NULL, "");
 	if (listen_addr == NULL)
 		listen_addr = c->listen;
 	cgi = listen_addr == NULL && !fd0_is_listener();
@@ -343,13 +357,6 @@ main(int argc, char *argv[])
 		    c->audit_batch, c->audit_flush_interval_ms, errbuf,
 		    sizeof(errbuf))) == NULL)
 			fatal("audit: %s", errbuf);
-		if (audit_writer_idles(gateway_audit))
-			log_info("audit: %s: the writer idles (SCHED_IDLE) "
-			    "until rows pile up", c->audit_database);
-		else if (policy_ours())
-			log_info("audit: %s: the writer runs at normal "
-			    "priority (LimitNICE=20 would let it idle: "
-			    "rlgate(8))", c->audit_database);
 	}
 	{
 		char errbuf[256];
@@ -359,23 +366,13 @@ main(int argc, char *argv[])
 			    "applies until it answers)", c->redis_address,
 			    errbuf);
 	}
-	gateway_threads = threads_of(c);
-	engine = c->engine;
+	gateway_threads = loops_of(c);
 	gen_install(c);
-	if ((engine == RLG_ENGINE_EVENTS ?
-	    events_start(listen_fd, gateway_threads) :
-	    threads_start(listen_fd, gateway_threads)) == -1)
-		fatal("cannot start the %s: %s", engine == RLG_ENGINE_EVENTS ?
-		    "event loops" : "workers", strerror(errno));
-	log_info("rlgate %s: %d %s, %zu rules, listening on %s",
-	    RLG_VERSION, gateway_threads, engine == RLG_ENGINE_EVENTS ?
-	    "event loops" : "workers", c->nrules,
+	if (events_start(listen_fd, gateway_threads) == -1)
+		fatal("cannot start the event loops: %s", strerror(errno));
+	log_info("rlgate %s: %d event loops, %zu rules, listening on %s",
+	    RLG_VERSION, gateway_threads, c->nrules,
 	    listen_addr != NULL ? listen_addr : "fd 0");
-	if (!policy_ours())
-		log_info("scheduling policy %s given at start: every thread "
-		    "keeps it", policy_name(policy_now()));
-	else if (engine == RLG_ENGINE_EVENTS)
-		log_info("the event loops wait for work at SCHED_BATCH");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)
@@ -387,10 +384,9 @@ main(int argc, char *argv[])
 		break;
 	}
 	log_info("signal %d: finishing requests in flight", sig);
-	/* A kept-alive web-server connection can hold a worker in read(),
-	 * a slow one a loop: do not let them hold the exit forever. */
-	if ((engine == RLG_ENGINE_EVENTS ? events_stop(10) :
-	    threads_stop(10)) == 0)
+	/* A slow web-server connection can hold a loop: do not let it hold
+	 * the exit forever. */
+	if (events_stop(10) == 0)
 		gen_install(NULL);
 	else {
 		/* One may wait in audit_push on a full queue: release it

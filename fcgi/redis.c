@@ -20,24 +20,12 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "redis.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "slot.h"
 
-/*
- * The function library (fcgi/scripts.c, built from lua/ by fcgi/embed.sh:
- * branch lua). Until scripts.c exports it, these weak stand-ins take its
- * place at link time: a library with rlgate_version only, enough to load,
- * find missing and reload. The real definitions replace them.
- */
-extern const char rlg_library[];
-extern const char rlg_library_version[];
-__attribute__((weak)) const char rlg_library[] =
-    "#!lua name=rlgate\n"
-    "redis.register_function{function_name='rlgate_version', "
-    "callback=function() return 'stand-in' end, flags={'no-writes'}}\n";
-__attribute__((weak)) const char rlg_library_version[] = "stand-in";
 
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second */
@@ -211,6 +199,20 @@ health_why(struct health *h, char *buf, size_t len)
 	pthread_mutex_unlock(&health_lock);
 }
 
+size_t
+redis_counters(struct redis_node_counters *out, size_t max)
+{
+	size_t i, n = (size_t)atomic_load(&nhealth);
+
+	for (i = 0; i < n && i < max; i++) {
+		out[i].address = healths[i].addr;
+		out[i].errors = atomic_load(&healths[i].errors);
+		out[i].redirects = atomic_load(&healths[i].redirects);
+		out[i].refreshes = atomic_load(&healths[i].refreshes);
+	}
+	return n;
+}
+
 /* ---- connections ------------------------------------------------------ */
 
 static struct timeval
@@ -281,7 +283,7 @@ split_address(const char *addr, char *host, size_t hostlen, int *port)
 		return snprintf(host, hostlen, "%s", addr + 5) <
 		    (int)hostlen ? 0 : -1;
 	}
-	if ((p = conf_split_address(addr, host, hostlen)) == NULL ||
+	if ((p = netaddr_split(addr, host, hostlen)) == NULL ||
 	    conf_parse_int(p, 1, 65535, &v, &errstr) == -1)
 		return -1;
 	*port = (int)v;
@@ -1075,7 +1077,13 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 		call_end(call, p, RLG_CALL_UNSENT);
 		return;
 	}
-	/* An error of the call's own (bad arguments...): its answer. */
+	/* An error of the call's own (bad arguments...): its answer. An
+	 * old server is said once per node: the caller sees only the
+	 * error. */
+	if (starts(rep, "ERR unknown command 'FCALL") &&
+	    atomic_exchange(&nd->h->lib_logged, 1) == 0)
+		log_error("redis %s: %s (Redis 7.0 or later is needed)",
+		    nd->addr, rep->str);
 	health_up(nd->h);
 	call_end(call, p, RLG_CALL_OK);
 	return;
@@ -1293,9 +1301,12 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 				continue;
 			k = route(r, c, &calls[i], &r->pend[i], &why);
 			if (k < 0 || node_connect(r, c, k) == -1) {
-				/* Not sent: a refresh may find its node. */
+				/* Not sent: a refresh may find its node, the
+				 * Sentinels a new master. */
 				if (c->redis_mode == RLG_REDIS_CLUSTER)
 					r->refresh_due = 1;
+				else if (c->redis_mode == RLG_REDIS_SENTINEL)
+					r->rediscover = 1;
 				calls[i].node = k;
 				call_end(&calls[i], &r->pend[i],
 				    RLG_CALL_UNSENT);

@@ -109,6 +109,22 @@ int		 redis_health(struct redis *r, const struct conf *c,
 		    struct redis_health *h, size_t max, char *errbuf,
 		    size_t errlen);
 
+/* A node's counters, process-wide, since start (for /metrics). */
+struct redis_node_counters {
+	const char	*address;	/* lives as long as the process */
+	long long	 errors;	/* outages and failed calls */
+	long long	 redirects;	/* MOVED and ASK it answered */
+	long long	 refreshes;	/* slot maps it gave */
+};
+
+/*
+ * Fills up to max entries with every node address the process has used
+ * (data nodes, seeds; in sentinel and cluster mode also the deployment's
+ * own entry, named by its address list). Returns how many there are (may
+ * exceed max). Thread safe, lock free.
+ */
+size_t		 redis_counters(struct redis_node_counters *out, size_t max);
+
 /*
  * For rlgate -t and start-up: reaches the deployment as configured,
  * checks its mode (cluster support on, the Sentinels know the master, ROLE

@@ -1,6 +1,6 @@
 /*
- * wire: the FastCGI protocol (version 1) on one connection, for the events
- * engine: records in, one request's params out as "NAME=value" strings,
+ * wire: the FastCGI protocol (version 1) on one connection, for the event
+ * loops: records in, one request's params out as "NAME=value" strings,
  * the reply out as records. Pure code: the caller reads and writes the
  * socket. One request at a time per connection (FCGI_MPXS_CONNS is 0: a
  * second BEGIN_REQUEST while one is open is refused with

@@ -127,6 +127,7 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 	const char *last_rule = NULL, *last_key = NULL;
 	uint32_t sid = 0;
 	struct cell *last = NULL;
+	struct db_str rb = { 0 }, kb = { 0 };
 	int rc, ret = -1;
 
 	if ((st = db_select(d, f, a->by_key ? "ts_ms, allowed, rule, key" :
@@ -135,8 +136,8 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t ts = sqlite3_column_int64(st, 0);
 		int allowed = sqlite3_column_int(st, 1) != 0;
-		const char *rule = (const char *)sqlite3_column_text(st, 2);
-		const char *key = a->by_key ? (const char *)sqlite3_column_text(st, 3) : NULL;
+		const char *rule = db_column_str(st, 2, &rb);
+		const char *key = a->by_key ? db_column_str(st, 3, &kb) : NULL;
 		int64_t start = window_start(ts, a->width_ms);
 
 		/* Rows of one rule (and key) come in runs: skip the hash then. */
@@ -173,6 +174,8 @@ oom:
 	snprintf(err, errlen, "out of memory");
 out:
 	sqlite3_finalize(st);
+	free(rb.buf);
+	free(kb.buf);
 	return ret;
 }
 

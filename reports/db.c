@@ -4,7 +4,9 @@
  * RLG_AUDIT_SCHEMA itself (applied to an in-memory database), so the
  * gateway's header stays the one definition of the schema.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,136 @@ check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen
 out:
 	columns_free(&have);
 	return rc;
+}
+
+struct paths {
+	char	**v;
+	size_t	  n, cap;
+};
+
+static int
+paths_add(struct paths *p, const char *path)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->v[i], path) == 0)
+			return 0;
+	if (p->n == p->cap) {
+		size_t ncap = p->cap ? p->cap * 2 : 16;
+		char **v = realloc(p->v, ncap * sizeof(*v));
+
+		if (v == NULL)
+			return -1;
+		p->v = v;
+		p->cap = ncap;
+	}
+	if ((p->v[p->n] = strdup(path)) == NULL)
+		return -1;
+	p->n++;
+	return 0;
+}
+
+static int
+is_db_name(const struct dirent *e)
+{
+	size_t len = strlen(e->d_name);
+
+	return e->d_name[0] != '.' && len > 3 && strcmp(e->d_name + len - 3, ".db") == 0;
+}
+
+static int
+cmp_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Every .db file of directory dir, sorted by name. */
+static int
+add_dir(struct paths *p, const char *dir, char *err, size_t errlen)
+{
+	struct dirent **list;
+	struct stat sb;
+	size_t added = 0;
+	int n, ret = 0;
+
+	if ((n = scandir(dir, &list, is_db_name, cmp_name)) == -1) {
+		snprintf(err, errlen, "%s: cannot read the directory: %s", dir,
+		    strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		char path[4096];
+
+		if (ret == 0 && (size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+		    list[i]->d_name) < sizeof(path) && stat(path, &sb) == 0 &&
+		    S_ISREG(sb.st_mode)) {
+			if (paths_add(p, path) == -1) {
+				snprintf(err, errlen, "out of memory");
+				ret = -1;
+			}
+			added++;
+		}
+		free(list[i]);
+	}
+	free(list);
+	if (ret == 0 && added == 0) {
+		snprintf(err, errlen, "%s: a directory without audit databases (no "
+		    "*.db file in it)", dir);
+		ret = -1;
+	}
+	return ret;
+}
+
+int
+db_expand(char **args, size_t nargs, char ***paths, size_t *n, char *err,
+    size_t errlen)
+{
+	struct paths p = { NULL, 0, 0 };
+	struct stat sb;
+
+	for (size_t i = 0; i < nargs; i++) {
+		glob_t g;
+		int rc;
+
+		if (stat(args[i], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			if (add_dir(&p, args[i], err, errlen) == -1)
+				goto fail;
+			continue;
+		}
+		/* A file (or a missing one, which db_open_all names) as it is. */
+		if (strpbrk(args[i], "*?[") == NULL || lstat(args[i], &sb) == 0) {
+			if (paths_add(&p, args[i]) == -1)
+				goto oom;
+			continue;
+		}
+		if ((rc = glob(args[i], 0, NULL, &g)) != 0) {
+			if (rc == GLOB_NOSPACE)
+				goto oom;
+			snprintf(err, errlen, "%s: no file matches", args[i]);
+			goto fail;
+		}
+		for (size_t k = 0; k < g.gl_pathc; k++)
+			if (paths_add(&p, g.gl_pathv[k]) == -1) {
+				globfree(&g);
+				goto oom;
+			}
+		globfree(&g);
+	}
+	*paths = p.v;
+	*n = p.n;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	db_paths_free(p.v, p.n);
+	return -1;
+}
+
+void
+db_paths_free(char **paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
 }
 
 int
@@ -256,6 +388,37 @@ db_rule_names(struct rdbs *dbs, char *buf, size_t len)
 			off += snprintf(buf + off, len - off, ", ...");
 		free(names[j]);
 	}
+}
+
+const char *
+db_column_str(sqlite3_stmt *st, int col, struct db_str *sb)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+	size_t n, need, o = 0;
+
+	if (t == NULL)
+		return NULL;
+	n = (size_t)sqlite3_column_bytes(st, col);
+	if (memchr(t, '\0', n) == NULL)
+		return t;
+	need = 2 * n + 1;
+	if (need > sb->cap) {
+		char *b = realloc(sb->buf, need);
+
+		if (b == NULL)
+			return t;	/* cut at the NUL, as SQLite's C string is */
+		sb->buf = b;
+		sb->cap = need;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (t[i] == '\0') {
+			sb->buf[o++] = (char)0xc0;
+			sb->buf[o++] = (char)0x80;
+		} else
+			sb->buf[o++] = t[i];
+	}
+	sb->buf[o] = '\0';
+	return sb->buf;
 }
 
 /*

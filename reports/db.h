@@ -22,6 +22,20 @@ struct rdbs {
 };
 
 /*
+ * The database files that the command line's arguments name, in order: a
+ * file as it is; a directory: every file in it whose name ends in ".db"
+ * (not starting with "."), sorted by name, which is by date for the
+ * gateway's audit-%Y-%m-%d.db; an argument holding * ? or [ that is not a
+ * file itself: the files glob(3) finds, sorted. A path named twice is kept
+ * once. Returns 0 and a list (*paths, *n) the caller frees with
+ * db_paths_free(), or -1 with one sentence in err (a directory without
+ * .db files, a pattern that matches nothing).
+ */
+int		 db_expand(char **args, size_t nargs, char ***paths, size_t *n,
+		    char *err, size_t errlen);
+void		 db_paths_free(char **paths, size_t n);
+
+/*
  * Opens every path read-only and checks its schema. On failure closes what
  * was opened and writes one sentence naming the file into err ("audit.db:
  * no such file", "x.db: not an rlgate audit database (no decisions
@@ -51,6 +65,26 @@ int		 db_has(struct rdbs *dbs, const char *rule, const char *key,
  * cut to about len bytes, into buf (for "unknown rule" messages).
  */
 void		 db_rule_names(struct rdbs *dbs, char *buf, size_t len);
+
+/*
+ * A growable buffer for db_column_str(); zero it first, free buf with
+ * free().
+ */
+struct db_str {
+	char		*buf;
+	size_t		 cap;
+};
+
+/*
+ * The text of column col of the current row as a C string, or NULL for SQL
+ * NULL. A text holding NUL bytes (a client's bytes stored as they came) is
+ * not cut at the first one: each NUL is written as the two bytes C0 80 (the
+ * "modified UTF-8" of Java and Tcl), which output.c writes as \u0000 in JSON
+ * and U+FFFD elsewhere. Valid until the next step of st or the next call
+ * with the same sb (one sb per column). Out of memory, the text is cut at
+ * its first NUL.
+ */
+const char	*db_column_str(sqlite3_stmt *st, int col, struct db_str *sb);
 
 /* A row filter shared by every reader: rule, key, [since, until). */
 struct filter {

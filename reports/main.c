@@ -30,7 +30,7 @@ usage(FILE *f)
 {
 	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
 	    "                     [-f text|csv|json|html] [-o FILE] [--verify [-p DUR]]\n"
-	    "                     [--top N] AUDIT.db [MORE.db ...]\n"
+	    "                     [--unmatched] [--top N] AUDIT.db|DIR|'GLOB' ...\n"
 	    "  -w DUR       window width: 1ms, 250ms, 1s, 1m, 1h, 1d (default 1s)\n"
 	    "  -r RULE      only this rule; one series per key\n"
 	    "  -k KEY       only this key; one series per rule and key\n"
@@ -39,11 +39,15 @@ usage(FILE *f)
 	    "  -f FORMAT    text (default), csv, json or html\n"
 	    "  -o FILE      write to FILE instead of standard output\n"
 	    "  --verify     replay admitted decisions against each algorithm's promise;\n"
-	    "               exit 1 when any violation is found\n"
+	    "               exit 1 when any violation is found; with -f html, the\n"
+	    "               charts with each violation marked\n"
+	    "  --unmatched  html: chart the requests no rule applied to as well\n"
 	    "  -p DUR       sliding_window block width for --verify (default: inferred)\n"
 	    "  --top N      the N keys with the most denials and their deny ratio\n"
 	    "  -V, -h       version, this help\n"
-	    "Several databases (one per gateway host) are merged into one timeline.\n"
+	    "Several databases (one per gateway host, or per day) are merged into one\n"
+	    "timeline; a directory means every *.db file in it, a quoted pattern\n"
+	    "(audit-2025-11-*.db) the files it matches, both sorted by name.\n"
 	    "Exit status: 0 fine, 1 a violation (--verify), 2 an error.\n", f);
 }
 
@@ -84,7 +88,7 @@ parse_time_opt(const char *opt, const char *s)
 	return ms;
 }
 
-enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP };
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP, OPT_UNMATCHED };
 
 int
 main(int argc, char **argv)
@@ -94,6 +98,7 @@ main(int argc, char **argv)
 		{ "until", required_argument, NULL, OPT_UNTIL },
 		{ "verify", no_argument, NULL, OPT_VERIFY },
 		{ "top", required_argument, NULL, OPT_TOP },
+		{ "unmatched", no_argument, NULL, OPT_UNMATCHED },
 		{ "precision", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -110,9 +115,10 @@ main(int argc, char **argv)
 	enum out_format fmt = OUT_TEXT;
 	int64_t width_ms = 1000, precision_ms = 0;
 	long long top_n = 0;
-	int verify = 0, direct = 0, ch, status = 0, rc;
+	int verify = 0, unmatched = 0, direct = 0, ch, status = 0, rc;
 	const char *outpath = NULL, *errstr;
-	char err[512], tmppath[4096] = "";
+	char err[512], tmppath[4096] = "", **paths;
+	size_t npaths;
 	FILE *out = stdout;
 
 	opterr = 0;
@@ -154,6 +160,9 @@ main(int argc, char **argv)
 		case OPT_VERIFY:
 			verify = 1;
 			break;
+		case OPT_UNMATCHED:
+			unmatched = 1;
+			break;
 		case OPT_TOP:
 			if (conf_parse_int(optarg, 1, 1000000, &top_n, &errstr) == -1)
 				die("--top \"%s\" %s (use a count from 1 to 1000000)", optarg, errstr);
@@ -178,14 +187,20 @@ main(int argc, char **argv)
 		die("no audit database given (usage: rlgate-report [options] AUDIT.db ...)");
 	if (verify && top_n > 0)
 		die("--verify and --top are separate reports: give one of them");
-	if (verify && fmt == OUT_HTML)
-		die("--verify writes text, csv or json, not html");
+	if (unmatched && (fmt != OUT_HTML || top_n > 0))
+		die("--unmatched only applies to the -f html report (the others list "
+		    "requests no rule applied to already)");
 	if (f.since_ms != INT64_MIN && f.until_ms != INT64_MAX && f.since_ms >= f.until_ms)
 		die("--since must be before --until");
 	if (precision_ms > 0 && !verify)
 		die("-p only applies to --verify");
 
-	if (db_open_all(&dbs, argv + optind, (size_t)(argc - optind), err, sizeof(err)) == -1)
+	if (db_expand(argv + optind, (size_t)(argc - optind), &paths, &npaths, err,
+	    sizeof(err)) == -1)
+		die("%s", err);
+	rc = db_open_all(&dbs, paths, npaths, err, sizeof(err));
+	db_paths_free(paths, npaths);
+	if (rc == -1)
 		die("%s", err);
 	if (f.rule != NULL || f.key != NULL) {
 		if ((rc = db_has(&dbs, f.rule, f.key, err, sizeof(err))) == -1)
@@ -219,9 +234,26 @@ main(int argc, char **argv)
 		if ((out = fopen(direct ? outpath : tmppath, "w")) == NULL)
 			die("-o \"%s\": cannot write: %s", outpath, strerror(errno));
 	}
-	meta = (struct out_meta){ width_ms, &f, &dbs };
+	meta = (struct out_meta){ width_ms, &f, &dbs, NULL, unmatched };
 
-	if (verify) {
+	if (verify && fmt == OUT_HTML) {
+		/* The throughput charts, with the violations marked on them. */
+		struct verify v = { 0 };
+		struct agg a = { 0 };
+
+		if (verify_run(&v, &dbs, &f, precision_ms, err, sizeof(err)) == -1 ||
+		    agg_run(&a, &dbs, &f, width_ms, f.rule != NULL || f.key != NULL, err,
+		    sizeof(err)) == -1) {
+			verify_free(&v);
+			agg_free(&a);
+			goto fail_err;
+		}
+		meta.verify = &v;
+		rc = out_report(out, fmt, &a, &meta);
+		status = v.nv > 0 ? EXIT_VIOLATION : 0;
+		verify_free(&v);
+		agg_free(&a);
+	} else if (verify) {
 		struct verify v = { 0 };
 
 		if (verify_run(&v, &dbs, &f, precision_ms, err, sizeof(err)) == -1)

@@ -11,6 +11,51 @@
 
 #define BAR_WIDTH	32
 
+/*
+ * The length of the character at p: 1 to 4 for valid UTF-8 (no overlong
+ * form, no surrogate, at most U+10FFFF), 0 for a byte that does not start
+ * one (C0 80, db.h's NUL, included). p is NUL-terminated.
+ */
+static size_t
+utf8_len(const unsigned char *p)
+{
+	size_t n;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		if (p[0] == 0xe0)
+			lo = 0xa0;
+		else if (p[0] == 0xed)
+			hi = 0x9f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		if (p[0] == 0xf0)
+			lo = 0x90;
+		else if (p[0] == 0xf4)
+			hi = 0x8f;
+	} else
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+static int
+is_nul(const unsigned char *p)
+{
+	return p[0] == 0xc0 && p[1] == 0x80;
+}
+
+#define REPLACEMENT	"\xef\xbf\xbd"	/* U+FFFD in UTF-8 */
+
 void
 out_json_str(FILE *fp, const char *s)
 {
@@ -19,7 +64,9 @@ out_json_str(FILE *fp, const char *s)
 		return;
 	}
 	fputc('"', fp);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p; ) {
+		size_t n = utf8_len(p);
+
 		switch (*p) {
 		case '"':  fputs("\\\"", fp); break;
 		case '\\': fputs("\\\\", fp); break;
@@ -27,49 +74,154 @@ out_json_str(FILE *fp, const char *s)
 		case '\r': fputs("\\r", fp); break;
 		case '\t': fputs("\\t", fp); break;
 		default:
-			if (*p < 0x20 || *p == 0x7f)
+			if (is_nul(p)) {
+				fputs("\\u0000", fp);
+				n = 2;
+			} else if (n == 0) {
+				fputs("\\ufffd", fp);
+				n = 1;
+			} else if (*p < 0x20 || *p == 0x7f)
 				fprintf(fp, "\\u%04x", *p);
 			else
-				fputc(*p, fp);
+				fwrite(p, 1, n, fp);
 		}
+		p += n;
 	}
 	fputc('"', fp);
+}
+
+enum { CLEAN_KEEP_CTL = 1, CLEAN_CSV = 2 };
+
+/*
+ * The bytes to write for the character at p, into out (at most 6), and how
+ * many bytes of p it takes (*adv): each byte that is not valid UTF-8, and
+ * db.h's NUL, as U+FFFD; control characters (C0, DEL, C1) as U+FFFD unless
+ * CLEAN_KEEP_CTL; '"' doubled with CLEAN_CSV.
+ */
+static size_t
+clean_char(const unsigned char *p, int flags, char *out, size_t *adv)
+{
+	size_t n = utf8_len(p);
+
+	if (is_nul(p) || n == 0) {
+		*adv = is_nul(p) ? 2 : 1;
+		memcpy(out, REPLACEMENT, 3);
+		return 3;
+	}
+	*adv = n;
+	if (!(flags & CLEAN_KEEP_CTL) && (*p < 0x20 || *p == 0x7f ||
+	    (p[0] == 0xc2 && p[1] < 0xa0))) {
+		memcpy(out, REPLACEMENT, 3);
+		return 3;
+	}
+	if ((flags & CLEAN_CSV) && *p == '"') {
+		memcpy(out, "\"\"", 2);
+		return 2;
+	}
+	memcpy(out, p, n);
+	return n;
+}
+
+static void
+put_clean(FILE *fp, const char *s, int flags)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char c[8];
+
+	while (*p) {
+		size_t adv, n = clean_char(p, flags, c, &adv);
+
+		fwrite(c, 1, n, fp);
+		p += adv;
+	}
 }
 
 void
 out_csv_str(FILE *fp, const char *s)
 {
+	int quote;
+
 	if (s == NULL)
 		return;
-	if (strpbrk(s, ",\"\r\n") == NULL) {
-		fputs(s, fp);
-		return;
+	quote = strpbrk(s, ",\"\r\n") != NULL;
+	if (quote)
+		fputc('"', fp);
+	put_clean(fp, s, CLEAN_KEEP_CTL | (quote ? CLEAN_CSV : 0));
+	if (quote)
+		fputc('"', fp);
+}
+
+void
+out_html_str(FILE *fp, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	char c[8];
+
+	while (p != NULL && *p) {
+		size_t adv, n;
+
+		switch (*p) {
+		case '&': fputs("&amp;", fp); p++; continue;
+		case '<': fputs("&lt;", fp); p++; continue;
+		case '>': fputs("&gt;", fp); p++; continue;
+		case '"': fputs("&quot;", fp); p++; continue;
+		case '\'': fputs("&#39;", fp); p++; continue;
+		case '\t': case '\n': case '\r': fputc(*p++, fp); continue;
+		}
+		n = clean_char(p, 0, c, &adv);
+		fwrite(c, 1, n, fp);
+		p += adv;
 	}
-	fputc('"', fp);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', fp);
-		fputc(*s, fp);
+}
+
+void
+out_text_str(FILE *fp, const char *s)
+{
+	if (s != NULL)
+		put_clean(fp, s, 0);
+}
+
+const char *
+out_text(const char *s, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0;
+	char c[8];
+
+	if (len == 0)
+		return "";
+	while (p != NULL && *p) {
+		size_t adv, n = clean_char(p, 0, c, &adv);
+
+		if (o + n >= len)
+			break;		/* cut between characters, never inside one */
+		memcpy(buf + o, c, n);
+		o += n;
+		p += adv;
 	}
-	fputc('"', fp);
+	buf[o] = '\0';
+	return buf;
 }
 
 const char *
 out_series_title(const struct series *s, char *buf, size_t len)
 {
+	char r[200], k[300];
+
 	if (s->rule == NULL)
 		snprintf(buf, len, "no rule (requests no rule applied to)");
 	else if (s->key != NULL)
-		snprintf(buf, len, "rule %s, key %s", s->rule, s->key);
+		snprintf(buf, len, "rule %s, key %s", out_text(s->rule, r, sizeof(r)),
+		    out_text(s->key, k, sizeof(k)));
 	else
-		snprintf(buf, len, "rule %s", s->rule);
+		snprintf(buf, len, "rule %s", out_text(s->rule, r, sizeof(r)));
 	return buf;
 }
 
 const char *
 out_params(const struct params *p, char *buf, size_t len)
 {
-	char w[32];
+	char w[32], alg[64];
 	int with_burst;
 
 	if (p->algorithm == NULL || p->limit < 0 || p->window_ms <= 0) {
@@ -78,7 +230,8 @@ out_params(const struct params *p, char *buf, size_t len)
 	}
 	with_burst = p->burst >= 0 && (strcmp(p->algorithm, "token_bucket") == 0 ||
 	    strcmp(p->algorithm, "gcra") == 0 || strcmp(p->algorithm, "leaky_bucket") == 0);
-	snprintf(buf, len, "%s, limit %" PRId64 " per %s", p->algorithm, p->limit,
+	snprintf(buf, len, "%s, limit %" PRId64 " per %s",
+	    out_text(p->algorithm, alg, sizeof(alg)), p->limit,
 	    window_format_duration(p->window_ms, w, sizeof(w)));
 	if (with_burst)
 		snprintf(buf + strlen(buf), len - strlen(buf), ", burst %" PRId64, p->burst);
@@ -105,10 +258,14 @@ text_header(FILE *fp, const struct agg *a, const struct out_meta *m)
 		fprintf(fp, ", %s to %s UTC", window_format_time(a->first_ms, t1),
 		    window_format_time(a->last_ms, t2));
 	fprintf(fp, ", windows of %s", window_format_duration(m->width_ms, w, sizeof(w)));
-	if (f->rule)
-		fprintf(fp, ", rule %s", f->rule);
-	if (f->key)
-		fprintf(fp, ", key %s", f->key);
+	if (f->rule) {
+		fputs(", rule ", fp);
+		out_text_str(fp, f->rule);
+	}
+	if (f->key) {
+		fputs(", key ", fp);
+		out_text_str(fp, f->key);
+	}
 	if (f->since_ms != INT64_MIN)
 		fprintf(fp, ", since %s", window_format_time(f->since_ms, t1));
 	if (f->until_ms != INT64_MAX)
@@ -306,7 +463,7 @@ rule_params(const struct verify_rule *r, char *buf, size_t len)
 static void
 text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 {
-	char params[200];
+	char params[200], rule[200], key[300];
 
 	fprintf(fp, "rlgate-report: verify: %zu database%s, %" PRId64 " admitted decision%s "
 	    "of %" PRId64 " key%s replayed\n", m->dbs->n, m->dbs->n == 1 ? "" : "s",
@@ -315,7 +472,8 @@ text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		const struct verify_rule *r = &v->rules[i];
 
 		fprintf(fp, "%-4s rule %s (%s): %" PRId64 " key%s, %" PRId64 " admitted, %"
-		    PRId64 " violation%s\n", r->violations ? "FAIL" : "ok", r->rule,
+		    PRId64 " violation%s\n", r->violations ? "FAIL" : "ok",
+		    out_text(r->rule, rule, sizeof(rule)),
 		    rule_params(r, params, sizeof(params)), r->keys, r->keys == 1 ? "" : "s",
 		    r->admitted, r->violations, r->violations == 1 ? "" : "s");
 	}
@@ -325,8 +483,10 @@ text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 	for (size_t i = 0; i < v->nv; i++) {
 		const struct violation *x = &v->v[i];
 
-		fprintf(fp, "VIOLATION rule %s key %s (%s): %s\n", x->rule,
-		    x->key ? x->key : "(none)", x->algorithm, x->detail);
+		fprintf(fp, "VIOLATION rule %s key %s (%s): %s\n",
+		    out_text(x->rule, rule, sizeof(rule)),
+		    x->key ? out_text(x->key, key, sizeof(key)) : "(none)", x->algorithm,
+		    x->detail);
 	}
 	if (v->approximate)
 		fputs("note: a fixed_window history had too many possible window "
@@ -435,6 +595,7 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
     const struct out_meta *m)
 {
 	int wr = 4, wk = 3;
+	char rule[200], key[300];
 
 	switch (fmt) {
 	case OUT_HTML:
@@ -470,8 +631,9 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 		if (t->n == 0)
 			break;
 		for (size_t i = 0; i < t->n; i++) {
-			int lr = (int)strlen(t->v[i].rule);
-			int lk = t->v[i].key ? (int)strlen(t->v[i].key) : 1;
+			int lr = (int)strlen(out_text(t->v[i].rule, rule, sizeof(rule)));
+			int lk = t->v[i].key ? (int)strlen(out_text(t->v[i].key, key,
+			    sizeof(key))) : 1;
 
 			wr = lr > wr ? (lr > 40 ? 40 : lr) : wr;
 			wk = lk > wk ? (lk > 60 ? 60 : lk) : wk;
@@ -480,7 +642,9 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 		    "total", "deny ratio");
 		for (size_t i = 0; i < t->n; i++)
 			fprintf(fp, "%-*s  %-*s  %10" PRId64 "  %10" PRId64 "  %9.2f%%\n", wr,
-			    t->v[i].rule, wk, t->v[i].key ? t->v[i].key : "-", t->v[i].denied,
+			    out_text(t->v[i].rule, rule, sizeof(rule)), wk,
+			    t->v[i].key ? out_text(t->v[i].key, key, sizeof(key)) : "-",
+			    t->v[i].denied,
 			    t->v[i].total, 100.0 * ratio(&t->v[i]));
 		break;
 	}

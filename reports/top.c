@@ -41,6 +41,7 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 {
 	struct intern ids = { 0 };
 	struct count *cnt = NULL;
+	struct db_str rb = { 0 }, kb = { 0 };
 	size_t ccap = 0;
 	int ret = -1;
 
@@ -54,8 +55,8 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 		    "rule IS NOT NULL", err, errlen)) == NULL)
 			goto out;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			const char *rule = (const char *)sqlite3_column_text(st, 0);
-			const char *key = (const char *)sqlite3_column_text(st, 1);
+			const char *rule = db_column_str(st, 0, &rb);
+			const char *key = db_column_str(st, 1, &kb);
 
 			if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||
 			    (key == NULL) != (last_key == NULL) ||
@@ -120,6 +121,8 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 	ret = 0;
 out:
 	free(cnt);
+	free(rb.buf);
+	free(kb.buf);
 	intern_free(&ids);
 	return ret;
 }

@@ -4,6 +4,7 @@
  * with exactly the slack that millisecond timestamps imply (see verify.h and
  * the man page). Not for throughput: see agg.c.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,9 +55,22 @@ struct priv {
 	struct intern	 params;	/* bytes of a parameter set; id = pinfo index */
 	struct pinfo	*pi;
 	size_t		 npi, pcap;
-	struct rec	*recs;
+	struct rec	*recs;		/* in memory: all, or one part at a time */
 	size_t		 n, cap;
+	uint64_t	 seq;		/* records loaded in all */
+	FILE		**part;		/* spilled records, by kid % nparts */
+	size_t		 nparts;	/* 0: all in memory */
 };
+
+/*
+ * Records beyond this many bytes are spilled to temporary files, one per
+ * part of the keys, and checked a part at a time: memory stays bounded
+ * whatever the number of rows, time stays one pass plus a write and a read
+ * of each record. Reading in key order through the (rule, key, ts_ms)
+ * index instead would make every row a random lookup.
+ */
+#define PART_BYTES	(16u << 20)
+#define MAX_PARTS	1024
 
 struct ctx {
 	struct verify	*v;
@@ -810,6 +824,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 */
 	const char *last_rule = NULL, *last_key = NULL;
 	struct kcache *kc;
+	struct db_str rb = { 0 }, kb = { 0 };
 	uint32_t kid = 0, pid = 0;
 	sqlite3_stmt *st;
 	int rc, ret = -1;
@@ -822,12 +837,12 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	    "reason = 'limit' AND rule IS NOT NULL", err, errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *rule = (const char *)sqlite3_column_text(st, 0);
-		const char *key = (const char *)sqlite3_column_text(st, 1);
+		const char *rule = db_column_str(st, 0, &rb);
+		const char *key = db_column_str(st, 1, &kb);
 		const char *alg = (const char *)sqlite3_column_text(st, 2);
 		int64_t cost, limit, window, burst, delay;
 		int allowed = sqlite3_column_int(st, 9) != 0;
-		struct rec *x;
+		struct rec *x, rec;
 
 		if (!allowed && (alg == NULL || strcmp(alg, "sliding_window") != 0))
 			continue;
@@ -878,6 +893,21 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 				    sqlite3_column_int64(st, 3) + retry);
 			continue;
 		}
+		if (pv->seq >= UINT32_MAX) {
+			snprintf(err, errlen, "more than %u admitted decisions: verify "
+			    "fewer at once (-r RULE)", UINT32_MAX);
+			goto out;
+		}
+		rec = (struct rec){ sqlite3_column_int64(st, 3), kid, pid,
+		    (uint32_t)pv->seq++, (uint32_t)cost, delay };
+		if (pv->nparts > 0) {
+			if (fwrite(&rec, sizeof(rec), 1, pv->part[kid % pv->nparts]) != 1) {
+				snprintf(err, errlen, "cannot write a temporary file: %s",
+				    strerror(errno));
+				goto out;
+			}
+			continue;
+		}
 		if (pv->n == pv->cap) {
 			size_t ncap = pv->cap ? pv->cap * 2 : 65536;
 
@@ -886,18 +916,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			pv->recs = x;
 			pv->cap = ncap;
 		}
-		if (pv->n >= UINT32_MAX) {
-			snprintf(err, errlen, "more than %u admitted decisions: verify "
-			    "fewer at once (-r RULE)", UINT32_MAX);
-			goto out;
-		}
-		x = &pv->recs[pv->n];
-		x->ts = sqlite3_column_int64(st, 3);
-		x->kid = kid;
-		x->pid = pid;
-		x->seq = (uint32_t)pv->n++;
-		x->cost = (uint32_t)cost;
-		x->delay = delay;
+		pv->recs[pv->n++] = rec;
 	}
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
@@ -909,6 +928,8 @@ oom:
 	snprintf(err, errlen, "out of memory");
 out:
 	sqlite3_finalize(st);
+	free(rb.buf);
+	free(kb.buf);
 	return ret;
 }
 
@@ -942,7 +963,21 @@ cmp_rec_time(const void *x, const void *y)
 	return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-/* Groups the records by key (stable: load order), then orders each key by time. */
+static int
+cmp_rec_key_time(const void *x, const void *y)
+{
+	const struct rec *a = x, *b = y;
+
+	if (a->kid != b->kid)
+		return a->kid < b->kid ? -1 : 1;
+	return cmp_rec_time(x, y);
+}
+
+/*
+ * Groups the records by key (stable: load order), then orders each key by
+ * time. A part of the keys is sorted whole: a count per key of every key
+ * would cost each part the number of keys.
+ */
 static int
 sort_records(struct priv *pv)
 {
@@ -951,6 +986,10 @@ sort_records(struct priv *pv)
 
 	if (pv->n == 0)
 		return 0;
+	if (pv->nparts > 0) {
+		qsort(pv->recs, pv->n, sizeof(*pv->recs), cmp_rec_key_time);
+		return 0;
+	}
 	if ((start = calloc(nk + 1, sizeof(*start))) == NULL)
 		return -1;
 	if ((out = malloc(pv->n * sizeof(*out))) == NULL) {
@@ -1011,35 +1050,13 @@ cmp_rule(const void *x, const void *y)
 	return c;
 }
 
-int
-verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
-    int64_t precision_ms, char *err, size_t errlen)
+/* Checks the records in memory (sorted), a run of one key at a time. */
+static int
+check_records(struct ctx *c)
 {
-	struct priv *pv;
-	struct ctx c = { 0 };
+	struct priv *pv = c->p;
+	struct verify *v = c->v;
 
-	if ((pv = calloc(1, sizeof(*pv))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	v->priv = pv;
-	c.v = v;
-	c.p = pv;
-	c.f = f;
-	for (size_t i = 0; i < dbs->n; i++)
-		if (load_one(&c, &dbs->v[i], err, errlen) == -1)
-			return -1;
-	for (size_t i = 0; i < pv->npi; i++) {
-		if (pv->pi[i].alg != RLG_SLIDING_WINDOW)
-			continue;
-		if (precision_ms > 0) {
-			pv->pi[i].precision_ms = precision_ms;
-			pv->pi[i].precision_from = "--precision";
-		} else
-			infer_precision(&pv->pi[i]);
-	}
-	if (sort_records(pv) == -1)
-		goto oom;
 	for (size_t i = 0, j; i < pv->n; i = j) {
 		struct rec *r = &pv->recs[i];
 		struct pinfo *p = &pv->pi[r->pid];
@@ -1056,20 +1073,20 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 		p->admitted += (int64_t)(j - i);
 		switch (p->alg) {
 		case RLG_FIXED_WINDOW:
-			check_fixed(&c, r, j - i, p, r->kid);
+			check_fixed(c, r, j - i, p, r->kid);
 			break;
 		case RLG_SLIDING_LOG:
-			check_blocks(&c, r, j - i, p, r->kid, 1, log_flush);
+			check_blocks(c, r, j - i, p, r->kid, 1, log_flush);
 			break;
 		case RLG_SLIDING_WINDOW:
-			check_blocks(&c, r, j - i, p, r->kid, p->precision_ms, blocks_flush);
+			check_blocks(c, r, j - i, p, r->kid, p->precision_ms, blocks_flush);
 			break;
 		case RLG_TOKEN_BUCKET:
 		case RLG_GCRA:
-			check_bucket(&c, r, j - i, p, r->kid);
+			check_bucket(c, r, j - i, p, r->kid);
 			break;
 		case RLG_LEAKY_BUCKET:
-			check_leaky(&c, r, j - i, p, r->kid);
+			check_leaky(c, r, j - i, p, r->kid);
 			break;
 		default:
 			v->skipped += (int64_t)(j - i);
@@ -1077,7 +1094,121 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 			break;
 		}
 		p->violations += (int64_t)(v->nv - before);
-		if (c.oom)
+		if (c->oom)
+			return -1;
+	}
+	return 0;
+}
+
+/* Reads part k's spilled records into memory (and closes its file). */
+static int
+load_part(struct priv *pv, size_t k, char *err, size_t errlen)
+{
+	FILE *f = pv->part[k];
+	long end;
+
+	pv->part[k] = NULL;
+	pv->n = 0;
+	if (fflush(f) == EOF || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) == -1)
+		goto fail;
+	pv->n = (size_t)end / sizeof(struct rec);
+	if (pv->n > pv->cap) {
+		struct rec *x = realloc(pv->recs, pv->n * sizeof(*x));
+
+		if (x == NULL) {
+			fclose(f);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		pv->recs = x;
+		pv->cap = pv->n;
+	}
+	if (pv->n > 0 && fread(pv->recs, sizeof(struct rec), pv->n, f) != pv->n)
+		goto fail;
+	fclose(f);
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot read a temporary file: %s", strerror(errno));
+	fclose(f);
+	return -1;
+}
+
+/*
+ * Spills records to nparts temporary files when the databases hold more
+ * rows than PART_BYTES of records (max(id) over-counts: it is an estimate).
+ */
+static int
+plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
+{
+	uint64_t rows = 0;
+
+	for (size_t i = 0; i < dbs->n; i++) {
+		sqlite3_stmt *st = db_prepare(&dbs->v[i], "SELECT max(id) FROM decisions",
+		    err, errlen);
+
+		if (st == NULL)
+			return -1;
+		if (sqlite3_step(st) == SQLITE_ROW)
+			rows += (uint64_t)sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	if (rows * sizeof(struct rec) <= PART_BYTES)
+		return 0;
+	pv->nparts = (size_t)((rows * sizeof(struct rec) + PART_BYTES - 1) / PART_BYTES);
+	if (pv->nparts > MAX_PARTS)
+		pv->nparts = MAX_PARTS;
+	if ((pv->part = calloc(pv->nparts, sizeof(*pv->part))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t k = 0; k < pv->nparts; k++)
+		if ((pv->part[k] = tmpfile()) == NULL) {
+			snprintf(err, errlen, "cannot create a temporary file: %s",
+			    strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+int
+verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
+    int64_t precision_ms, char *err, size_t errlen)
+{
+	struct priv *pv;
+	struct ctx c = { 0 };
+
+	if ((pv = calloc(1, sizeof(*pv))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	v->priv = pv;
+	c.v = v;
+	c.p = pv;
+	c.f = f;
+	if (plan_parts(pv, dbs, err, errlen) == -1)
+		return -1;
+	for (size_t i = 0; i < dbs->n; i++)
+		if (load_one(&c, &dbs->v[i], err, errlen) == -1)
+			return -1;
+	for (size_t i = 0; i < pv->npi; i++) {
+		if (pv->pi[i].alg != RLG_SLIDING_WINDOW)
+			continue;
+		if (precision_ms > 0) {
+			pv->pi[i].precision_ms = precision_ms;
+			pv->pi[i].precision_from = "--precision";
+		} else
+			infer_precision(&pv->pi[i]);
+	}
+	if (pv->nparts == 0) {
+		if (sort_records(pv) == -1 || check_records(&c) == -1)
+			goto oom;
+	}
+	for (size_t k = 0; k < pv->nparts; k++) {
+		int rc = load_part(pv, k, err, errlen);
+
+		if (rc == -1)
+			return -1;
+		if (sort_records(pv) == -1 || check_records(&c) == -1)
 			goto oom;
 	}
 	v->keys = (int64_t)pv->keys.n;
@@ -1114,6 +1245,10 @@ verify_free(struct verify *v)
 		free(pv->kcache);
 		free(pv->pi);
 		free(pv->recs);
+		for (size_t k = 0; k < pv->nparts; k++)
+			if (pv->part[k] != NULL)
+				fclose(pv->part[k]);
+		free(pv->part);
 		free(pv);
 	}
 	free(v->v);

@@ -24,8 +24,11 @@ echo "rlgate: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
 	{ echo "rlgate: apt-get install$missing failed" >&2; exit 1; }
-# Debian starts the services it installs where it can; the tests run their own.
+# Debian starts the services it installs where it can; the tests run their
+# own. Only a service this run installed is stopped: one the machine already
+# had is the operator's.
 for s in redis-server lighttpd apache2 nginx; do
+	case " $missing " in *" $s "*) ;; *) continue;; esac
 	command -v systemctl >/dev/null && systemctl disable --now "$s" >/dev/null 2>&1
 	command -v service >/dev/null && service "$s" stop >/dev/null 2>&1
 done

@@ -56,11 +56,9 @@ check_conf(const struct conf *c)
 {
 	size_t i;
 
-	/* 0: not set, the engine's default. */
+	/* 0: not set, one loop per CPU. */
 	if (c->workers < 0 || c->workers > 1024)
 		die("workers out of range");
-	if (c->engine != RLG_ENGINE_EVENTS && c->engine != RLG_ENGINE_THREADS)
-		die("[gateway] engine is neither events nor threads");
 	if (c->redis_address == NULL || c->key_prefix == NULL)
 		die("no redis address or key prefix");
 	if (c->on_error != RLG_ON_ERROR_ALLOW && c->on_error != RLG_ON_ERROR_DENY)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The events engine (engine = events, the default) at the FastCGI level: a
+# The event loops at the FastCGI level: a
 # real redis-server and a real rlgate on loopback, driven record by record
 # with tests/tools/fcgi_raw (no web server in between), so that what is
 # asserted is exactly what went over the wire. One event loop (workers = 1)
@@ -10,8 +10,7 @@
 #    lighttpd-style AUTHORIZER requests get Status: 200 and Variable-*.
 # 2. No pinning: 40 kept-alive idle connections, and a new one is served.
 # 3. Batching: 21 requests that arrive while Redis is busy take at most 3
-#    round trips (/metrics), each exactly decided and audited. The loop
-#    waits for work at SCHED_BATCH, for Redis at SCHED_OTHER.
+#    round trips (/metrics), each exactly decided and audited.
 # 4. A leaky_bucket delay is a timer: a request to another rule, sent while
 #    a delayed reply waits, is answered first; the delayed one then comes.
 # 5. Protocol: GET_VALUES, UNKNOWN_TYPE, CANT_MPX_CONN, UNKNOWN_ROLE,
@@ -20,12 +19,9 @@
 # 6. Apache mod_authnz_fcgi's way: no KEEP_CONN, no STDIN at all.
 # 7. SIGTERM while a delayed reply waits: it is sent, rlgate exits 0, the
 #    decision is in the audit database.
-# 8. Under a policy given at start (chrt -b) the loop keeps it, also while
-#    it waits for Redis.
-# Then, for contrast, the threads engine with one worker: a kept connection
-#    does pin it (what 2 shows the events engine does not do).
+# 0. rlgate -t: quiet at workers = 1, a warning at more loops than CPUs,
+#    and engine = threads (gone) refused with file:line.
 . "$(dirname "$0")/lib.sh"
-unset RLGATE_TEST_ENGINE	# this test is about the events engine itself
 
 FCGI_RAW=$TOP/tests/tools/fcgi_raw
 if [ ! -x "$FCGI_RAW" ]; then
@@ -39,7 +35,6 @@ AUDIT_DB=$T/audit.db
 STATUS=/rlgate-status
 cat > "$T/rlgate.ini" <<EOF
 [gateway]
-engine = events
 workers = 1
 status_path = $STATUS
 
@@ -85,7 +80,23 @@ limit = 1
 window = 2s
 burst = 1
 EOF
-check "rlgate -t accepts the test configuration" "$RLGATE" -t -c "$T/rlgate.ini"
+# ---- 0. rlgate -t ------------------------------------------------------------
+is "rlgate -t at workers = 1: configuration OK and nothing else (stdout and stderr)" \
+	"configuration OK" "$("$RLGATE" -t -c "$T/rlgate.ini" 2>&1)"
+CPUS=$(getconf _NPROCESSORS_ONLN)
+sed -e "s/^workers = 1$/workers = $((CPUS + 1))/" "$T/rlgate.ini" > "$T/many.ini"
+"$RLGATE" -t -c "$T/many.ini" > "$T/many.out" 2>&1
+is "rlgate -t at workers = $((CPUS + 1)) on $CPUS CPUs: exit 0, configuration OK" \
+	"0 configuration OK" "$? $(tail -n 1 "$T/many.out")"
+is "rlgate -t at workers = $((CPUS + 1)): warns on stderr, with file:line, that more loops than CPUs only add context switches" \
+	"warning: $T/many.ini:2: [gateway] workers: $((CPUS + 1)) event loops on $CPUS CPUs: more loops than CPUs only add context switches" \
+	"$(grep -o '^warning: .*: more loops than CPUs only add context switches' "$T/many.out")"
+sed -e 's/^workers = 1$/workers = 1\nengine = threads/' "$T/rlgate.ini" > "$T/threads.ini"
+"$RLGATE" -t -c "$T/threads.ini" > "$T/threads.out" 2>&1
+is "rlgate -t with engine = threads: refused (exit 1), naming file:line and what to do" \
+	"1 $T/threads.ini:3: [gateway] engine: \"threads\": the key is gone: rlgate has one engine" \
+	"$? $(grep -o '^.*: the key is gone: rlgate has one engine' "$T/threads.out")"
+check "and says to remove the line" grep -q 'remove this line' "$T/threads.out"
 start_rlgate "$T/rlgate.ini" || exit 1
 PID=$RLGATE_PID
 LOG=$T/rlgate.log
@@ -111,10 +122,6 @@ metric() {
 # idle: just the listener and the loop's Redis connection.
 sockets() { ls -l "/proc/$PID/fd" 2>/dev/null | grep -c 'socket:'; }
 idle() { [ "$(sockets)" = 2 ]; }
-# loop_class: the scheduling class of the loop's thread (thread_class);
-# loop_class_is CLASS.
-loop_class() { thread_class "$PID" events-loop; }
-loop_class_is() { [ "$(loop_class)" = "$1" ]; }
 log_lines() { wc -l < "$LOG"; }
 REPLY_OK='STDOUT 1 / END_REQUEST 1 app=0 proto=0'	# what ends a reply to id 1
 
@@ -181,9 +188,6 @@ check "and when the client is gone, rlgate closes all 41 (2 sockets again)" wait
 # arrive on 20 connections meanwhile and must go to Redis together.
 count0=$(metric rlgate_redis_latency_seconds_count)
 sum0=$(metric rlgate_redis_latency_seconds_sum)
-check "the start-up log says the loops wait for work at SCHED_BATCH" \
-	grep -q 'info: the event loops wait for work at SCHED_BATCH' "$LOG"
-check "the loop waits for work at SCHED_BATCH (B): a new connection preempts nobody" wait_for 2 loop_class_is B
 rcli EVAL "$BUSY_LUA" 0 1500000 > "$T/busy.out" 2>&1 &
 BUSY=$!
 check "batching: Redis is busy running the script" wait_for 2 redis_held
@@ -194,9 +198,7 @@ check "batching: Redis is busy running the script" wait_for 2 redis_held
 } | raw > "$T/batch.out" &
 BATCH=$!
 PIDS+=("$BATCH")
-check "the loop waits for Redis's reply at SCHED_OTHER (TS): the reply wakes it at once" wait_for 1 loop_class_is TS
 wait "$BATCH" "$BUSY"
-check "and waits for work at SCHED_BATCH again" wait_for 2 loop_class_is B
 count1=$(metric rlgate_redis_latency_seconds_count)
 sum1=$(metric rlgate_redis_latency_seconds_sum)
 is "batching: the busy script ran to its end" 1 "$(cat "$T/busy.out")"
@@ -327,41 +329,5 @@ check "and its reply was due (at ${due:-?} ms) after SIGTERM was sent (at $term_
 check "and rlgate did not send it early: it exited after it was due ($((term_ms + exit_ms)) >= ${due:-?} ms)" \
 	[ "$((term_ms + exit_ms))" -ge "${due:-99999999999999}" ]
 check "the stop was logged" grep -q 'stopped' "$LOG"
-
-# ---- 8. A policy given at start is kept ----------------------------------------
-# Under chrt -b the loop stays at SCHED_BATCH even while it waits for Redis,
-# where it would otherwise switch to SCHED_OTHER (section 3).
-RLGATE_PORT=
-RLGATE_WRAPPER="chrt -b 0" start_rlgate "$T/rlgate.ini" batch || exit 1
-PID=$RLGATE_PID
-ADDR=127.0.0.1:$RLGATE_PORT
-check "chrt -b: the policy given at start is logged as kept" \
-	wait_for 5 grep -q 'info: scheduling policy SCHED_BATCH given at start: every thread keeps it' "$T/batch.log"
-is "chrt -b: the audit writer keeps it too (B, where it would idle: IDL)" B \
-	"$(thread_class "$PID" audit-writer)"
-rcli EVAL "$BUSY_LUA" 0 1500000 > /dev/null 2>&1 &
-BUSY=$!
-check "chrt -b: Redis is busy running the script" wait_for 2 redis_held
-raw 'request 1 responder close GET /batch/item' 'wait-reply 1' > "$T/kept.out" &
-KEPT=$!
-PIDS+=("$KEPT")
-# The loop's call waits, unread, in Redis's socket: the loop is serving.
-redis_unread() { ss -tnH state established "( sport = :$REDIS_PORT )" | awk '$1 > 0 { f = 1 } END { exit !f }'; }
-check "chrt -b: the loop's call waits in Redis's socket" wait_for 3 redis_unread
-is "chrt -b: the loop waits for Redis at SCHED_BATCH (B), the policy it was given" B "$(loop_class)"
-wait "$KEPT" "$BUSY"
-is "chrt -b: the request was answered 200" 200 "$(statuses "$T/kept.out")"
-stop_rlgate
-
-# ---- Contrast: the threads engine, one worker ----------------------------------
-sed -e 's/^engine = events$/engine = threads/' "$T/rlgate.ini" > "$T/threads.ini"
-RLGATE_PORT=
-start_rlgate "$T/threads.ini" threads || exit 1
-"$FCGI_RAW" -t 1000 "127.0.0.1:$RLGATE_PORT" \
-    'request 1 responder keep GET /open/item 10.8.0.1' 'wait-reply 1' \
-    'conn 1' 'request 1 responder keep GET /open/item 10.8.0.2' 'wait-reply 1' > "$T/pinned.out"
-is "contrast, engine = threads with 1 worker: a kept connection pins it; a new connection's request gets no reply in 1 s (TIMEOUT)" \
-	"STDOUT 1 Status: 200 / $REPLY_OK / TIMEOUT" "$(summary "$T/pinned.out")"
-stop_rlgate
 
 finish

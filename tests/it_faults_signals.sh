@@ -24,7 +24,6 @@ conf() {
 	cat <<EOF
 [gateway]
 workers = 8
-${RLGATE_TEST_ENGINE:+engine = $RLGATE_TEST_ENGINE}
 
 [redis]
 address = 127.0.0.1:$REDIS_PORT

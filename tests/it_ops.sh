@@ -239,11 +239,7 @@ c0=$(redis_calls fcall)
 is "raise: the repeat is denied from the cache" 429 "$(status "$BASE/raise/a")"
 is "raise: without asking Redis" "$c0" "$(redis_calls fcall)"
 is "log_level info: no debug lines" 0 "$(grep -c ': debug: ' "$T/rlgate.log")"
-# As root rlgate may raise a thread back: its audit writer idles, and says so.
-is "as root, the audit writer idles (logged once)" 1 "$(grep -c 'info: audit: .*: the writer idles (SCHED_IDLE) until rows pile up' "$T/rlgate.log")"
-is "as root, the audit writer's thread is SCHED_IDLE" IDL "$(thread_class "$RLGATE_PID" audit-writer)"
-# The reload raises the limit, and turns on a line per decision (in the
-# first [gateway]: engine_ini may have added a second).
+# The reload raises the limit, and turns on a line per decision.
 sed -i -e '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' \
     -e '0,/^\[gateway\]$/ s//[gateway]\nlog_level = debug/' "$T/rlgate.ini"
 kill -HUP "$RLGATE_PID"

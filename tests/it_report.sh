@@ -160,6 +160,61 @@ is "merged: each host alone holds the limit" "0 0" "$ra $rb"
 is "merged: together they broke it" 1 "$rc"
 check "merged: the violation counts both hosts' rows" grep -Fq 'admitted 120, limit 100' <<< "$out"
 
+echo "# one database per day: a directory or a pattern"
+mkdir -p "$T/days"
+# 3 + 3 admitted against 5 a second, across midnight, in two daily files:
+# each file keeps the limit, together they break it.
+MID=$((BASE - 36000000))	# 2025-11-22 00:00:00.000
+for d in 20 21 22; do newdb "$T/days/audit-2025-11-$d.db"; done
+for i in 0 1 2; do
+	row "$T/days/audit-2025-11-21.db" $((MID - 100 + i)) api k sliding_log 1 5 1000
+	row "$T/days/audit-2025-11-22.db" $((MID + 100 + i)) api k sliding_log 1 5 1000
+done
+row "$T/days/audit-2025-11-20.db" $((MID - 86400000 - 1000)) api k sliding_log 1 5 1000
+echo "not a database" > "$T/days/notes.txt"
+explicit=$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-20.db" "$T/days/audit-2025-11-21.db" \
+	"$T/days/audit-2025-11-22.db")
+is "a directory reads its *.db files, as if each were named" "$explicit" \
+	"$("$REPORT" -f csv -w 1d "$T/days")"
+is "a directory: three days, 1 + 3 + 3 allowed" "1 3 3" "$(awk -F, 'NR > 1 { printf "%s%s", sep, $6; sep = " " }' <<< "$explicit")"
+is "a quoted pattern reads the files it matches (two days)" \
+	"$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-21.db" "$T/days/audit-2025-11-22.db")" \
+	"$("$REPORT" -f csv -w 1d "$T/days/audit-2025-11-2[12].db")"
+out=$("$REPORT" --verify "$T/days/audit-2025-11-21.db"); rc=$?
+is "--verify: one day alone keeps the limit" 0 "$rc"
+out=$("$REPORT" --verify "$T/days"); rc=$?
+is "--verify on the directory: midnight's 6 in 1 s break it" 1 "$rc"
+check "--verify on the directory: the violation counts both days' rows" \
+	grep -Fq 'VIOLATION rule api key k (sliding_log): interval (2025-11-22 00:00:00.102 - 1s, 2025-11-22 00:00:00.102] admitted 6, limit 5' <<< "$out"
+out=$("$REPORT" "$T/days/audit-2025-11-2*.db" "$T/days"); rc=$?
+check "a file named twice (pattern and directory) is read once: 7 decisions" \
+	grep -q '^rlgate-report: 7 decisions from 3 databases' <<< "$out"
+
+echo "# --verify in bounded memory: records spilled to temporary files"
+# Many rows (estimated from max(id)) are checked a part of the keys at a
+# time; an unmatched row with a high id makes these small databases look
+# big. The verdicts must not change.
+for db in "$T/gen-gcra.db" "$T/host1.db"; do
+	cp "$db" "$T/spill.db"
+	sqlite3 "$T/spill.db" "INSERT INTO decisions (id, ts_ms, request_id, allowed, reason) VALUES (40000000, 0, 'x', 1, 'unmatched')"
+	"$REPORT" --verify -f csv "$db" "$T/host2.db" > "$T/inmem.csv"; rc1=$?
+	"$REPORT" --verify -f csv "$T/spill.db" "$T/host2.db" > "$T/spill.csv"; rc2=$?
+	is "$(basename "$db") + host2: the same violations, spilled or not (exit $rc1)" \
+		"$rc1 $(cat "$T/inmem.csv")" "$rc2 $(cat "$T/spill.csv")"
+	"$REPORT" --verify "$db" "$T/host2.db" | tail -n +2 > "$T/inmem.txt"
+	"$REPORT" --verify "$T/spill.db" "$T/host2.db" | tail -n +2 > "$T/spill.txt"
+	is "$(basename "$db") + host2: the same summary per rule, spilled or not" \
+		"$(cat "$T/inmem.txt")" "$(cat "$T/spill.txt")"
+done
+if command -v strace > /dev/null; then
+	n=$(strace -f -e trace=openat "$REPORT" --verify "$T/spill.db" 2>&1 > /dev/null | grep -c O_TMPFILE)
+	check "the large one went through temporary files ($n)" test "$n" -ge 2
+	n=$(strace -f -e trace=openat "$REPORT" --verify "$T/host1.db" 2>&1 > /dev/null | grep -c O_TMPFILE)
+	is "a small one stays in memory" 0 "$n"
+else
+	not_ok "strace is installed (to see the temporary files)"
+fi
+
 echo "# --top"
 newdb "$T/top.db"
 sqlite3 "$T/top.db" "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99)
@@ -185,6 +240,53 @@ want=$(sqlite3 -separator , "$big" "SELECT ts_ms / 1000 * 1000, sum(allowed), su
 got=$("$REPORT" -f csv "$big" | awk -F, 'NR > 1 { print $2 "," $6 "," $7 }')
 is "per-second allowed and denied equal GROUP BY ts_ms / 1000 ($(wc -l <<< "$want") windows)" "$want" "$got"
 
+echo "# bytes that are not text: every format stays valid"
+# Keys a client could send, stored as they came (an older gateway did):
+# e9 and ff (not UTF-8), a NUL inside, an ESC sequence, a quote and a comma;
+# 6 admitted against 5 a second, so that --verify names every key.
+newdb "$T/bytes.db"
+sqlite3 "$T/bytes.db" "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed,
+  reason, cost, limit_value, window_ms, burst)
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9)
+SELECT $BASE + i, 'b' || i, 'api', CAST(X'61e9ff62' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n
+UNION ALL SELECT $BASE + i, 'c' || i, 'api', CAST(X'610063' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n
+UNION ALL SELECT $BASE + i, 'd' || i, 'api', CAST(X'1b5b33316d22782c79' AS TEXT), 'sliding_log', i < 6, 'limit', 1, 5, 1000, 5 FROM n"
+jsonok() { python3 -c 'import json, sys; json.loads(sys.stdin.buffer.read())'; }
+for args in "-r api" "--top 5" "--verify -r api"; do
+	# shellcheck disable=SC2086
+	"$REPORT" $args -f json "$T/bytes.db" > "$T/bytes.json"
+	check "JSON ($args) loads in Python" jsonok < "$T/bytes.json"
+	# shellcheck disable=SC2086
+	"$REPORT" $args -f csv "$T/bytes.db" > "$T/bytes.csv"
+	check "CSV ($args) is UTF-8 and parses, every row as wide as the header" python3 -c '
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], encoding="utf-8", newline="")))
+assert rows and all(len(r) == len(rows[0]) for r in rows), rows' "$T/bytes.csv"
+	# shellcheck disable=SC2086
+	"$REPORT" $args "$T/bytes.db" > "$T/bytes.txt"
+	check "text ($args) is UTF-8 without a control character" python3 -c '
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")
+assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in t), repr(t)' "$T/bytes.txt"
+done
+keys=$("$REPORT" -r api -f json "$T/bytes.db" | python3 -c '
+import json, sys
+print(" ".join(ascii(s["key"]) for s in json.loads(sys.stdin.buffer.read())["series"]))')
+is "JSON: invalid bytes as U+FFFD each, the NUL as U+0000, the ESC as U+001B" \
+	"'\\x1b[31m\"x,y' 'a\\x00c' 'a\\ufffd\\ufffdb'" "$keys"
+is "CSV: the three keys, quoted where needed" \
+	"$(printf '\033[31m"x,y\na\357\277\275c\na\357\277\275\357\277\275b')" \
+	"$("$REPORT" -r api -f csv "$T/bytes.db" | python3 -c '
+import csv, sys
+for r in list(csv.reader(sys.stdin))[1:]:
+    print(r[4])' | uniq)"
+"$REPORT" -r api -f html -o "$T/bytes.html" "$T/bytes.db"
+check "HTML is UTF-8, keys entity-escaped, no control character" python3 -c '
+import sys
+t = open(sys.argv[1], "rb").read().decode("utf-8")
+assert "key a\ufffd\ufffdb" in t and "\ufffd[31m&quot;x,y" in t and "a\ufffdc" in t, t
+assert not any(ord(c) < 32 and c not in "\t\n\r" for c in t)' "$T/bytes.html"
+
 echo "# errors: one sentence on stderr, exit 2"
 printf 'not a database at all, just text\n%.0s' $(seq 200) > "$T/text.db"
 : > "$T/empty.db"
@@ -207,7 +309,8 @@ err "a text file" "text.db: not an SQLite database" "$T/text.db"
 err "an empty file" "empty.db: not an rlgate audit database (no decisions table)" "$T/empty.db"
 err "another SQLite database" "other.db: not an rlgate audit database (no decisions table)" "$T/other.db"
 err "a decisions table without the columns" "cols.db: not an rlgate audit database (table decisions has no column request_id)" "$T/cols.db"
-err "a directory" "is a directory" "$T"
+err "a directory without databases" "ro: a directory without audit databases (no \\*.db file in it)" "$T/ro"
+err "a pattern that matches nothing" "nope-\\*.db: no file matches" "$T/nope-*.db"
 err "a bad one among good ones" "nope.db: no such file" "$DEMO" "$T/nope.db"
 err "unknown rule" 'unknown rule "nosuch" (the database knows: user_list)' -r nosuch "$DEMO"
 err "unknown key of a rule" 'rule "user_list" has no key "org9"' -r user_list -k org9 "$DEMO"
@@ -226,7 +329,7 @@ err "no database" 'no audit database given' -w 1s
 err "--top 0" '--top "0" is too small' --top 0 "$DEMO"
 err "--top x" '--top "x" is not a whole number' --top x "$DEMO"
 err "--verify with --top" 'give one of them' --verify --top 3 "$DEMO"
-err "--verify as html" '--verify writes text, csv or json' --verify -f html "$DEMO"
+err "--unmatched without html" '--unmatched only applies to the -f html report' --unmatched "$DEMO"
 err "unwritable -o" "cannot write" -o "$T/no/such/dir/r.txt" "$DEMO"
 
 echo "# HTML in headless Chromium"
@@ -262,6 +365,55 @@ else
 	check "one key: time axis labels in UTC" grep -Eq '>10:[0-5][0-9](:[0-5][0-9])?<' "$T/key.dom"
 	browse "$T/key.html" --screenshot="$T/key.png" > /dev/null
 	check "a screenshot is taken (PNG)" sh -c "head -c 8 '$T/key.png' | grep -q PNG"
+
+	# Denials dominate a thousand to one: 10 admitted against 10,000 denied a
+	# second (limit 10/s), 12 admitted in the fourth second (a violation),
+	# and requests no rule applied to.
+	newdb "$T/flood.db"
+	sqlite3 "$T/flood.db" "WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < 5),
+	n(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM n WHERE j < 10009)
+	INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason, cost, limit_value, window_ms, burst)
+	SELECT $BASE + i * 1000 + j / 11, 'f', 'api', 'k', 'fixed_window', j < CASE i WHEN 3 THEN 12 ELSE 10 END,
+	  'limit', 1, 10, 1000, 10 FROM s, n;
+	INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason)
+	SELECT ts_ms, 'u', NULL, NULL, NULL, 1, 'unmatched' FROM decisions WHERE allowed = 1"
+	geometry() {	# DOM: per chart, its id, then each bar's admitted height / its panel's height
+		python3 -c '
+import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+for sec in re.findall(r"<section class=\"chart\" id=\"(series-\d+)\">(.*?)</section>", t, re.S):
+    ids, body = sec
+    panels = re.findall(r"<g class=\"panel-(admitted|denied)\">", body)
+    heights = [float(h) for h in re.findall(r"<g class=\"bar\"[^>]*>(?:(?!</g>).)*?<rect class=\"allowed\" [^>]*height=\"([\d.]+)\"", body, re.S)]
+    print(ids, "+".join(panels), " ".join("%.2f" % (h / 200) for h in heights))' "$1"
+	}
+	"$REPORT" -f html -o "$T/flood.html" "$T/flood.db"
+	browse "$T/flood.html" --dump-dom > "$T/flood.dom"
+	is "1000:1: one chart (the rule), two panels, each admitted bar on its own scale (10 under a limit of 10: two thirds of the panel)" \
+		"series-1 admitted+denied 0.67 0.67 0.67 0.80 0.67 0.67" "$(geometry "$T/flood.dom")"
+	check "1000:1: the limit line is in the admitted panel's scale (10 per 1s)" \
+		grep -q 'limit 10 per 1s' "$T/flood.dom"
+	check "1000:1: the unmatched series is left out, and the page says so" \
+		grep -q '62 decisions no rule applied to (not limited) are not charted; --unmatched shows them' "$T/flood.dom"
+	is "1000:1: no violation marked without --verify" 0 "$(grep -c 'class="violation"' "$T/flood.dom")"
+	"$REPORT" -f html --unmatched -o "$T/flood-u.html" "$T/flood.db"
+	browse "$T/flood-u.html" --dump-dom > "$T/flood-u.dom"
+	is "--unmatched: the no-rule series charted too, after the rule" \
+		"series-1 series-0" "$(geometry "$T/flood-u.dom" | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//')"
+	"$REPORT" -f html --verify -o "$T/flood-v.html" "$T/flood.db"; rc=$?
+	is "--verify -f html exits 1 on a violation" 1 "$rc"
+	browse "$T/flood-v.html" --dump-dom > "$T/flood-v.dom"
+	is "--verify -f html: one marked stretch, the fourth second" \
+		'<g class="violation" data-from="2025-11-22 10:00:03.000" data-to="2025-11-22 10:00:04.000" data-violations="1">' \
+		"$(grep -o '<g class="violation"[^>]*>' "$T/flood-v.dom")"
+	check "--verify -f html: the violation listed under the chart" \
+		grep -q '<tr class="violation"><td>api</td><td>k</td><td>2025-11-22 10:00:03.000</td>' "$T/flood-v.dom"
+	"$REPORT" -f html --verify -o "$T/demo-v.html" "$DEMO"; rc=$?
+	is "--verify -f html on the demo: exit 0" 0 "$rc"
+	check "--verify -f html on the demo: says the limit held, nothing marked" \
+		sh -c "grep -q 'every limit held' '$T/demo-v.html' && ! grep -q 'class=\"violation\"' '$T/demo-v.html'"
+	browse "$T/flood-v.html" --screenshot="$T/flood.png" > /dev/null
+	check "1000:1 page: a screenshot is taken (PNG)" sh -c "head -c 8 '$T/flood.png' | grep -q PNG"
 fi
 
 finish

@@ -57,9 +57,6 @@ BUSY_LUA="local t0 = redis.call('TIME') local s = t0[1] * 1000000 + t0[2]
 repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - s >= tonumber(ARGV[1])
 return 1"
 redis_held() { ! timeout 0.3 redis-cli -p "$REDIS_PORT" PING > /dev/null 2>&1; }
-# thread_class PID NAME: the scheduling class of PID's threads named NAME, as
-# ps shows it (TS: SCHED_OTHER, B: SCHED_BATCH, IDL: SCHED_IDLE), blank-separated.
-thread_class() { ps -L -o comm=,cls= -p "$1" | awk -v name="$2" '$1 == name { print $2 }' | paste -sd ' '; }
 # now_ms: the wall clock in milliseconds.
 now_ms() { date +%s%3N; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -98,18 +95,9 @@ subst() {
 	printf '%s\n' "$out"
 }
 
-# engine_ini CONF: with RLGATE_TEST_ENGINE set (tests/run sets it to run
-# some tests again on the other engine), CONF gets that engine.
-engine_ini() {
-	[ -n "${RLGATE_TEST_ENGINE:-}" ] || return 0
-	grep -qx "engine = $RLGATE_TEST_ENGINE" "$1" ||
-		printf '\n[gateway]\nengine = %s\n' "$RLGATE_TEST_ENGINE" >> "$1"
-}
-
 # start_rlgate CONF [NAME]: rlgate listening on 127.0.0.1:$RLGATE_PORT.
 start_rlgate() {
 	local name=${2:-rlgate}
-	engine_ini "$1"
 	RLGATE_PORT=${RLGATE_PORT:-$(free_port)}
 	${RLGATE_WRAPPER:-} "$RLGATE" -c "$1" -s "127.0.0.1:$RLGATE_PORT" 2>>"$T/$name.log" &
 	RLGATE_PID=$!
@@ -326,7 +314,6 @@ start_nginx() {
 # stderr to /dev/null: the sh -c keeps it). Sets SPAWNED_PIDS.
 spawn_rlgate() {
 	local addr=$1 conf=$2 n=$3 name=$4 p
-	engine_ini "$conf"
 	local where=(-a "${addr%:*}" -p "${addr##*:}")
 	case $addr in unix:*) where=(-s "${addr#unix:}" -M 0660 -U www-data -G www-data);; esac
 	touch "$T/$name.log" && chown www-data "$T/$name.log"
@@ -380,7 +367,6 @@ deploy_ini() {
 	limit = 3
 	window = 1m
 	EOF
-	engine_ini "$1"
 	"$RLGATE" -t -c "$1" >/dev/null
 }
 

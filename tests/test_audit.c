@@ -1,8 +1,7 @@
 /*
  * test_audit: the audit writer against real SQLite files in a mkdtemp
  * directory: exact rows and NULLs from several threads, WAL, back-pressure,
- * the writer's priority (SCHED_IDLE, raised while rows pile up),
- * a database locked by another connection, a full disk (RLIMIT_FSIZE and
+ * checkpoints off the writer, a database locked by another connection, a full disk (RLIMIT_FSIZE and
  * a full tmpfs), a
  * read-only file (the immutable attribute, which stops root too), a removed
  * file, two processes sharing one file, and shutdown. Also log's line
@@ -992,7 +991,7 @@ wait_thread(const char *name)
 }
 
 /*
- * Checkpoints: by a thread of their own at nice 10, not by the writer.
+ * Checkpoints: by a thread of their own, not by the writer.
  * Rows until a checkpoint is due (the WAL holds AUDIT_CHECKPOINT_PAGES
  * pages), then none: the writer would checkpoint itself only at four times
  * that, so the database file can now grow only by the checkpointer's hand,
@@ -1014,9 +1013,8 @@ test_checkpoints_off_the_writer(void **state)
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
-	/* It names itself and lowers its priority first thing. */
+	/* It names itself first thing. */
 	assert_true((tid = wait_thread("audit-ckpt")) > 0);
-	assert_int_equal(getpriority(PRIO_PROCESS, (id_t)tid), 10);
 	for (;;) {
 		assert_int_equal(stat(wal, &w), 0);
 		if (w.st_size >= WAL_DUE || batches == 100)
@@ -1121,140 +1119,6 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	assert_int_equal(count_lines(log, "audit:", NULL), 2);
 	free(log);
 	check_rows(f->path, batches, 20000);
-}
-
-/*
- * Where it may be raised back (root, here), the writer runs at SCHED_IDLE
- * and leaves the CPUs to the requests; it is raised to normal priority by
- * the push that makes four batches wait (a busy machine would give an idle
- * thread next to nothing), and idles again once they are written.
- */
-static void
-test_writer_idles_unless_rows_pile_up(void **state)
-{
-	struct fixture *f = *state;
-	char err[512];
-	struct audit *a;
-	sqlite3 *locker;
-	pid_t tid;
-	int t;
-
-	if (geteuid() != 0)
-		skip();
-	assert_non_null(a = audit_open(f->path, 1000, 10, 5, err,
-	    sizeof(err)));
-	assert_true((tid = wait_thread("audit-writer")) > 0);
-	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
-
-	/* Another connection's lock keeps the rows waiting. */
-	locker = db_open(f->path);
-	db_exec(locker, "BEGIN EXCLUSIVE");
-	push_range(a, 0, 0, 39);
-	sleep_ms(100);
-	assert_int_equal(stats(a).queued, 39);
-	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
-	push_range(a, 0, 39, 1);
-	assert_int_equal(sched_getscheduler(tid), SCHED_OTHER);
-
-	db_exec(locker, "COMMIT");
-	sqlite3_close(locker);
-	assert_int_equal(wait_written(a, 40, 5000), 40);
-	for (t = 0; t < 500 && sched_getscheduler(tid) != SCHED_IDLE; t++)
-		sleep_ms(10);
-	assert_int_equal(sched_getscheduler(tid), SCHED_IDLE);
-	assert_int_equal(audit_close(a, 1000), 0);
-	check_rows(f->path, 1, 40);
-}
-
-/*
- * A process that could not raise an idle thread back (not root, no
- * CAP_SYS_NICE, RLIMIT_NICE below 20: a server's usual user) keeps its
- * writer at normal priority; RLIMIT_NICE 20 is enough for it to idle.
- * Each case runs in a child that becomes nobody (or, with uid 0, stays
- * root), started at policy start (chrt's way); its exit status is the
- * writer's policy, or 100 + a step that failed.
- */
-static int
-policy_as(uid_t uid, const char *dir, const char *path, rlim_t nice_limit,
-    int start)
-{
-	struct rlimit rl = { nice_limit, nice_limit };
-	struct sched_param sp = { 0 };
-	struct audit *a;
-	char err[512];
-	pid_t pid, tid;
-	int status, policy;
-
-	assert_int_equal(chmod(dir, 0777), 0);
-	fflush(NULL);
-	assert_true((pid = fork()) >= 0);
-	if (pid == 0) {
-		if (setrlimit(RLIMIT_NICE, &rl) != 0 ||
-		    sched_setscheduler(0, start, &sp) != 0 || (uid != 0 &&
-		    (setgid(uid) != 0 || setuid(uid) != 0)))
-			_exit(101);
-		if ((a = audit_open(path, 1000, 10, 5, err, sizeof(err))) ==
-		    NULL)
-			_exit(102);
-		if ((tid = wait_thread("audit-writer")) == 0)
-			_exit(103);
-		policy = sched_getscheduler(tid);
-		_exit(audit_close(a, 1000) == 0 && policy >= 0 ? policy : 104);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
-static void
-test_writer_without_the_right_stays_normal(void **state)
-{
-	struct fixture *f = *state;
-
-	char root_db[300];
-
-	if (geteuid() != 0)
-		skip();
-	/* The same child as root idles: the right alone makes the difference
-	 * (on a file of its own: nobody could not write root's). */
-	snprintf(root_db, sizeof(root_db), "%s/root.db", f->dir);
-	assert_int_equal(policy_as(0, f->dir, root_db, 0, SCHED_OTHER),
-	    SCHED_IDLE);
-	assert_int_equal(policy_as(65534, f->dir, f->path, 0, SCHED_OTHER),
-	    SCHED_OTHER);
-}
-
-static void
-test_writer_with_rlimit_nice_idles(void **state)
-{
-	struct fixture *f = *state;
-	int policy;
-
-	if (geteuid() != 0)
-		skip();
-	/* Raising the hard limit takes CAP_SYS_RESOURCE, which a container's
-	 * root may not have. */
-	if ((policy = policy_as(65534, f->dir, f->path, 20,
-	    SCHED_OTHER)) == 101) {
-		print_message("cannot raise RLIMIT_NICE here: skipped\n");
-		skip();
-	}
-	assert_int_equal(policy, SCHED_IDLE);
-}
-
-/*
- * A policy given at start (chrt, CPUSchedulingPolicy=) is the operator's:
- * the writer keeps it, even where it could idle (root, here).
- */
-static void
-test_writer_keeps_a_policy_given_at_start(void **state)
-{
-	struct fixture *f = *state;
-
-	if (geteuid() != 0)
-		skip();
-	assert_int_equal(policy_as(0, f->dir, f->path, 0, SCHED_BATCH),
-	    SCHED_BATCH);
 }
 
 /* A database that never becomes writable: close gives up and says how many. */
@@ -1463,14 +1327,6 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_writer_checkpoints_if_the_checkpointer_cannot,
 		    setup, teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_writer_idles_unless_rows_pile_up, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_writer_without_the_right_stays_normal, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_writer_with_rlimit_nice_idles, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-		    test_writer_keeps_a_policy_given_at_start, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_close_gives_up,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,

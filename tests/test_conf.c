@@ -264,8 +264,8 @@ test_sample_loads(void **state)
 	assert_non_null(c);
 	assert_null(errors);
 	assert_null(c->listen);
-	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
-	assert_int_equal(c->workers, 0);	/* the engine's default */
+	assert_int_equal(c->workers, 0);	/* one loop per CPU */
+	assert_null(c->warnings);
 	assert_int_equal(c->deny_status, 429);
 	assert_int_equal(c->headers, RLG_HEADERS_IETF);
 	assert_int_equal(c->ntrusted, 0);
@@ -319,7 +319,6 @@ test_defaults(void **state)
 	(void)state;
 	c = load_ok("[rule:r]\nlimit = 5\nwindow = 1m\n");
 	assert_null(c->listen);
-	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
 	assert_int_equal(c->workers, 0);
 	assert_int_equal(c->deny_status, 429);
 	assert_int_equal(c->headers, RLG_HEADERS_IETF);
@@ -356,7 +355,6 @@ test_every_key(void **state)
 	c = load_ok(
 	    "[gateway]\n"
 	    "listen = unix:/run/rlgate.sock\n"
-	    "engine = threads\n"
 	    "workers = 1024\n"
 	    "deny_status = 403\n"
 	    "headers = both\n"
@@ -394,8 +392,12 @@ test_every_key(void **state)
 	    "dry_run = yes\n"
 	    "deny_cache = on\n");
 	assert_string_equal(c->listen, "unix:/run/rlgate.sock");
-	assert_int_equal(c->engine, RLG_ENGINE_THREADS);
 	assert_int_equal(c->workers, 1024);
+	/* More loops than this machine's CPUs: valid, with a warning. */
+	assert_non_null(c->warnings);
+	assert_error(c->warnings, "3: [gateway] workers: 1024 event loops on ",
+	    "more loops than CPUs only add context switches");
+	assert_int_equal(count_lines(c->warnings), 1);
 	assert_int_equal(c->deny_status, 403);
 	assert_int_equal(c->headers, RLG_HEADERS_BOTH);
 	assert_int_equal(c->ntrusted, 2);
@@ -417,7 +419,7 @@ test_every_key(void **state)
 	assert_string_equal(c->cgi_upstream, "/usr/lib/cgi-bin/app.cgi");
 	r = &c->rules[0];
 	assert_string_equal(r->name, "api.v2-x_1");
-	assert_int_equal(r->line, 26);
+	assert_int_equal(r->line, 25);
 	assert_int_equal(r->path_kind, RLG_PATH_PREFIX);
 	assert_string_equal(r->path, "/api/");
 	assert_int_equal(r->path_len, 5);
@@ -454,12 +456,12 @@ test_operations_keys(void **state)
 	assert_null(c->status_path);
 	assert_int_equal(c->nstatus_allow, 2);
 	assert_int_equal(c->rules[0].deny_cache, 0);
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET6,
-	    (inet_pton(AF_INET6, "::1", a), a)));
-	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "10.0.0.1", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET6, (inet_pton(AF_INET6, "::1", a), a)));
+	assert_false(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "10.0.0.1", a), a)));
 	conf_free(c);
 
 	c = load_ok("[gateway]\ndry_run = yes\nstatus_path = /rlgate-status//\n"
@@ -468,11 +470,11 @@ test_operations_keys(void **state)
 	assert_int_equal(c->dry_run, 1);
 	assert_string_equal(c->status_path, "/rlgate-status");
 	assert_int_equal(c->nstatus_allow, 1);
-	assert_true(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "10.9.8.7", a), a)));
+	assert_true(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "10.9.8.7", a), a)));
 	/* Given, the list replaces the default: loopback is out. */
-	assert_false(conf_in_cidrs(c->status_allow, c->nstatus_allow, AF_INET,
-	    (inet_pton(AF_INET, "127.0.0.1", a), a)));
+	assert_false(netaddr_in_cidrs(c->status_allow, c->nstatus_allow,
+	    AF_INET, (inet_pton(AF_INET, "127.0.0.1", a), a)));
 	assert_int_equal(c->rules[0].deny_cache, 1);
 	conf_free(c);
 
@@ -537,12 +539,11 @@ test_empty_values(void **state)
 
 	(void)state;
 	/* Empty means "not set": the default, except [audit] database. */
-	c = load_ok("[gateway]\nengine =\nworkers =\nlisten =   ; fd 0\n"
+	c = load_ok("[gateway]\nworkers =\nlisten =   ; fd 0\n"
 	    "[redis]\naddress =\nkey_prefix =\n"
 	    "[audit]\ndatabase =\n"
 	    "[rule:r]\nlimit = 1\nwindow = 1s\nkey =\ncost =\nburst =\n"
 	    "precision =\nmethod =\n");
-	assert_int_equal(c->engine, RLG_ENGINE_EVENTS);
 	assert_int_equal(c->workers, 0);
 	assert_null(c->listen);
 	assert_string_equal(c->redis_address, "127.0.0.1:6379");
@@ -684,7 +685,7 @@ test_unknown_key(void **state)
 	(void)state;
 	expect_one("[gateway]\nworkers = 4\nwokers = 4\n",
 	    "3: [gateway] wokers: unknown key (the keys of [gateway] are "
-	    "listen, engine, workers, deny_status, headers, trusted_proxies, "
+	    "listen, workers, deny_status, headers, trusted_proxies, "
 	    "log_level, dry_run, status_path, status_allow)", NULL);
 	expect_one("[redis]\nhost = x\n", "2: [redis] host: unknown key",
 	    "address, username, password");
@@ -834,13 +835,45 @@ test_bad_durations(void **state)
 	    "3: [rule:r] window: \"99999999999999999999d\" is too large", NULL);
 }
 
+/*
+ * [gateway] engine is gone: "events" (what rlgate still is) loads with a
+ * warning naming the line; "threads" or anything else is refused, with
+ * what to do.
+ */
+static void
+test_engine_gone(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok("[gateway]\nworkers = 1\nengine = events\n");
+	assert_non_null(c->warnings);
+	assert_int_equal(count_lines(c->warnings), 1);
+	assert_error(c->warnings, "3: [gateway] engine: the key is gone: "
+	    "rlgate has one engine, event loops ([gateway] workers of them",
+	    "remove this line");
+	assert_int_equal(c->workers, 1);
+	conf_free(c);
+
+	expect_one("[gateway]\nengine = threads\n",
+	    "2: [gateway] engine: \"threads\": the key is gone: rlgate has "
+	    "one engine, event loops ([gateway] workers of them, one per CPU "
+	    "by default), and no threads engine; remove this line",
+	    "a kept-alive connection no longer holds a worker");
+	expect_one("[gateway]\nengine = fast\n",
+	    "2: [gateway] engine: \"fast\": the key is gone", "remove this "
+	    "line");
+
+	/* One loop is never more than the CPUs: no warning at all. */
+	c = load_ok("[gateway]\nworkers = 1\n");
+	assert_null(c->warnings);
+	conf_free(c);
+}
+
 static void
 test_bad_enums(void **state)
 {
 	(void)state;
-	expect_one("[gateway]\nengine = fast\n",
-	    "2: [gateway] engine: \"fast\" is not an engine (use events or "
-	    "threads)", NULL);
 	expect_one("[gateway]\nheaders = IETF\n",
 	    "2: [gateway] headers: \"IETF\" is not a header style (use ietf, "
 	    "legacy, both or none)", NULL);
@@ -1148,14 +1181,14 @@ test_split_address(void **state)
 	char host[16];
 
 	(void)state;
-	assert_string_equal(conf_split_address("127.0.0.1:9000", host,
+	assert_string_equal(netaddr_split("127.0.0.1:9000", host,
 	    sizeof(host)), "9000");
 	assert_string_equal(host, "127.0.0.1");
-	assert_string_equal(conf_split_address("[::1]:6379", host,
+	assert_string_equal(netaddr_split("[::1]:6379", host,
 	    sizeof(host)), "6379");
 	assert_string_equal(host, "::1");
-	assert_null(conf_split_address("nocolon", host, sizeof(host)));
-	assert_null(conf_split_address("a-very-long-host-name:1", host,
+	assert_null(netaddr_split("nocolon", host, sizeof(host)));
+	assert_null(netaddr_split("a-very-long-host-name:1", host,
 	    sizeof(host)));
 }
 
@@ -1557,6 +1590,7 @@ main(void)
 		cmocka_unit_test(test_too_many_rules),
 		cmocka_unit_test(test_bad_numbers),
 		cmocka_unit_test(test_bad_durations),
+		cmocka_unit_test(test_engine_gone),
 		cmocka_unit_test(test_bad_enums),
 		cmocka_unit_test(test_bad_cidrs),
 		cmocka_unit_test(test_addresses),

@@ -3,7 +3,9 @@
  * vectors of issue 20 and the Redis Cluster spec), MOVED/ASK parsing,
  * CLUSTER SLOTS and CLUSTER SHARDS replies built from RESP text (slot
  * numbers as integers and as strings), and the [redis] keys of conf
- * (mode, address lists, master_name, sentinel_password).
+ * (mode, address lists, master_name, sentinel_password); and, without a
+ * server, redis_run() against a port no one listens on: every call
+ * UNSENT, the back-off, the node's error counter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "conf.h"
+#include "redis.h"
 #include "slot.h"
 
 static void
@@ -336,6 +339,49 @@ test_conf_modes(void **state)
 	    "0");
 }
 
+static void
+test_unreachable(void **state)
+{
+	const char *argv[2] = { "GET", "k" };
+	struct redis_call calls[2];
+	struct redis *r = redis_new();
+	struct redis_node_counters nc[8];
+	char *errors = NULL;
+	struct conf *c;
+	size_t n, i;
+
+	(void)state;
+	/* Port 1 on loopback: refused at once. */
+	c = load("[redis]\naddress = 127.0.0.1:1\nconnect_timeout = 50ms",
+	    &errors);
+	assert_non_null(c);
+	assert_non_null(r);
+	memset(calls, 0, sizeof(calls));
+	calls[0].key = "k";
+	calls[0].keylen = 1;
+	calls[0].argc = 2;
+	calls[0].argv = argv;
+	calls[1] = calls[0];
+	assert_int_equal(redis_run(r, c, calls, 2), 2);
+	assert_int_equal(calls[0].status, RLG_CALL_UNSENT);
+	assert_int_equal(calls[1].status, RLG_CALL_UNSENT);
+	assert_null(calls[0].reply);
+	assert_string_equal(redis_node_address(r, calls[0].node),
+	    "127.0.0.1:1");
+	/* Backed off: not tried again (one error counted, not two). */
+	assert_int_equal(redis_run(r, c, calls, 1), 1);
+	n = redis_counters(nc, 8);
+	for (i = 0; i < n && i < 8; i++)
+		if (strcmp(nc[i].address, "127.0.0.1:1") == 0)
+			break;
+	assert_true(i < n);
+	assert_int_equal(nc[i].errors, 1);
+	assert_int_equal(nc[i].redirects, 0);
+	assert_int_equal(redis_run(r, c, calls, 0), 0);
+	redis_free(r);
+	conf_free(c);
+}
+
 int
 main(void)
 {
@@ -346,6 +392,7 @@ main(void)
 		cmocka_unit_test(test_cluster_slots),
 		cmocka_unit_test(test_cluster_shards),
 		cmocka_unit_test(test_conf_modes),
+		cmocka_unit_test(test_unreachable),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

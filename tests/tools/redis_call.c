@@ -153,12 +153,13 @@ main(int argc, char **argv)
 	}
 	log_set_level(c->log_level);
 	if (what == 'P') {
-		if (redis_probe(c, err, sizeof(err)) == -1) {
+		bad = redis_probe(c, err, sizeof(err));
+		if (bad == -1)
 			printf("probe: %s\n", err);
-			return 1;
-		}
-		printf("probe OK\n");
-		return 0;
+		else
+			printf("probe OK\n");
+		conf_free(c);
+		return bad == -1;
 	}
 	if ((r = redis_new()) == NULL)
 		return 2;

@@ -1,0 +1,303 @@
+/*
+ * conf_values: the values a configuration holds, checked on their own:
+ * whole numbers, durations, and each algorithm's parameters (what its Lua
+ * script's args() accepts), for conf.c's keys, for rlgate-ctl's overrides
+ * and for rlgate-report. Declared in conf.h. The file format and reading
+ * it are conf.c's.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+
+#define DURATION_USE	"(use 500ms, 1s, 1m, 1h, 1d)"
+
+static int
+is_digit(int ch)
+{
+	return ch >= '0' && ch <= '9';
+}
+
+int
+conf_parse_int(const char *s, long long min, long long max, long long *out,
+    const char **errstr)
+{
+	const char *p = s;
+	long long v;
+
+	*errstr = "is not a whole number";
+	if (s == NULL)
+		return -1;
+	if (*p == '-')
+		p++;
+	if (!is_digit(*p))
+		return -1;
+	while (is_digit(*p))
+		p++;
+	if (*p != '\0')
+		return -1;
+	/* Only digits are left, so strtoll's one remaining failure is range. */
+	errno = 0;
+	v = strtoll(s, NULL, 10);
+	if ((errno == ERANGE && v == LLONG_MIN) || v < min) {
+		*errstr = "is too small";
+		return -1;
+	}
+	if (errno == ERANGE || v > max) {
+		*errstr = "is too large";
+		return -1;
+	}
+	*errstr = NULL;
+	*out = v;
+	return 0;
+}
+
+int
+conf_parse_duration(const char *s, long long *out_ms, const char **errstr)
+{
+	static const struct {
+		const char	*unit;
+		long long	 ms;
+	} units[] = {
+		{ "ms", 1 }, { "s", RLG_MS_SECOND }, { "m", RLG_MS_MINUTE },
+		{ "h", RLG_MS_HOUR }, { "d", RLG_MS_DAY },
+	};
+	const char *p = s;
+	long long n = 0;
+	size_t i;
+
+	*errstr = "is not a duration " DURATION_USE;
+	if (s == NULL || !is_digit(*p))
+		return -1;
+	for (; is_digit(*p); p++) {
+		if (n > (LLONG_MAX - (*p - '0')) / 10) {
+			*errstr = "is too large";
+			return -1;
+		}
+		n = n * 10 + (*p - '0');
+	}
+	if (*p == '\0') {
+		*errstr = "has no unit " DURATION_USE;
+		return -1;
+	}
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].unit) != 0)
+			continue;
+		if (n > LLONG_MAX / units[i].ms) {
+			*errstr = "is too large";
+			return -1;
+		}
+		*out_ms = n * units[i].ms;
+		*errstr = NULL;
+		return 0;
+	}
+	return -1;
+}
+
+char *
+conf_format_duration(long long ms, char *buf, size_t len)
+{
+	if (ms != 0 && ms % RLG_MS_DAY == 0)
+		snprintf(buf, len, "%lldd", ms / RLG_MS_DAY);
+	else if (ms != 0 && ms % RLG_MS_HOUR == 0)
+		snprintf(buf, len, "%lldh", ms / RLG_MS_HOUR);
+	else if (ms != 0 && ms % RLG_MS_MINUTE == 0)
+		snprintf(buf, len, "%lldm", ms / RLG_MS_MINUTE);
+	else if (ms != 0 && ms % RLG_MS_SECOND == 0)
+		snprintf(buf, len, "%llds", ms / RLG_MS_SECOND);
+	else
+		snprintf(buf, len, "%lldms", ms);
+	return buf;
+}
+
+int
+conf_algorithm_has_burst(enum rlg_algorithm a)
+{
+	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA ||
+	    a == RLG_LEAKY_BUCKET;
+}
+
+long long
+conf_default_precision(long long window_ms)
+{
+	long long best = 1, i;
+
+	for (i = 1; i <= window_ms / i; i++) {
+		if (window_ms % i != 0)
+			continue;
+		if (i * 10 <= window_ms && i > best)
+			best = i;
+		if (window_ms / i * 10 <= window_ms && window_ms / i > best)
+			best = window_ms / i;
+	}
+	return best;
+}
+
+long long
+conf_gcd(long long a, long long b)
+{
+	while (b != 0) {
+		long long t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a < 0 ? -a : a;
+}
+
+const char *
+conf_param_name(enum rlg_param p)
+{
+	static const char *const names[] = {
+		[RLG_PARAM_OK] = "",
+		[RLG_PARAM_COST] = "cost",
+		[RLG_PARAM_LIMIT] = "limit",
+		[RLG_PARAM_WINDOW] = "window",
+		[RLG_PARAM_BURST] = "burst",
+		[RLG_PARAM_PRECISION] = "precision"
+	};
+
+	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "";
+}
+
+/*
+ * The scripts keep exact integer arithmetic in Lua numbers (doubles) and
+ * bound what they store; they refuse other arguments per request. This is
+ * each script's args(), check for check: what it refuses is refused here
+ * (at load time, by rlgate-ctl before it writes an override), and nothing
+ * else. The products below are exact in __int128; the scripts' are exact
+ * too below 2^53 and round to at least 2^53 above, so the comparisons agree.
+ */
+enum rlg_param
+conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
+    long long burst, long long precision_ms, long long cost, char *why,
+    size_t len)
+{
+	const char *name = conf_algorithm_name(alg);
+	long long max_limit = alg == RLG_SLIDING_LOG ? RLG_MAX_LOG_LIMIT :
+	    RLG_MAX_COUNT;
+	long long window_us, scale, cap;
+	char a[32], b[32], c[48], hint[32];
+
+	if (cost < 1 || cost > RLG_MAX_COUNT) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", cost,
+		    RLG_MAX_COUNT);
+		return RLG_PARAM_COST;
+	}
+	if (alg == RLG_SLIDING_LOG && limit > max_limit) {
+		snprintf(why, len, "%lld is more than sliding_log keeps (one "
+		    "entry per admitted unit, at most %lld); use sliding_window "
+		    "or gcra for large limits", limit, max_limit);
+		return RLG_PARAM_LIMIT;
+	}
+	if (limit < 1 || limit > max_limit) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", limit,
+		    max_limit);
+		return RLG_PARAM_LIMIT;
+	}
+	if (window_ms < 1 || window_ms > RLG_MAX_WINDOW_MS) {
+		snprintf(why, len, "%lld ms is out of range (use 1ms to %s)",
+		    window_ms, conf_format_duration(RLG_MAX_WINDOW_MS, a,
+		    sizeof(a)));
+		return RLG_PARAM_WINDOW;
+	}
+	conf_format_duration(window_ms, b, sizeof(b));
+	switch (alg) {
+	case RLG_FIXED_WINDOW:
+	case RLG_SLIDING_LOG:
+	case RLG_SLIDING_WINDOW:
+		if (alg == RLG_SLIDING_WINDOW) {
+			conf_format_duration(conf_default_precision(window_ms),
+			    hint, sizeof(hint));
+			if (precision_ms == RLG_PARAM_UNSET &&
+			    window_ms % 10 != 0) {
+				snprintf(why, len, "is not set and the window "
+				    "(%s) is not a multiple of 10ms; use a "
+				    "divisor of the window, e.g. %s", b, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (precision_ms == RLG_PARAM_UNSET)
+				precision_ms = window_ms / 10;
+			if (precision_ms < 1) {
+				snprintf(why, len, "%lld ms is too small; use "
+				    "a divisor of the window, e.g. %s",
+				    precision_ms, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			conf_format_duration(precision_ms, a, sizeof(a));
+			if (precision_ms > window_ms) {
+				snprintf(why, len, "%s is longer than the "
+				    "window (%s); use a divisor of the window, "
+				    "e.g. %s", a, b, hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (window_ms % precision_ms != 0) {
+				snprintf(why, len, "the window (%s) is not a "
+				    "whole number of blocks of %s; use a "
+				    "divisor of the window, e.g. %s", b, a,
+				    hint);
+				return RLG_PARAM_PRECISION;
+			}
+			if (window_ms / precision_ms > RLG_MAX_BLOCKS) {
+				snprintf(why, len, "%s makes %lld blocks per "
+				    "window; at most %lld are kept (set a "
+				    "coarser precision that divides the "
+				    "window)", a, window_ms / precision_ms,
+				    RLG_MAX_BLOCKS);
+				return RLG_PARAM_PRECISION;
+			}
+		}
+		if (cost > limit) {
+			snprintf(why, len, "%lld is more than the rule can ever "
+			    "admit (limit = %lld), so every request would be "
+			    "denied; lower the cost or raise limit", cost, limit);
+			return RLG_PARAM_COST;
+		}
+		return RLG_PARAM_OK;
+	case RLG_TOKEN_BUCKET:
+	case RLG_GCRA:
+	case RLG_LEAKY_BUCKET:
+		break;
+	default:
+		snprintf(why, len, "algorithm %d is unknown", (int)alg);
+		return RLG_PARAM_LIMIT;
+	}
+	cap = burst == RLG_PARAM_UNSET ? limit : burst;
+	if (cap < (alg == RLG_LEAKY_BUCKET ? 0 : 1) || cap > RLG_MAX_COUNT) {
+		snprintf(why, len, "%lld is out of range (use %d to %lld)", cap,
+		    alg == RLG_LEAKY_BUCKET ? 0 : 1, RLG_MAX_COUNT);
+		return RLG_PARAM_BURST;
+	}
+	/* leaky_bucket admits any cost into an empty queue. */
+	if (alg != RLG_LEAKY_BUCKET && cost > cap) {
+		snprintf(why, len, "%lld is more than the rule can ever admit "
+		    "(burst = %lld), so every request would be denied; lower "
+		    "the cost or raise burst", cost, cap);
+		return RLG_PARAM_COST;
+	}
+	/* Time per unit is window/limit, kept as an exact fraction with
+	 * denominator limit/gcd: what the state holds, in units of
+	 * gcd/window_us, must stay exact. */
+	window_us = window_ms * 1000;
+	scale = window_us / conf_gcd(limit, window_us);
+	if (alg == RLG_LEAKY_BUCKET ?
+	    (__int128)(cap + cost) * scale >= RLG_EXACT_MAX :
+	    (__int128)cap * scale >= RLG_EXACT) {
+		if (alg == RLG_LEAKY_BUCKET)
+			snprintf(c, sizeof(c), " and a cost of %lld", cost);
+		else
+			c[0] = '\0';
+		snprintf(why, len, "%lld per %s cannot be kept exactly by %s "
+		    "with a capacity of %lld%s (the time per unit is too fine "
+		    "a fraction: %s * window_us / gcd(limit, window_us) must "
+		    "stay below 2^%d); use a limit that divides the window in "
+		    "microseconds, e.g. a round number", limit, b, name, cap,
+		    c, alg == RLG_LEAKY_BUCKET ? "(burst + cost)" : "burst",
+		    alg == RLG_LEAKY_BUCKET ? 52 : 53);
+		return RLG_PARAM_LIMIT;
+	}
+	return RLG_PARAM_OK;
+}
