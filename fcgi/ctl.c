@@ -28,7 +28,7 @@
 #define EXIT_USAGE	1	/* bad command line, configuration or rule */
 #define EXIT_REDIS	2	/* Redis cannot be reached or failed */
 
-#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the scripts' cap */
+#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the library's cap */
 
 typedef __int128 i128;
 
@@ -114,7 +114,7 @@ hfield(const redisReply *h, const char *name)
 	return NULL;
 }
 
-/* "A" or "A+R/D" (the scripts' exact numbers): A, R and D. */
+/* "A" or "A+R/D" (the library's exact numbers): A, R and D. */
 static int
 parse_frac(const char *s, long long *a, long long *r, long long *d)
 {
@@ -138,7 +138,7 @@ parse_frac(const char *s, long long *a, long long *r, long long *d)
 	return conf_parse_int(buf, 0, TICKS_MAX * 4, a, &e);
 }
 
-/* What peek shows, computed as the rule's script would see it now. */
+/* What peek shows, computed as the rule's function would see it now. */
 struct view {
 	long long	 remaining;
 	long long	 reset_ms;
@@ -193,7 +193,7 @@ view_sliding_window(const struct rule *ru, long long cost, long long now,
 		if (reply_ll(h->element[i], &j) == -1 ||
 		    reply_ll(h->element[i + 1], &n) == -1 ||
 		    j < first || j > current + nblocks)
-			continue;	/* dropped out: the script ignores it */
+			continue;	/* dropped out: the library ignores it */
 		used += n;
 		live[nlive][0] = j;
 		live[nlive++][1] = n;
@@ -442,7 +442,7 @@ call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
 
 /*
- * An override as the scripts read it from <key>:override: each of limit,
+ * An override as the library reads it from <key>:override: each of limit,
  * window_ms, burst, precision_ms stands in for the rule's own when set
  * (-1: not set); unlimited admits without counting.
  */
@@ -465,8 +465,8 @@ static const struct {
 
 /*
  * Fills eff with ru's parameters replaced by o's, checked as the rule's
- * script checks its arguments (cost: the rule's, 1 for a cost template).
- * Returns 0, or -1 with why (then the script ignores the override).
+ * function checks its arguments (cost: the rule's, 1 for a cost template).
+ * Returns 0, or -1 with why (then the library ignores the override).
  */
 static int
 apply_override(const struct rule *ru, const struct override *o,
@@ -486,7 +486,7 @@ apply_override(const struct rule *ru, const struct override *o,
 		eff->burst = o->v[OV_BURST];
 	if (o->v[OV_PRECISION] != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
 		eff->precision_ms = o->v[OV_PRECISION];
-	/* Unset (the rule's 0), the scripts' burst is the limit in use. */
+	/* Unset (the rule's 0), the library's burst is the limit in use. */
 	if (burst && o->v[OV_BURST] == -1 && ru->burst <= 0)
 		eff->burst = RLG_PARAM_UNSET;
 	p = conf_check_params(ru->algorithm, eff->limit, eff->window_ms,
@@ -504,7 +504,7 @@ apply_override(const struct rule *ru, const struct override *o,
 	return 0;
 }
 
-/* A field of the override hash as the scripts read it: "" is unset. */
+/* A field of the override hash as the library reads it: "" is unset. */
 static int
 hash_number(const redisReply *h, const char *name, long long *out,
     char *why, size_t whylen)
@@ -524,7 +524,7 @@ hash_number(const redisReply *h, const char *name, long long *out,
 }
 
 /*
- * What the scripts make of the override hash h (HGETALL; NULL or empty:
+ * What the library makes of the override hash h (HGETALL; NULL or empty:
  * none): sets *o and returns RLG_OVERRIDE_NONE, _APPLIED, _UNLIMITED, or
  * _IGNORED with why.
  */
@@ -722,7 +722,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	now = sec * 1000000 + usec;
 	type = el[1]->str;
 	cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	/* The parameters the script would use: the override's, if any. */
+	/* The parameters the library would use: the override's, if any. */
 	eff = *ru;
 	describe_limit(ru, own, sizeof(own));
 	if (ru->overrides)
@@ -731,7 +731,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	memset(&v, 0, sizeof(v));
 	if (strcmp(type, "none") != 0 &&
 	    strcmp(type, state_type(ru->algorithm)) != 0) {
-		/* The scripts replace another algorithm's state: a fresh start. */
+		/* The library replaces another algorithm's state: a fresh start. */
 		v.remaining = fresh_remaining(ru);
 		snprintf(v.state, sizeof(v.state), "a %s, not %s state: the "
 		    "next request replaces it", type,
@@ -882,7 +882,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		if (parse_assignment(ru, argv[i], &o) == -1)
 			return EXIT_USAGE;
 	}
-	/* What the script will check, checked first: refused here, not
+	/* What the library will check, checked first: refused here, not
 	 * silently ignored per request. */
 	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
 		complain("rule %s: %s%s", ru->name, why,
