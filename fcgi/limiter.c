@@ -22,8 +22,8 @@
 #include "scripts.h"
 #include "slot.h"
 
-#define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
-#define UNDO_LOG_MS		10000	/* a line per failed-undo burst */
+#define QUIET_LOG_MS		10000	/* a line per burst: ignored
+					 * overrides, failed undos */
 
 /*
  * FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
@@ -257,15 +257,16 @@ remember(const struct conf *c, const struct match *m, const struct verdict *v,
 }
 
 /*
- * Rate-limits a log line process-wide: returns 1 when it may be written
- * now (and then *quiet, if given, is how many were held back), else 0.
+ * Rate-limits a log line process-wide, one per QUIET_LOG_MS: returns 1
+ * when it may be written now (then *held, if given, is how many were held
+ * back since, counted in *quiet), else 0.
  */
 static int
 may_log(atomic_llong *last_ms, atomic_long *quiet, long *held)
 {
 	long long now = mono_ms(), last = atomic_load(last_ms);
 
-	if ((last != 0 && now - last < IGNORED_LOG_MS) ||
+	if ((last != 0 && now - last < QUIET_LOG_MS) ||
 	    !atomic_compare_exchange_strong(last_ms, &last, now)) {
 		if (quiet != NULL)
 			atomic_fetch_add(quiet, 1);
@@ -287,7 +288,7 @@ log_ignored(const struct match *m, const char *why, size_t whylen)
 	log_warn("rule %s key %.*s: %.*s; the rule's own limit applies (%ld "
 	    "more ignored overrides not logged in the last %d s)",
 	    m->rule->name, (int)m->key_len, m->key, (int)whylen, why, quiet,
-	    IGNORED_LOG_MS / 1000);
+	    QUIET_LOG_MS / 1000);
 }
 
 /* A decimal into the byte buffer at *pos; returns it and its length. */
