@@ -1074,7 +1074,10 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 			r->refresh_due = 1;
 		goto again;
 	}
-	if (server_refuses(rep->str)) {
+	/* "ERR Protocol error: unauthenticated multibulk length": a server
+	 * that wants AUTH refuses a long command unread and closes the
+	 * connection. Not the call's answer: an outage. */
+	if (server_refuses(rep->str) || starts(rep, "ERR Protocol error")) {
 		health_down(nd->h, rep->str);
 		metrics_redis_error(r->metrics);
 		call_end(call, p, RLG_CALL_UNSENT);
