@@ -68,6 +68,7 @@ struct node {
 	int		 head, tail;	/* into r->ent, -1: none */
 	int		 load;		/* FUNCTION LOAD goes first */
 	int		 loaded;	/* it went, this run */
+	int		 checked;	/* its connection, this run */
 	int		 busy;		/* has entries this round */
 };
 
@@ -517,9 +518,11 @@ node_connect(struct redis *r, const struct conf *c, int k)
 	struct node *nd = r->nodes[k];
 	char err[256];
 
-	if (nd->ctx != NULL && (nd->epoch != atomic_load(&nd->h->epoch) ||
-	    stale(nd->ctx)))
+	/* Once per run: a syscall, and a node may get many calls. */
+	if (nd->ctx != NULL && !nd->checked &&
+	    (nd->epoch != atomic_load(&nd->h->epoch) || stale(nd->ctx)))
 		node_close(nd);	/* made before an outage, or dead */
+	nd->checked = 1;
 	if (nd->ctx != NULL)
 		return 0;
 	if (health_wait(nd->h))
@@ -1071,7 +1074,10 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 			r->refresh_due = 1;
 		goto again;
 	}
-	if (server_refuses(rep->str)) {
+	/* "ERR Protocol error: unauthenticated multibulk length": a server
+	 * that wants AUTH refuses a long command unread and closes the
+	 * connection. Not the call's answer: an outage. */
+	if (server_refuses(rep->str) || starts(rep, "ERR Protocol error")) {
 		health_down(nd->h, rep->str);
 		metrics_redis_error(r->metrics);
 		call_end(call, p, RLG_CALL_UNSENT);
@@ -1277,7 +1283,8 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 	for (i = 0; i < n; i++)
 		r->pend[i].target = -1;
 	for (k = 0; k < r->nnodes; k++)
-		r->nodes[k]->load = r->nodes[k]->loaded = 0;
+		r->nodes[k]->load = r->nodes[k]->loaded =
+		    r->nodes[k]->checked = 0;
 	t0 = mono_us();
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		if (c->redis_mode == RLG_REDIS_CLUSTER && r->refresh_due &&
@@ -1404,6 +1411,7 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 		e->errors = atomic_load(&nd->h->errors);
 		e->redirects = atomic_load(&nd->h->redirects);
 		e->refreshes = atomic_load(&nd->h->refreshes);
+		nd->checked = 0;
 		if (node_connect(r, c, k) == -1) {
 			health_why(nd->h, e->errstr, sizeof(e->errstr));
 			continue;
