@@ -30,11 +30,14 @@ endif
 # CIDRs, the path-regex size check.
 CONF_SRCS = fcgi/conf.c fcgi/conf_values.c fcgi/tmpl.c fcgi/netaddr.c \
 	    fcgi/recheck.c
-# The gateway, one file per concern, in the order a request goes through them;
+# The gateway, one file per concern, in the order a request goes through them
+# (limiter over the Redis layer: redis, with slot for Cluster routing and
+# sentinel for finding the master);
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
-LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c fcgi/respond.c \
+LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
+	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
 	   fcgi/audit.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)

@@ -60,8 +60,8 @@ static const char *const section_names[] = {
 enum key_id {
 	K_LISTEN, K_ENGINE, K_WORKERS, K_DENY_STATUS, K_HEADERS, K_TRUSTED, K_LOG_LEVEL,
 	K_GATEWAY_DRY_RUN, K_STATUS_PATH, K_STATUS_ALLOW,
-	K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
-	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR,
+	K_REDIS_MODE, K_ADDRESS, K_USERNAME, K_PASSWORD, K_DATABASE, K_CONNECT_TIMEOUT,
+	K_TIMEOUT, K_KEY_PREFIX, K_ON_ERROR, K_MASTER_NAME, K_SENTINEL_PASSWORD,
 	K_AUDIT_DATABASE, K_FLUSH_INTERVAL, K_BATCH, K_QUEUE, K_UNMATCHED,
 	K_ON_FULL, K_KEEP,
 	K_UPSTREAM,
@@ -159,6 +159,13 @@ static const struct enum_name on_errors[] = {
 	{ NULL, 0, 0 }
 };
 
+static const struct enum_name redis_modes[] = {
+	{ "single", RLG_REDIS_SINGLE, 0 },
+	{ "cluster", RLG_REDIS_CLUSTER, 0 },
+	{ "sentinel", RLG_REDIS_SENTINEL, 0 },
+	{ NULL, 0, 0 }
+};
+
 static const struct enum_name on_missings[] = {
 	{ "skip", 0, 0 },
 	{ "deny", 1, 0 },
@@ -198,6 +205,8 @@ static int	set_password(struct loader *, const struct key *, void *,
 static int	set_program(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_address(struct loader *, const struct key *, void *,
+		    const char *);
+static int	set_addresses(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_key_prefix(struct loader *, const struct key *, void *,
 		    const char *);
@@ -244,7 +253,9 @@ static const struct key keys[NKEYS] = {
 	[K_STATUS_ALLOW] = { S_GATEWAY, "status_allow", set_status_allow, 0,
 	    0, 0, NULL, NULL, 0 },
 
-	[K_ADDRESS] = { S_REDIS, "address", set_address, C(redis_address),
+	[K_REDIS_MODE] = { S_REDIS, "mode", set_enum, C(redis_mode),
+	    0, 0, redis_modes, "a Redis mode", 0 },
+	[K_ADDRESS] = { S_REDIS, "address", set_addresses, C(redis_address),
 	    0, 0, NULL, NULL, 0 },
 	[K_USERNAME] = { S_REDIS, "username", set_string,
 	    C(redis_username), 0, 0, NULL, NULL, 0 },
@@ -260,6 +271,10 @@ static const struct key keys[NKEYS] = {
 	    C(key_prefix), 0, 0, NULL, NULL, 0 },
 	[K_ON_ERROR] = { S_REDIS, "on_error", set_enum, C(on_error),
 	    0, 0, on_errors, "an error policy", 0 },
+	[K_MASTER_NAME] = { S_REDIS, "master_name", set_string,
+	    C(redis_master_name), 0, 0, NULL, NULL, 1 },
+	[K_SENTINEL_PASSWORD] = { S_REDIS, "sentinel_password", set_password,
+	    C(redis_sentinel_password), 0, 0, NULL, NULL, 1 },
 
 	[K_AUDIT_DATABASE] = { S_AUDIT, "database", set_string,
 	    C(audit_database), 0, 0, NULL, NULL, 1 },
@@ -665,6 +680,36 @@ set_address(struct loader *l, const struct key *k, void *base,
 		return -1;
 	}
 	return set_string(l, k, base, v);
+}
+
+/* [redis] address: one address or, for cluster and sentinel, several
+ * separated by blanks (how many the mode takes is finish_conf()'s). */
+static int
+set_addresses(struct loader *l, const struct key *k, void *base,
+    const char *v)
+{
+	char tok[RLG_MAX_LINE + 1];
+	const char *why, *p = v;
+	size_t len, n = 0;
+	int bad = 0;
+
+	for (; *p != '\0'; p += len) {
+		p += strspn(p, " \t");
+		if ((len = strcspn(p, " \t")) == 0)
+			break;
+		snprintf(tok, sizeof(tok), "%.*s", (int)len, p);
+		if (netaddr_check(tok, &why) == -1) {
+			kerr(l, k, "\"%s\" %s " ADDRESS_USE, tok, why);
+			bad = 1;
+		}
+		n++;
+	}
+	if (n > RLG_MAX_REDIS_ADDRESSES) {
+		kerr(l, k, "lists %zu addresses (at most %d)", n,
+		    RLG_MAX_REDIS_ADDRESSES);
+		bad = 1;
+	}
+	return bad ? -1 : set_string(l, k, base, v);
 }
 
 static int
@@ -1096,6 +1141,46 @@ dated_name_problem(const char *path)
 	return NULL;
 }
 
+/* [redis] mode against the keys that depend on it. */
+static void
+finish_redis(struct loader *l)
+{
+	static const char *const mode_names[] = { "single", "cluster",
+	    "sentinel" };
+	const struct conf *c = l->c;
+	const char *mode = mode_names[c->redis_mode];
+	int line = l->seen[K_REDIS_MODE];
+
+	if (l->state[K_REDIS_MODE] == KS_BAD)
+		return;
+	if (c->redis_mode == RLG_REDIS_SINGLE && l->state[K_ADDRESS] == KS_OK &&
+	    count_tokens(c->redis_address) > 1)
+		lerr(l, l->seen[K_ADDRESS], "redis", "address", "lists %zu "
+		    "addresses, but mode = single takes one (set mode = "
+		    "cluster or sentinel for a list)",
+		    count_tokens(c->redis_address));
+	if (c->redis_mode == RLG_REDIS_SENTINEL &&
+	    c->redis_master_name == NULL)
+		lerr(l, line, "redis", "mode", "is sentinel but master_name "
+		    "is not set; set it to the name the Sentinels monitor "
+		    "(e.g. master_name = mymaster)");
+	if (c->redis_mode != RLG_REDIS_SENTINEL &&
+	    c->redis_master_name != NULL)
+		lerr(l, l->seen[K_MASTER_NAME], "redis", "master_name", "is "
+		    "only for mode = sentinel (mode is %s)", mode);
+	if (c->redis_mode != RLG_REDIS_SENTINEL &&
+	    c->redis_sentinel_password != NULL &&
+	    l->state[K_SENTINEL_PASSWORD] != KS_BAD)
+		lerr(l, l->seen[K_SENTINEL_PASSWORD], "redis",
+		    "sentinel_password", "is only for mode = sentinel (mode "
+		    "is %s)", mode);
+	if (c->redis_mode == RLG_REDIS_CLUSTER && c->redis_database != 0 &&
+	    l->state[K_DATABASE] != KS_BAD)
+		lerr(l, l->seen[K_DATABASE], "redis", "database", "is %d, but "
+		    "Redis Cluster has only database 0; remove it or set 0",
+		    c->redis_database);
+}
+
 /* Checks between keys of [gateway], [redis], [audit], and that there is a
  * rule, at the end. */
 static void
@@ -1114,6 +1199,7 @@ finish_conf(struct loader *l)
 		    "rows cannot come from a queue of %d; use a batch no "
 		    "larger than the queue", c->audit_batch, c->audit_queue);
 	}
+	finish_redis(l);
 	if (c->redis_username != NULL && c->redis_password == NULL &&
 	    l->state[K_PASSWORD] != KS_BAD)
 		lerr(l, l->seen[K_USERNAME], "redis", "username", "is set "
@@ -1566,6 +1652,11 @@ conf_free(struct conf *c)
 	free(c->status_path);
 	free(c->status_allow);
 	free(c->redis_address);
+	free(c->redis_master_name);
+	if (c->redis_sentinel_password != NULL)
+		explicit_bzero(c->redis_sentinel_password,
+		    strlen(c->redis_sentinel_password));
+	free(c->redis_sentinel_password);
 	free(c->redis_username);
 	if (c->redis_password != NULL)
 		explicit_bzero(c->redis_password, strlen(c->redis_password));

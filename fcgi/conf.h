@@ -36,6 +36,7 @@
 #define RLG_MS_DAY		(24 * RLG_MS_HOUR)
 #define RLG_MAX_RULE_NAME	64	/* bytes */
 #define RLG_MAX_KEY_PREFIX	64	/* bytes of [redis] key_prefix */
+#define RLG_MAX_REDIS_ADDRESSES	32	/* in [redis] address */
 
 enum rlg_algorithm {
 	RLG_FIXED_WINDOW,
@@ -74,6 +75,12 @@ enum rlg_headers {
 	RLG_HEADERS_LEGACY,
 	RLG_HEADERS_BOTH,
 	RLG_HEADERS_NONE
+};
+
+enum rlg_redis_mode {
+	RLG_REDIS_SINGLE,	/* one server (or a proxy) */
+	RLG_REDIS_CLUSTER,	/* Redis Cluster: address lists seed nodes */
+	RLG_REDIS_SENTINEL	/* address lists the Sentinels */
 };
 
 enum rlg_on_error {
@@ -151,7 +158,13 @@ struct conf {
 	size_t			 nstatus_allow;
 
 	/* [redis] */
-	char			*redis_address;	/* host:port, unix:/path */
+	enum rlg_redis_mode	 redis_mode;
+	char			*redis_address;	/* host:port, [v6]:port,
+						 * unix:/path; cluster and
+						 * sentinel: a list of them
+						 * separated by blanks */
+	char			*redis_master_name;	/* sentinel */
+	char			*redis_sentinel_password; /* or NULL */
 	char			*redis_username;
 	char			*redis_password;
 	int			 redis_database;

@@ -1,10 +1,11 @@
 /*
  * rlgate-ctl: the operator's view of the limit state in Redis, through the
- * gateway's own configuration: peek at a key without consuming anything,
- * reset it, list a rule's keys, set a key's override (its own limit, read
- * by the script in the same call). It reads and deletes state and writes
- * overrides only; it never runs the scripts (they would count a request)
- * and never decides one.
+ * gateway's own configuration and Redis layer (a single server, a
+ * cluster's masters, or the master Sentinel names): peek at a key without
+ * consuming anything, reset it, list a rule's keys (on every master), set
+ * a key's override (its own limit, read by the library in the same call).
+ * It reads and deletes state and writes overrides only; it never runs the
+ * library's functions (they would count a request) and never decides one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 
 #include "conf.h"
 #include "limiter.h"
+#include "redis.h"
 #include "rule.h"
 
 #define RLG_VERSION	"0.1.0"
@@ -26,7 +28,7 @@
 #define EXIT_USAGE	1	/* bad command line, configuration or rule */
 #define EXIT_REDIS	2	/* Redis cannot be reached or failed */
 
-#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the scripts' cap */
+#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the library's cap */
 
 typedef __int128 i128;
 
@@ -112,7 +114,7 @@ hfield(const redisReply *h, const char *name)
 	return NULL;
 }
 
-/* "A" or "A+R/D" (the scripts' exact numbers): A, R and D. */
+/* "A" or "A+R/D" (the library's exact numbers): A, R and D. */
 static int
 parse_frac(const char *s, long long *a, long long *r, long long *d)
 {
@@ -136,7 +138,7 @@ parse_frac(const char *s, long long *a, long long *r, long long *d)
 	return conf_parse_int(buf, 0, TICKS_MAX * 4, a, &e);
 }
 
-/* What peek shows, computed as the rule's script would see it now. */
+/* What peek shows, computed as the rule's function would see it now. */
 struct view {
 	long long	 remaining;
 	long long	 reset_ms;
@@ -191,7 +193,7 @@ view_sliding_window(const struct rule *ru, long long cost, long long now,
 		if (reply_ll(h->element[i], &j) == -1 ||
 		    reply_ll(h->element[i + 1], &n) == -1 ||
 		    j < first || j > current + nblocks)
-			continue;	/* dropped out: the script ignores it */
+			continue;	/* dropped out: the library ignores it */
 		used += n;
 		live[nlive][0] = j;
 		live[nlive++][1] = n;
@@ -440,7 +442,7 @@ call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
 
 /*
- * An override as the scripts read it from <key>:override: each of limit,
+ * An override as the library reads it from <key>:override: each of limit,
  * window_ms, burst, precision_ms stands in for the rule's own when set
  * (-1: not set); unlimited admits without counting.
  */
@@ -463,8 +465,8 @@ static const struct {
 
 /*
  * Fills eff with ru's parameters replaced by o's, checked as the rule's
- * script checks its arguments (cost: the rule's, 1 for a cost template).
- * Returns 0, or -1 with why (then the script ignores the override).
+ * function checks its arguments (cost: the rule's, 1 for a cost template).
+ * Returns 0, or -1 with why (then the library ignores the override).
  */
 static int
 apply_override(const struct rule *ru, const struct override *o,
@@ -484,7 +486,7 @@ apply_override(const struct rule *ru, const struct override *o,
 		eff->burst = o->v[OV_BURST];
 	if (o->v[OV_PRECISION] != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
 		eff->precision_ms = o->v[OV_PRECISION];
-	/* Unset (the rule's 0), the scripts' burst is the limit in use. */
+	/* Unset (the rule's 0), the library's burst is the limit in use. */
 	if (burst && o->v[OV_BURST] == -1 && ru->burst <= 0)
 		eff->burst = RLG_PARAM_UNSET;
 	p = conf_check_params(ru->algorithm, eff->limit, eff->window_ms,
@@ -502,7 +504,7 @@ apply_override(const struct rule *ru, const struct override *o,
 	return 0;
 }
 
-/* A field of the override hash as the scripts read it: "" is unset. */
+/* A field of the override hash as the library reads it: "" is unset. */
 static int
 hash_number(const redisReply *h, const char *name, long long *out,
     char *why, size_t whylen)
@@ -522,7 +524,7 @@ hash_number(const redisReply *h, const char *name, long long *out,
 }
 
 /*
- * What the scripts make of the override hash h (HGETALL; NULL or empty:
+ * What the library makes of the override hash h (HGETALL; NULL or empty:
  * none): sets *o and returns RLG_OVERRIDE_NONE, _APPLIED, _UNLIMITED, or
  * _IGNORED with why.
  */
@@ -720,7 +722,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	now = sec * 1000000 + usec;
 	type = el[1]->str;
 	cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	/* The parameters the script would use: the override's, if any. */
+	/* The parameters the library would use: the override's, if any. */
 	eff = *ru;
 	describe_limit(ru, own, sizeof(own));
 	if (ru->overrides)
@@ -729,7 +731,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	memset(&v, 0, sizeof(v));
 	if (strcmp(type, "none") != 0 &&
 	    strcmp(type, state_type(ru->algorithm)) != 0) {
-		/* The scripts replace another algorithm's state: a fresh start. */
+		/* The library replaces another algorithm's state: a fresh start. */
 		v.remaining = fresh_remaining(ru);
 		snprintf(v.state, sizeof(v.state), "a %s, not %s state: the "
 		    "next request replaces it", type,
@@ -880,7 +882,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		if (parse_assignment(ru, argv[i], &o) == -1)
 			return EXIT_USAGE;
 	}
-	/* What the script will check, checked first: refused here, not
+	/* What the library will check, checked first: refused here, not
 	 * silently ignored per request. */
 	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
 		complain("rule %s: %s%s", ru->name, why,
@@ -923,70 +925,115 @@ glob_escape(char *out, size_t pos, size_t outlen, const char *s)
 	return pos;
 }
 
-static int
-cmd_list(redisContext *rc, const struct conf *c, const struct rule *ru,
-    const char *pattern)
-{
-	char match[RLG_MAX_KEY + 512], cursor[32] = "0";
-	const char *argv[6] = { "SCAN", cursor, "MATCH", match, "COUNT",
-	    "1000" };
-	size_t pos, head, i, n = 0, cap = 0, len;
-	char **keys = NULL, **bigger;
-	redisReply *r;
-	int rc_exit = EXIT_REDIS;
+/* What list collects from every master. */
+struct listing {
+	const struct conf *c;
+	const char	*match;		/* the SCAN pattern */
+	size_t		 head;		/* bytes before the KEY part */
+	char		**keys;
+	size_t		 n, cap;
+	int		 oom;
+};
 
-	/* <prefix>{<rule>:PATTERN}: the prefix and name taken literally. */
-	pos = glob_escape(match, 0, sizeof(match), c->key_prefix);
-	pos += (size_t)snprintf(match + pos, sizeof(match) - pos, "{");
-	pos = glob_escape(match, pos, sizeof(match), ru->name);
-	head = strlen(c->key_prefix) + strlen(ru->name) + 2;
-	snprintf(match + pos, sizeof(match) - pos, ":%s}", pattern);
+/* SCANs one master for the rule's keys (a redis_master_fn). */
+static int
+scan_master(void *arg, redisContext *rc, const char *address)
+{
+	struct listing *ls = arg;
+	char cursor[32] = "0";
+	const char *argv[6] = { "SCAN", cursor, "MATCH", ls->match, "COUNT",
+	    "1000" };
+	char **bigger;
+	redisReply *r;
+	size_t i, len;
+
 	do {
-		if ((r = call(rc, c, 6, argv)) == NULL)
-			goto done;
+		if ((r = redisCommandArgv(rc, 6, argv, NULL)) == NULL) {
+			complain("redis %s: SCAN: %s", address, rc->errstr);
+			return -1;
+		}
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    r->element[0]->type != REDIS_REPLY_STRING ||
 		    r->element[1]->type != REDIS_REPLY_ARRAY) {
-			complain("redis %s: unexpected reply to SCAN",
-			    c->redis_address);
+			complain("redis %s: SCAN: %s", address,
+			    r->type == REDIS_REPLY_ERROR ? r->str :
+			    "unexpected reply");
 			freeReplyObject(r);
-			goto done;
+			return -1;
 		}
 		snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
 		for (i = 0; i < r->element[1]->elements; i++) {
 			const redisReply *k = r->element[1]->element[i];
 
-			if (k->type != REDIS_REPLY_STRING || k->len < head + 1)
+			if (k->type != REDIS_REPLY_STRING ||
+			    k->len < ls->head + 1)
 				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 256;
-				if ((bigger = realloc(keys, cap *
-				    sizeof(*keys))) == NULL) {
-					complain("out of memory");
+			if (ls->n == ls->cap) {
+				ls->cap = ls->cap ? ls->cap * 2 : 256;
+				if ((bigger = realloc(ls->keys, ls->cap *
+				    sizeof(*ls->keys))) == NULL) {
+					ls->oom = 1;
 					freeReplyObject(r);
-					rc_exit = EXIT_USAGE;
-					goto done;
+					return -1;
 				}
-				keys = bigger;
+				ls->keys = bigger;
 			}
 			/* The KEY part: between "<prefix>{<rule>:" and "}". */
-			len = k->len - head - 1;
-			if ((keys[n] = strndup(k->str + head, len)) != NULL)
-				n++;
+			len = k->len - ls->head - 1;
+			if ((ls->keys[ls->n] = strndup(k->str + ls->head,
+			    len)) != NULL)
+				ls->n++;
 		}
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
+	return 0;
+}
+
+static int
+cmd_list(const struct conf *c, const struct rule *ru, const char *pattern)
+{
+	char match[RLG_MAX_KEY + 512], err[512];
+	struct listing ls;
+	struct redis *r;
+	size_t pos, i;
+	int rc_exit = EXIT_REDIS;
+
+	memset(&ls, 0, sizeof(ls));
+	/* <prefix>{<rule>:PATTERN}: the prefix and name taken literally. */
+	pos = glob_escape(match, 0, sizeof(match), c->key_prefix);
+	pos += (size_t)snprintf(match + pos, sizeof(match) - pos, "{");
+	pos = glob_escape(match, pos, sizeof(match), ru->name);
+	snprintf(match + pos, sizeof(match) - pos, ":%s}", pattern);
+	ls.c = c;
+	ls.match = match;
+	ls.head = strlen(c->key_prefix) + strlen(ru->name) + 2;
+	/* Every master holds some slots: each is scanned. */
+	if ((r = redis_new()) == NULL) {
+		complain("out of memory");
+		return EXIT_USAGE;
+	}
+	err[0] = '\0';
+	if (redis_each_master(r, c, scan_master, &ls, err,
+	    sizeof(err)) == -1) {
+		if (ls.oom)
+			complain("out of memory");
+		else if (err[0] != '\0')
+			complain("redis %s: %s", c->redis_address, err);
+		rc_exit = ls.oom ? EXIT_USAGE : EXIT_REDIS;
+		goto done;
+	}
 	/* SCAN may return a key twice: sorted, each once. */
-	if (n > 0)
-		qsort(keys, n, sizeof(*keys), cmp_str);
-	for (i = 0; i < n; i++)
-		if (i == 0 || strcmp(keys[i], keys[i - 1]) != 0)
-			printf("%s\n", keys[i]);
+	if (ls.n > 0)
+		qsort(ls.keys, ls.n, sizeof(*ls.keys), cmp_str);
+	for (i = 0; i < ls.n; i++)
+		if (i == 0 || strcmp(ls.keys[i], ls.keys[i - 1]) != 0)
+			printf("%s\n", ls.keys[i]);
 	rc_exit = EXIT_DONE;
 done:
-	for (i = 0; i < n; i++)
-		free(keys[i]);
-	free(keys);
+	for (i = 0; i < ls.n; i++)
+		free(ls.keys[i]);
+	free(ls.keys);
+	redis_free(r);
 	return rc_exit;
 }
 
@@ -1006,11 +1053,11 @@ main(int argc, char *argv[])
 {
 	const char *path = getenv("RLGATE_CONF"), *cmd, *key = NULL;
 	const struct rule *ru;
+	char *errors = NULL, err[512], rkey[RLG_REDIS_KEY_SIZE];
 	redisContext *rc;
 	struct conf *c;
-	char *errors = NULL, err[256];
 	int ch, want, status;
-	size_t i;
+	size_t i, klen;
 
 	if (path == NULL || *path == '\0')
 		path = RLG_DEFAULT_CONF;
@@ -1078,7 +1125,14 @@ main(int argc, char *argv[])
 		conf_free(c);
 		return EXIT_USAGE;
 	}
-	if ((rc = limiter_connect(c, err, sizeof(err))) == NULL) {
+	if (strcmp(cmd, "list") == 0) {
+		status = cmd_list(c, ru, key != NULL ? key : "*");
+		goto done;
+	}
+	/* A key's state and its override share a hash slot: one node,
+	 * the master of that slot in a cluster, holds both. */
+	klen = limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
+	if ((rc = redis_connect(c, rkey, klen, err, sizeof(err))) == NULL) {
 		complain("redis %s: %s", c->redis_address, err);
 		conf_free(c);
 		return EXIT_REDIS;
@@ -1087,11 +1141,10 @@ main(int argc, char *argv[])
 		status = cmd_peek(rc, c, ru, key);
 	else if (strcmp(cmd, "reset") == 0)
 		status = cmd_reset(rc, c, ru, key);
-	else if (strcmp(cmd, "override") == 0)
-		status = cmd_override(rc, c, ru, key, argc - 3, argv + 3);
 	else
-		status = cmd_list(rc, c, ru, key != NULL ? key : "*");
+		status = cmd_override(rc, c, ru, key, argc - 3, argv + 3);
 	redisFree(rc);
+done:
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {
 		complain("standard output: %s", strerror(errno));

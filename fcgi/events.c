@@ -2,10 +2,9 @@
  * events: epoll loops that serve FastCGI connections without a thread per
  * request. A loop wakes, reads what every ready connection sent, and
  * decides all the requests that are complete in one batch: one
- * limiter_decide() for all their matches, which is one pipelined round
- * trip on the loop's Redis connection however many requests and rules
- * there are. Replies go out as soon as they are written, or when their
- * leaky_bucket delay (a timer) has passed.
+ * limiter_decide() for all of them, which is one round trip to Redis
+ * however many requests and rules there are. Replies go out as soon as
+ * they are written, or when their leaky_bucket delay (a timer) has passed.
  *
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was
@@ -70,6 +69,7 @@ struct loop {
 	size_t		 nready, cap;
 	struct job	*jobs;		/* the batch's, cap of them */
 	size_t		*first;		/* where each job's matches start */
+	struct limiter_request *reqs;	/* the batch's for the limiter */
 	struct match	*m;		/* the batch's matches */
 	struct verdict	*v;
 	size_t		 mcap;
@@ -163,7 +163,7 @@ static int
 grow_batch(struct loop *L, size_t n)
 {
 	size_t cap = L->cap ? L->cap : 16;
-	void *a, *b, *j, *f;
+	void *a, *b, *j, *f, *q;
 
 	if (n <= L->cap)
 		return 0;
@@ -181,7 +181,10 @@ grow_batch(struct loop *L, size_t n)
 	f = realloc(L->first, cap * sizeof(*L->first));
 	if (f != NULL)
 		L->first = f;
-	if (a == NULL || b == NULL || j == NULL || f == NULL)
+	q = realloc(L->reqs, cap * sizeof(*L->reqs));
+	if (q != NULL)
+		L->reqs = q;
+	if (a == NULL || b == NULL || j == NULL || f == NULL || q == NULL)
 		return -1;
 	L->cap = cap;
 	return 0;
@@ -358,11 +361,11 @@ grow_matches(struct loop *L, size_t n)
 }
 
 /*
- * Decides every queued request: their matches in one limiter_decide(),
- * then each reply, sent at once. Requests that become complete meanwhile
- * (the next one on a kept connection) wait for the next batch, in the
- * other array: at most one per connection of this batch, so the arrays
- * are never grown under it.
+ * Decides every queued request: all of them in one limiter_decide(), one
+ * round trip, then each reply, sent at once. Requests that become
+ * complete meanwhile (the next one on a kept connection) wait for the next
+ * batch, in the other array: at most one per connection of this batch, so
+ * the arrays are never grown under it.
  */
 static void
 decide_batch(struct loop *L)
@@ -371,7 +374,7 @@ decide_batch(struct loop *L)
 	const struct conf *cf = g->conf;
 	struct conn **batch = L->ready, *c;
 	struct job *j;
-	size_t i, n = L->nready, total = 0, len, room;
+	size_t i, n = L->nready, total = 0, nreqs = 0, len, room;
 
 	L->ready = L->batch;
 	L->batch = batch;
@@ -402,8 +405,16 @@ decide_batch(struct loop *L)
 		L->first[i] = total;
 		total += j->d.n;
 	}
-	if (total > 0)
-		limiter_decide(L->lim, cf, L->m, total, L->v);
+	/* The matches stay where job_begin() put them, the verdicts beside
+	 * them: the limiter sees each request's own. */
+	for (i = 0; i < n; i++)
+		if (L->first[i] != NO_MATCHES && L->jobs[i].d.n > 0) {
+			L->reqs[nreqs].m = L->m + L->first[i];
+			L->reqs[nreqs].n = L->jobs[i].d.n;
+			L->reqs[nreqs++].v = L->v + L->first[i];
+		}
+	if (nreqs > 0)
+		limiter_decide(L->lim, cf, L->reqs, nreqs);
 	for (i = 0; i < n; i++) {
 		c = batch[i];
 		j = &L->jobs[i];
@@ -548,6 +559,7 @@ loop_free(struct loop *L)
 	free(L->batch);
 	free(L->jobs);
 	free(L->first);
+	free(L->reqs);
 	free(L->m);
 	free(L->v);
 	free(L->out);

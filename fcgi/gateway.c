@@ -17,12 +17,14 @@
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
 #include "request.h"
 #include "respond.h"
 #include "rule.h"
 
 /* /health answers 503 when the oldest audit row waits longer than this. */
 #define RLG_HEALTH_AUDIT_LAG_MS	10000
+#define RLG_HEALTH_NODES	64	/* Redis nodes /health lists */
 
 static pthread_mutex_t	 gen_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct generation *current;
@@ -137,7 +139,7 @@ record(const struct decision *d, long long latency_us)
 			row.delay_ms = v->delay_ms;
 		}
 		/* Unlimited: no limit applied, nothing was counted. */
-		if (d->rule_reason[i] == RLG_REASON_UNLIMITED)
+		if (v->answered && v->override == RLG_OVERRIDE_UNLIMITED)
 			row.limit_value = row.window_ms = row.burst =
 			    row.remaining = -1;
 		audit_push(gateway_audit, &row);
@@ -247,10 +249,11 @@ size_t
 job_serve(const struct conf *c, struct limiter *lim, struct job *j,
     struct match *m, struct verdict *v, struct metrics_worker *w, char *out)
 {
+	struct limiter_request rq = { m, j->d.n, v };
 	size_t len;
 
 	if (j->d.n > 0)
-		limiter_decide(lim, c, m, j->d.n, v);
+		limiter_decide(lim, c, &rq, 1);
 	len = job_end(j, m, v, w, out);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
 	if (j->d.allowed && j->d.delay_ms > 0)
@@ -354,11 +357,12 @@ status_page(const struct conf *c, const struct job *j, struct limiter *l,
 	static const char go_on[] = "Status: 200 OK\r\n\r\n";
 	const struct request *req = &j->req;
 	const char *sub = req->path + strlen(c->status_path);
+	struct redis_health nodes[RLG_HEALTH_NODES];
 	struct metrics_health h;
 	unsigned char addr[16];
 	char ip[INET6_ADDRSTRLEN], err[256], *body;
 	size_t len, room;
-	int family, healthy;
+	int family, healthy, i;
 
 	if (page_room(p, PAGE_HEAD + 4096) == -1)
 		return 0;
@@ -379,8 +383,15 @@ status_page(const struct conf *c, const struct job *j, struct limiter *l,
 	}
 	if (strcmp(sub, "/metrics") == 0) {
 		struct metrics_process mp;
+		int n;
 
 		process_numbers(&mp);
+		/* Each master, PINGed now, with the Redis layer's counts. */
+		n = limiter_health(l, c, nodes, RLG_HEALTH_NODES, err,
+		    sizeof(err));
+		mp.nodes = nodes;
+		mp.nnodes = n < 0 ? 0 : n > RLG_HEALTH_NODES ?
+		    RLG_HEALTH_NODES : n;
 		while ((len = metrics_prometheus(&mp, p->buf + PAGE_HEAD,
 		    p->cap - PAGE_HEAD)) >= p->cap - PAGE_HEAD)
 			if (page_room(p, PAGE_HEAD + len + 1) == -1) {
@@ -394,9 +405,27 @@ status_page(const struct conf *c, const struct job *j, struct limiter *l,
 		memset(&h, 0, sizeof(h));
 		h.version = RLG_VERSION;
 		h.redis_address = c->redis_address;
-		h.redis_ok = limiter_ping(l, c, &h.redis_latency_us, err,
-		    sizeof(err)) == 0;
+		/* Every master answers, or Redis is not healthy: the keys
+		 * of a silent one's slots are not decided. */
+		h.nnodes = limiter_health(l, c, nodes, RLG_HEALTH_NODES, err,
+		    sizeof(err));
+		if (h.nnodes < 0)
+			h.nnodes = 0;
+		else
+			err[0] = '\0';
+		h.redis_ok = h.nnodes > 0;
 		h.redis_error = err;
+		if (h.nnodes > RLG_HEALTH_NODES)
+			h.nnodes = RLG_HEALTH_NODES;
+		h.nodes = nodes;
+		for (i = 0; i < h.nnodes; i++) {
+			if (!nodes[i].ok && h.redis_ok) {
+				h.redis_ok = 0;
+				h.redis_error = nodes[i].errstr;
+			}
+			if (nodes[i].latency_us > h.redis_latency_us)
+				h.redis_latency_us = nodes[i].latency_us;
+		}
 		process_numbers(&h.p);
 		h.config_path = c->path;
 		h.rules = c->nrules;

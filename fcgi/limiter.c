@@ -1,80 +1,82 @@
 /*
- * limiter: the only code that talks to Redis. Each worker owns a struct
- * limiter (a hiredis connection and the scripts' SHA1s); what is shared is
- * only the knowledge that Redis is down, so that a dead server costs one
- * probe per back-off period instead of one timeout per request.
+ * limiter: a batch of requests in, their verdicts out. Each request's
+ * rules become one FCALL rlgate_decide (one per hash slot in a cluster);
+ * the batch's calls go out in one redis_run(). The deny cache answers in
+ * front of Redis, and an undo round keeps a request's rules all-or-nothing
+ * when they live on several cluster nodes. Which node a call goes to, and
+ * what to do when it is down, is the Redis layer's business (redis.c).
  */
-#include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <hiredis/hiredis.h>
 
-#include "denycache.h"
 #include "clock.h"
+#include "denycache.h"
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
 #include "scripts.h"
+#include "slot.h"
 
-#define BACKOFF_FIRST_MS	50
-#define BACKOFF_MAX_MS		500	/* back within half a second of Redis */
-#define IGNORED_LOG_MS		10000	/* a line per ignored-override burst */
+#define QUIET_LOG_MS		10000	/* a line per burst: ignored
+					 * overrides, failed undos */
 
-struct limiter {
-	redisContext	*ctx;
-	long		 epoch;		/* outage count when ctx was made */
-	char		 target[512];	/* what ctx is connected to */
-	unsigned long	 conf_id;	/* the conf target was last checked for */
-	char		 sha[RLG_ALGORITHM_COUNT][41];
-	char		 refused[256];	/* why Redis refused a call */
-	struct metrics_worker *metrics;	/* the worker's counters, or NULL */
-	size_t		*idx;		/* limiter_decide()'s list: n */
-	size_t		 idx_cap;
+/*
+ * FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
+ * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua). A rule
+ * takes at most 2 keys and 7 arguments; its bytes are one key buffer (the
+ * override key, whose beginning is the state key) and 5 numbers.
+ */
+#define CALL_ARGS		5
+#define RULE_ARGS		9
+#define NUM_SIZE		24
+#define RULE_BYTES		(RLG_REDIS_KEY_SIZE + 5 * NUM_SIZE)
+#define UNDO_REPLY_FIELD	12	/* Ri[13], the undo string */
+
+/* One call of a round: some rules of one request (all of them, or those
+ * of one hash slot). */
+struct call_info {
+	size_t		 req;		/* index in the batch */
+	size_t		 first;		/* its rules: rix[first .. first+n) */
+	size_t		 n;
 };
 
-/* Shared by all workers of the process: is Redis down, until when. */
-static atomic_llong	down_until_ms;
-static atomic_llong	backoff_ms;
-static atomic_long	outage_epoch;
-static atomic_int	outage_logged;
+struct limiter {
+	struct redis	*redis;
+	struct metrics_worker *metrics;	/* the loop's counters, or NULL */
+	/* Scratch for one limiter_decide(), kept to be reused, sized for
+	 * cap rules (room()). */
+	size_t		 cap;
+	struct redis_call *calls;	/* both rounds */
+	struct call_info *info;
+	size_t		*rix;		/* rule indexes, call by call */
+	const char	**state_key;	/* per rix entry: its state key */
+	size_t		*state_len;
+	const redisReply **undo;	/* per rix entry: its undo, or NULL */
+	const char	**argv;
+	size_t		*argvlen;
+	char		*bytes;
+};
+
+/* Shared by the loops of the process: the rate of some log lines. */
 static atomic_llong	ignored_logged_ms;	/* last "ignored" line */
 static atomic_long	ignored_quiet;		/* ignored since, not logged */
-static pthread_mutex_t	why_lock = PTHREAD_MUTEX_INITIALIZER;
-static char		down_why[256];	/* last outage's reason, why_lock */
-
-static struct timeval
-tv_ms(long long ms)
-{
-	struct timeval tv = { (time_t)(ms / 1000),
-	    (suseconds_t)(ms % 1000) * 1000 };
-
-	return tv;
-}
+static atomic_llong	undo_logged_ms;		/* last failed-undo line */
 
 struct limiter *
 limiter_new(void)
 {
 	struct limiter *l = calloc(1, sizeof(*l));
-	const struct rlg_script *sc;
-	int a;
 
-	for (a = 0; l != NULL && a < RLG_ALGORITHM_COUNT; a++)
-		if ((sc = scripts_find(conf_algorithm_name(a))) != NULL)
-			memcpy(l->sha[a], sc->sha1, 41);
+	if (l != NULL && (l->redis = redis_new()) == NULL) {
+		free(l);
+		l = NULL;
+	}
 	return l;
-}
-
-static void
-disconnect(struct limiter *l)
-{
-	if (l->ctx != NULL)
-		redisFree(l->ctx);
-	l->ctx = NULL;
 }
 
 void
@@ -82,222 +84,44 @@ limiter_free(struct limiter *l)
 {
 	if (l == NULL)
 		return;
-	disconnect(l);
-	free(l->idx);
+	redis_free(l->redis);
+	free(l->calls);
+	free(l->info);
+	free(l->rix);
+	free(l->state_key);
+	free(l->state_len);
+	free(l->undo);
+	free(l->argv);
+	free(l->argvlen);
+	free(l->bytes);
 	free(l);
 }
 
-/* Everything that, when changed by a reload, needs a new connection. */
-static void
-target_of(const struct conf *c, char *buf, size_t len)
+void
+limiter_set_metrics(struct limiter *l, struct metrics_worker *w)
 {
-	snprintf(buf, len, "%s|%s|%s|%d", c->redis_address,
-	    c->redis_username ? c->redis_username : "",
-	    c->redis_password ? c->redis_password : "", c->redis_database);
+	l->metrics = w;
+	redis_set_metrics(l->redis, w);
 }
 
-/* Runs one command on l->ctx and checks its reply is not an error. */
+int
+limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
+{
+	return redis_probe(c, errbuf, errlen);
+}
+
+int
+limiter_health(struct limiter *l, const struct conf *c,
+    struct redis_health *nodes, size_t max, char *errbuf, size_t errlen)
+{
+	return redis_health(l->redis, c, nodes, max, errbuf, errlen);
+}
+
+/* Do a request's keys fall in several hash slots, on several nodes? */
 static int
-command_ok(struct limiter *l, char *err, size_t errlen, int argc,
-    const char **argv)
+clustered(const struct conf *c)
 {
-	redisReply *rep;
-	int rc = -1;
-
-	rep = redisCommandArgv(l->ctx, argc, argv, NULL);
-	if (rep == NULL)
-		snprintf(err, errlen, "%s: %s", argv[0], l->ctx->errstr);
-	else if (rep->type == REDIS_REPLY_ERROR)
-		snprintf(err, errlen, "%s: %s", argv[0], rep->str);
-	else
-		rc = 0;
-	freeReplyObject(rep);
-	return rc;
-}
-
-/*
- * Loads every embedded script in one round trip. Needed only after
- * NOSCRIPT (a restarted or flushed Redis) and by limiter_probe(): the
- * SHA1s are known at build time, so a new connection goes straight to
- * EVALSHA and costs no more round trips than the decision itself.
- */
-static int
-load_scripts(struct limiter *l, char *err, size_t errlen)
-{
-	redisReply *rep;
-	size_t i;
-	int rc = 0;
-
-	for (i = 0; i < rlg_nscripts; i++)
-		redisAppendCommand(l->ctx, "SCRIPT LOAD %s",
-		    rlg_scripts[i].source);
-	for (i = 0; i < rlg_nscripts; i++) {
-		if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK) {
-			snprintf(err, errlen, "SCRIPT LOAD: %s",
-			    l->ctx->errstr);
-			return -1;	/* the connection is unusable */
-		}
-		if (rc == 0 && (rep->type != REDIS_REPLY_STRING ||
-		    strcmp(rep->str, rlg_scripts[i].sha1) != 0)) {
-			snprintf(err, errlen, "SCRIPT LOAD %s.lua: %s",
-			    rlg_scripts[i].name,
-			    rep->type == REDIS_REPLY_ERROR ? rep->str :
-			    "Redis names it differently than this build");
-			rc = -1;
-		}
-		freeReplyObject(rep);
-	}
-	return rc;
-}
-
-/* Opens and authenticates a connection (no scripts yet). */
-static int
-dial(struct limiter *l, const struct conf *c, char *err, size_t errlen)
-{
-	const char *addr = c->redis_address;
-	char host[256], db[16];
-	struct timeval ct = tv_ms(c->redis_connect_timeout_ms);
-	const char *portstr;
-	int port;
-
-	disconnect(l);
-	if (strncmp(addr, "unix:", 5) == 0) {
-		l->ctx = redisConnectUnixWithTimeout(addr + 5, ct);
-	} else {
-		/* "[::1]:6379": hiredis wants the bare address. */
-		if ((portstr = netaddr_split(addr, host,
-		    sizeof(host))) == NULL) {
-			snprintf(err, errlen, "bad address");
-			return -1;
-		}
-		port = atoi(portstr);	/* checked by conf */
-		l->ctx = redisConnectWithTimeout(host, port, ct);
-	}
-	if (l->ctx == NULL || l->ctx->err) {
-		snprintf(err, errlen, "%s", l->ctx ? l->ctx->errstr :
-		    "out of memory");
-		goto fail;
-	}
-	if (redisSetTimeout(l->ctx, tv_ms(c->redis_timeout_ms)) != REDIS_OK) {
-		snprintf(err, errlen, "cannot set timeout: %s", l->ctx->errstr);
-		goto fail;
-	}
-	/* TCP only: on a unix socket it fails and leaves ctx in error. */
-	if (strncmp(addr, "unix:", 5) != 0)
-		redisEnableKeepAlive(l->ctx);
-	if (c->redis_password != NULL) {
-		const char *argv[3] = { "AUTH", c->redis_username,
-		    c->redis_password };
-
-		if (c->redis_username == NULL) {
-			argv[1] = c->redis_password;
-			if (command_ok(l, err, errlen, 2, argv) == -1)
-				goto fail;
-		} else if (command_ok(l, err, errlen, 3, argv) == -1)
-			goto fail;
-	}
-	if (c->redis_database != 0) {
-		const char *argv[2] = { "SELECT", db };
-
-		snprintf(db, sizeof(db), "%d", c->redis_database);
-		if (command_ok(l, err, errlen, 2, argv) == -1)
-			goto fail;
-	}
-	return 0;
-fail:
-	disconnect(l);
-	return -1;
-}
-
-/* Opens, authenticates and prepares a connection. */
-static int
-connect_redis(struct limiter *l, const struct conf *c, char *err,
-    size_t errlen)
-{
-	if (dial(l, c, err, errlen) == -1)
-		return -1;
-	target_of(c, l->target, sizeof(l->target));
-	l->conf_id = c->id;
-	l->epoch = atomic_load(&outage_epoch);
-	return 0;
-}
-
-/* Redis failed us: back off, and say so once per outage. */
-static void
-mark_down(const struct conf *c, const char *why)
-{
-	long long b = atomic_load(&backoff_ms);
-
-	b = b == 0 ? BACKOFF_FIRST_MS : b * 2;
-	if (b > BACKOFF_MAX_MS)
-		b = BACKOFF_MAX_MS;
-	atomic_store(&backoff_ms, b);
-	atomic_store(&down_until_ms, mono_ms() + b);
-	atomic_fetch_add(&outage_epoch, 1);
-	pthread_mutex_lock(&why_lock);
-	snprintf(down_why, sizeof(down_why), "%s", why);
-	pthread_mutex_unlock(&why_lock);
-	if (atomic_exchange(&outage_logged, 1) == 0)
-		log_error("redis %s: %s; answering with on_error until it is "
-		    "back", c->redis_address, why);
-}
-
-/* Redis answered: ends an outage, if there was one (a load, no store, on
- * the request path). */
-static void
-mark_up(const struct conf *c)
-{
-	if (atomic_load(&backoff_ms) == 0)
-		return;
-	atomic_store(&backoff_ms, 0);
-	atomic_store(&down_until_ms, 0);
-	if (atomic_exchange(&outage_logged, 0) == 1)
-		log_info("redis %s answers again", c->redis_address);
-}
-
-/*
- * Makes sure l has a usable connection. While Redis is known to be down,
- * only one worker per back-off period gets to try.
- */
-static int
-ensure_connected(struct limiter *l, const struct conf *c)
-{
-	char target[512], err[256];
-	long long until, now;
-
-	/* Only a reload can change where Redis is: look once per conf. */
-	if (l->ctx != NULL && l->conf_id != c->id) {
-		target_of(c, target, sizeof(target));
-		if (strcmp(target, l->target) != 0)
-			disconnect(l);
-		l->conf_id = c->id;
-	}
-	if (l->ctx != NULL && l->epoch != atomic_load(&outage_epoch))
-		disconnect(l);	/* made before an outage */
-	if (l->ctx != NULL)
-		return 0;
-	until = atomic_load(&down_until_ms);
-	now = mono_ms();
-	if (now < until)
-		return -1;
-	if (until != 0 && !atomic_compare_exchange_strong(&down_until_ms,
-	    &until, now + atomic_load(&backoff_ms)))
-		return -1;	/* another worker is probing */
-	if (connect_redis(l, c, err, sizeof(err)) == -1) {
-		metrics_redis_error(l->metrics);
-		mark_down(c, err);
-		return -1;
-	}
-	/* Connected is not up: a server that accepts connections but fails
-	 * every command must not reset the back-off. Only an answered
-	 * decision (or PING) marks Redis up again. */
-	return 0;
-}
-
-static void
-fmt_ll(char *buf, size_t len, long long v)
-{
-	snprintf(buf, len, "%lld", v);
+	return c->redis_mode == RLG_REDIS_CLUSTER;
 }
 
 size_t
@@ -316,89 +140,46 @@ limiter_key(const struct conf *c, const struct rule *ru, const char *key,
 	return n + keylen + tlen;
 }
 
-/*
- * Appends the EVALSHA call of match m to l's pipeline. hiredis copies the
- * arguments into its buffer: nothing here outlives the call.
- */
+/* *p resized to n elements of size; *ok cleared when that fails. */
 static void
-append_call(struct limiter *l, const struct conf *c, const struct match *m)
+resize(void *pp, size_t n, size_t size, int *ok)
 {
-	const struct rule *ru = m->rule;
-	const char *argv[11];
-	size_t argl[11], keylen;
-	char key[RLG_REDIS_KEY_SIZE], num[5][24];
-	int i, o;
+	void **p = pp, *bigger;
 
-	/* overrides = redis: the override hash as KEYS[2], same hash tag
-	 * and so the same slot; the script reads it in the same call. Both
-	 * keys are one buffer: KEYS[1] is the override key's beginning. */
-	o = ru->overrides ? 1 : 0;
-	keylen = limiter_key(c, ru, m->key, m->key_len, o, key, sizeof(key));
-	fmt_ll(num[0], sizeof(num[0]), m->cost);
-	fmt_ll(num[1], sizeof(num[1]), ru->limit);
-	fmt_ll(num[2], sizeof(num[2]), ru->window_ms);
-	num[3][0] = num[4][0] = '\0';
-	if (ru->burst > 0)
-		fmt_ll(num[3], sizeof(num[3]), ru->burst);
-	if (ru->precision_ms > 0)
-		fmt_ll(num[4], sizeof(num[4]), ru->precision_ms);
-
-	argv[0] = "EVALSHA";
-	argv[1] = l->sha[ru->algorithm];
-	argv[2] = o ? "2" : "1";
-	argv[3] = argv[3 + o] = key;
-	argl[3 + o] = keylen;
-	argl[3] = keylen - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 : 0);
-	argv[4 + o] = "";	/* now: Redis TIME, one clock for all */
-	for (i = 0; i < 5; i++)
-		argv[5 + o + i] = num[i];
-	/* The keys are counted, not terminated (they may hold any byte): no
-	 * strlen() on them, which would read past their end. */
-	for (i = 0; i < 10 + o; i++)
-		if (i < 3 || i > 3 + o)
-			argl[i] = strlen(argv[i]);
-	redisAppendCommandArgv(l->ctx, 10 + o, argv, argl);
+	if ((bigger = realloc(*p, n * size)) == NULL)
+		*ok = 0;
+	else
+		*p = bigger;
 }
 
-/* An ignored override: its sentence, rate-limited process-wide. */
-static void
-log_ignored(const struct match *m, const char *why, size_t whylen)
-{
-	long long now = mono_ms(), last = atomic_load(&ignored_logged_ms);
-	long quiet;
-
-	if ((last != 0 && now - last < IGNORED_LOG_MS) ||
-	    !atomic_compare_exchange_strong(&ignored_logged_ms, &last, now)) {
-		atomic_fetch_add(&ignored_quiet, 1);
-		return;
-	}
-	quiet = atomic_exchange(&ignored_quiet, 0);
-	log_warn("rule %s key %.*s: %.*s; the rule's own limit applies (%ld "
-	    "more ignored overrides not logged in the last %d s)",
-	    m->rule->name, (int)m->key_len, m->key, (int)whylen, why, quiet,
-	    IGNORED_LOG_MS / 1000);
-}
-
-/*
- * Error replies that say Redis cannot run scripts at all for now (a long
- * script holds it, it is loading its data, out of memory, a read-only
- * replica, a changed password...): an outage to back off from and log
- * once, not one request's problem to log every time.
- */
+/* Room for a batch of nrules rules sent to Redis. Returns 0 or -1. */
 static int
-server_refuses(const char *s)
+room(struct limiter *l, size_t nrules)
 {
-	static const char *const codes[] = { "BUSY", "LOADING", "MASTERDOWN",
-	    "READONLY", "NOAUTH", "NOPERM", "WRONGPASS", "OOM", "MISCONF",
-	    "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS" };
-	size_t i, n;
+	size_t cap = l->cap ? l->cap : 16;
+	int ok = 1;
 
-	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-		n = strlen(codes[i]);
-		if (strncmp(s, codes[i], n) == 0 &&
-		    (s[n] == ' ' || s[n] == '\0'))
-			return 1;
-	}
+	if (nrules <= l->cap)
+		return 0;
+	while (cap < nrules)
+		cap *= 2;
+	/* Calls: one per rule at most in each round. Arguments: round one
+	 * takes CALL_ARGS per call and RULE_ARGS per rule, round two fewer.
+	 * Bytes: RULE_BYTES per rule, a number per call in each round. */
+	resize(&l->calls, 2 * cap, sizeof(*l->calls), &ok);
+	resize(&l->info, 2 * cap, sizeof(*l->info), &ok);
+	resize(&l->rix, cap, sizeof(*l->rix), &ok);
+	resize(&l->state_key, cap, sizeof(*l->state_key), &ok);
+	resize(&l->state_len, cap, sizeof(*l->state_len), &ok);
+	resize(&l->undo, cap, sizeof(*l->undo), &ok);
+	resize(&l->argv, 2 * (CALL_ARGS + RULE_ARGS) * cap,
+	    sizeof(*l->argv), &ok);
+	resize(&l->argvlen, 2 * (CALL_ARGS + RULE_ARGS) * cap,
+	    sizeof(*l->argvlen), &ok);
+	resize(&l->bytes, cap * (RULE_BYTES + 2 * NUM_SIZE), 1, &ok);
+	if (!ok)
+		return -1;
+	l->cap = cap;
 	return 0;
 }
 
@@ -413,86 +194,10 @@ rule_params(struct verdict *v, const struct rule *ru)
 	v->override = RLG_OVERRIDE_NONE;
 }
 
-/*
- * Reads one script reply into v. Returns 1 for NOSCRIPT, 0 done, -1 I/O,
- * -2 when Redis refuses scripts for now (l->refused says why).
- */
 static int
-read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
+dry(const struct conf *c, const struct rule *ru)
 {
-	const redisReply *why;
-	redisReply *rep;
-	long long *f[7];
-	int i, rc = 0;
-
-	if (redisGetReply(l->ctx, (void **)&rep) != REDIS_OK)
-		return -1;
-	if (rep->type == REDIS_REPLY_ERROR) {
-		if (strncmp(rep->str, "NOSCRIPT", 8) == 0)
-			rc = 1;
-		else if (server_refuses(rep->str)) {
-			snprintf(l->refused, sizeof(l->refused), "%s",
-			    rep->str);
-			rc = -2;
-		} else
-			log_error("rule %s: redis: %s", m->rule->name,
-			    rep->str);
-		freeReplyObject(rep);
-		return rc;
-	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 7 ||
-	    (m->rule->overrides && rep->elements < 11)) {
-		log_error("rule %s: redis: the script's reply is not %d "
-		    "integers", m->rule->name, m->rule->overrides ? 11 : 7);
-		freeReplyObject(rep);
-		return 0;
-	}
-	f[0] = &v->remaining;	/* allowed is an int: handled below */
-	f[1] = &v->remaining;
-	f[2] = &v->limit;
-	f[3] = &v->reset_ms;
-	f[4] = &v->retry_after_ms;
-	f[5] = &v->now_us;
-	f[6] = &v->delay_ms;
-	for (i = 0; i < 7; i++)
-		if (rep->element[i]->type != REDIS_REPLY_INTEGER)
-			break;
-	if (i == 7) {
-		for (i = 1; i < 7; i++)
-			*f[i] = rep->element[i]->integer;
-		v->allowed = rep->element[0]->integer != 0;
-		v->answered = 1;
-	}
-	/* Without KEYS[2] the rule's parameters were used: limiter_decide()
-	 * set them. */
-	if (v->answered && m->rule->overrides) {
-		/* {..., window_ms, burst, precision_ms, override[, why]} */
-		for (i = 7; i < 11; i++)
-			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
-				break;
-		if (i < 11 || rep->element[10]->integer < RLG_OVERRIDE_NONE ||
-		    rep->element[10]->integer > RLG_OVERRIDE_IGNORED) {
-			log_error("rule %s: redis: the script's reply has no "
-			    "parameters (elements 8-11)", m->rule->name);
-			rule_params(v, m->rule);
-			v->answered = 0;
-		} else {
-			v->window_ms = rep->element[7]->integer;
-			v->burst = conf_algorithm_has_burst(m->rule->algorithm) ?
-			    rep->element[8]->integer :
-			    conf_capacity(m->rule, v->limit);
-			v->override =
-			    (enum rlg_override)rep->element[10]->integer;
-			why = rep->elements > 11 && rep->element[11]->type ==
-			    REDIS_REPLY_STRING ? rep->element[11] : NULL;
-			if (v->override == RLG_OVERRIDE_IGNORED)
-				log_ignored(m, why != NULL ? why->str :
-				    "override ignored", why != NULL ? why->len :
-				    strlen("override ignored"));
-		}
-	}
-	freeReplyObject(rep);
-	return 0;
+	return ru->dry_run || c->dry_run;
 }
 
 /* Rules in dry run never deny, so nothing of theirs is remembered; nor
@@ -500,8 +205,7 @@ read_verdict(struct limiter *l, const struct match *m, struct verdict *v)
 static int
 cacheable(const struct conf *c, const struct rule *ru)
 {
-	return ru->deny_cache && !ru->dry_run && !c->dry_run &&
-	    !ru->overrides;
+	return ru->deny_cache && !dry(c, ru) && !ru->overrides;
 }
 
 /* Fills v from the deny cache when it remembers m denied. Returns 1 then. */
@@ -520,7 +224,7 @@ cached(const struct conf *c, const struct match *m, long long now,
 	v->local = 1;
 	v->remaining = dn.remaining;
 	v->limit = dn.limit;
-	/* Rounded up like the scripts' own: never early. */
+	/* Rounded up like the library's own: never early. */
 	v->retry_after_ms = (dn.until_us - now + 999) / 1000;
 	v->reset_ms = dn.reset_at_us > now ? (dn.reset_at_us - now + 999) /
 	    1000 : 0;
@@ -540,7 +244,7 @@ remember(const struct conf *c, const struct match *m, const struct verdict *v,
 	struct denial dn;
 
 	if (!cacheable(c, m->rule) || !v->answered || v->allowed ||
-	    v->retry_after_ms <= 0)
+	    v->local || v->retry_after_ms <= 0)
 		return;
 	dn.cost = m->cost;
 	dn.remaining = v->remaining;
@@ -552,143 +256,498 @@ remember(const struct conf *c, const struct match *m, const struct verdict *v,
 	denycache_put(c, m->rule->name, m->key, m->key_len, &dn);
 }
 
-int
-limiter_decide(struct limiter *l, const struct conf *c,
-    const struct match *m, size_t n, struct verdict *v)
+/*
+ * Rate-limits a log line process-wide, one per QUIET_LOG_MS: returns 1
+ * when it may be written now (then *held, if given, is how many were held
+ * back since, counted in *quiet), else 0.
+ */
+static int
+may_log(atomic_llong *last_ms, atomic_long *quiet, long *held)
 {
-	size_t i, k, *retry, nretry = 0;
-	long long sent;
-	int rc, pass;
-	char err[256];
+	long long now = mono_ms(), last = atomic_load(last_ms);
 
-	memset(v, 0, n * sizeof(*v));
-	for (i = 0; i < n; i++)
-		rule_params(&v[i], m[i].rule);
-	if (n == 0)
+	if ((last != 0 && now - last < QUIET_LOG_MS) ||
+	    !atomic_compare_exchange_strong(last_ms, &last, now)) {
+		if (quiet != NULL)
+			atomic_fetch_add(quiet, 1);
 		return 0;
-	if (n > l->idx_cap) {
-		size_t *p = realloc(l->idx, n * sizeof(*p));
-
-		if (p == NULL)
-			return -1;
-		l->idx = p;
-		l->idx_cap = n;
 	}
-	retry = l->idx;
-	/* Denials the deny cache remembers need no round trip. */
-	sent = mono_us();
-	for (i = 0; i < n; i++)
-		if (!cached(c, &m[i], sent, &v[i]))
-			retry[nretry++] = i;
-	if (nretry == 0)
-		return 0;
-	if (ensure_connected(l, c) == -1)
-		return -1;
-	sent = mono_us();
-	/* Pass 0 is the normal round trip; pass 1 runs again only the calls
-	 * that met NOSCRIPT (Redis restarted or SCRIPT FLUSH), once. */
-	for (pass = 0; pass < 2 && nretry > 0; pass++) {
-		/* The calls that met NOSCRIPT stay in retry[], in place: the
-		 * list only shrinks as it is read. */
-		k = nretry;
-		nretry = 0;
-		for (i = 0; i < k; i++)
-			append_call(l, c, &m[retry[i]]);
-		for (i = 0; i < k; i++) {
-			rc = read_verdict(l, &m[retry[i]], &v[retry[i]]);
-			if (rc < 0) {
-				/* Broken, timed out, or refusing scripts for
-				 * now (BUSY, LOADING...): an outage either
-				 * way. */
-				metrics_redis_error(l->metrics);
-				mark_down(c, rc == -2 ? l->refused :
-				    l->ctx->errstr[0] ? l->ctx->errstr :
-				    strerror(errno));
-				disconnect(l);
-				return -1;
-			}
-			if (rc == 1)
-				retry[nretry++] = retry[i];
-		}
-		if (nretry > 0 && load_scripts(l, err, sizeof(err)) == -1) {
-			metrics_redis_error(l->metrics);
-			mark_down(c, err);
-			disconnect(l);
-			return -1;
-		}
-	}
-	metrics_redis_latency(l->metrics, mono_us() - sent);
-	mark_up(c);
-	rc = 0;
-	for (i = 0; i < n; i++) {
-		if (!v[i].answered) {
-			/* An error reply. */
-			metrics_redis_error(l->metrics);
-			rc = -1;
-		} else if (!v[i].local)
-			remember(c, &m[i], &v[i], sent);
-	}
-	return rc;
+	if (held != NULL)
+		*held = quiet != NULL ? atomic_exchange(quiet, 0) : 0;
+	return 1;
 }
 
-void
-limiter_set_metrics(struct limiter *l, struct metrics_worker *w)
+/* An ignored override: its sentence, rate-limited process-wide. */
+static void
+log_ignored(const struct match *m, const char *why, size_t whylen)
 {
-	l->metrics = w;
+	long quiet = 0;
+
+	if (!may_log(&ignored_logged_ms, &ignored_quiet, &quiet))
+		return;
+	log_warn("rule %s key %.*s: %.*s; the rule's own limit applies (%ld "
+	    "more ignored overrides not logged in the last %d s)",
+	    m->rule->name, (int)m->key_len, m->key, (int)whylen, why, quiet,
+	    QUIET_LOG_MS / 1000);
 }
 
-int
-limiter_ping(struct limiter *l, const struct conf *c, long long *latency_us,
-    char *errbuf, size_t errlen)
+/* A decimal into the byte buffer at *pos; returns it and its length. */
+static const char *
+put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
 {
-	redisReply *rep;
-	long long t0;
+	char *s = l->bytes + *pos;
+	int n = snprintf(s, NUM_SIZE, "%lld", v);
 
-	if (ensure_connected(l, c) == -1) {
-		pthread_mutex_lock(&why_lock);
-		snprintf(errbuf, errlen, "%s", down_why[0] ? down_why :
-		    "not connected");
-		pthread_mutex_unlock(&why_lock);
-		return -1;
+	*len = (size_t)n;
+	*pos += (size_t)n + 1;
+	return s;
+}
+
+/*
+ * Writes the rlgate_decide call of the n rules rix[first..) of request rq
+ * into call k: its arguments from *a on (argv, argvlen), its bytes from
+ * *pos on. The state keys are noted for a later undo.
+ */
+static void
+build_decide(struct limiter *l, const struct conf *c,
+    const struct limiter_request *rq, const struct call_info *ci,
+    struct redis_call *call, size_t *a, size_t *pos)
+{
+	static const char *const flags[2][2] = { { "-", "o" }, { "d", "do" } };
+	const char **argv = l->argv + *a;
+	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, key_len;
+	const struct match *m;
+	char *key;
+	int o;
+
+	argv[0] = "FCALL";
+	alen[0] = strlen(argv[0]);
+	argv[1] = "rlgate_decide";
+	alen[1] = strlen(argv[1]);
+	/* argv[2], the key count, once it is known. */
+	k = 3;
+	for (i = 0; i < ci->n; i++) {
+		m = &rq->m[l->rix[ci->first + i]];
+		o = m->rule->overrides ? 1 : 0;
+		key = l->bytes + *pos;
+		/* Both keys in one buffer: the state key is the override
+		 * key's beginning (counted, not terminated: keys may hold
+		 * any byte). */
+		key_len = limiter_key(c, m->rule, m->key, m->key_len, o, key,
+		    RLG_REDIS_KEY_SIZE);
+		*pos += key_len + 1;
+		argv[k] = key;
+		alen[k] = key_len - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 : 0);
+		l->state_key[ci->first + i] = key;
+		l->state_len[ci->first + i] = alen[k];
+		k++;
+		if (o) {
+			argv[k] = key;
+			alen[k++] = key_len;
+		}
+		nkeys += 1 + (size_t)o;
 	}
-	t0 = mono_us();
-	rep = redisCommand(l->ctx, "PING");
-	if (rep == NULL || rep->type == REDIS_REPLY_ERROR) {
-		snprintf(errbuf, errlen, "PING: %s", rep != NULL ? rep->str :
-		    l->ctx->errstr[0] ? l->ctx->errstr : strerror(errno));
-		freeReplyObject(rep);
-		metrics_redis_error(l->metrics);
-		mark_down(c, errbuf);
-		disconnect(l);
-		return -1;
+	argv[2] = put_num(l, pos, (long long)nkeys, &alen[2]);
+	argv[k] = rlg_library_version;
+	alen[k++] = strlen(rlg_library_version);
+	argv[k] = "";			/* now: Redis TIME, one clock */
+	alen[k++] = 0;
+	for (i = 0; i < ci->n; i++) {
+		const struct rule *ru;
+
+		m = &rq->m[l->rix[ci->first + i]];
+		ru = m->rule;
+		argv[k] = conf_algorithm_name(ru->algorithm);
+		alen[k] = strlen(argv[k]);
+		k++;
+		argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0];
+		alen[k] = strlen(argv[k]);
+		k++;
+		argv[k] = put_num(l, pos, m->cost, &alen[k]);
+		k++;
+		argv[k] = put_num(l, pos, ru->limit, &alen[k]);
+		k++;
+		argv[k] = put_num(l, pos, ru->window_ms, &alen[k]);
+		k++;
+		if (ru->burst > 0)
+			argv[k] = put_num(l, pos, ru->burst, &alen[k]);
+		else {
+			argv[k] = "";
+			alen[k] = 0;
+		}
+		k++;
+		if (ru->precision_ms > 0)
+			argv[k] = put_num(l, pos, ru->precision_ms, &alen[k]);
+		else {
+			argv[k] = "";
+			alen[k] = 0;
+		}
+		k++;
 	}
-	freeReplyObject(rep);
-	*latency_us = mono_us() - t0;
-	mark_up(c);
+	memset(call, 0, sizeof(*call));
+	call->key = l->state_key[ci->first];
+	call->keylen = l->state_len[ci->first];
+	call->argc = (int)k;
+	call->argv = argv;
+	call->argvlen = alen;
+	call->node = -1;
+	*a += k;
+}
+
+static int
+is_int(const redisReply *r)
+{
+	return r != NULL && r->type == REDIS_REPLY_INTEGER;
+}
+
+static int
+is_str(const redisReply *r)
+{
+	return r != NULL && (r->type == REDIS_REPLY_STRING ||
+	    r->type == REDIS_REPLY_STATUS);
+}
+
+/*
+ * Reads the reply of call ci into its rules' verdicts (and the undo
+ * strings into l->undo). Returns 0; -1 when the call failed (the Redis
+ * layer logged and counted that); -2 when Redis answered with an error
+ * (a bad argument) or with what the library does not give (logged here).
+ * The verdicts of a call that did not return 0 stay unanswered.
+ */
+static int
+read_decide(struct limiter *l, const struct redis_call *call,
+    const struct call_info *ci, const struct limiter_request *rq)
+{
+	const redisReply *rep = call->reply, *ri, *why, *undo;
+	const struct match *m;
+	struct verdict *v;
+	long long *f[6];
+	size_t i, j, k;
+	int counted, ov;
+
+	if (call->status != RLG_CALL_OK || rep == NULL)
+		return -1;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		/* "rlgate: rule I (ALGORITHM): ...": I counts from 1 in the
+		 * call; the log names the rule. */
+		i = sscanf(rep->str, "rlgate: rule %zu", &j) == 1 && j >= 1 &&
+		    j <= ci->n ? j - 1 : 0;
+		log_error("rule %s: redis: %s",
+		    rq->m[l->rix[ci->first + i]].rule->name, rep->str);
+		return -2;
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != ci->n + 1 ||
+	    !is_int(rep->element[0]))
+		goto bad;
+	for (i = 0; i < ci->n; i++) {
+		ri = rep->element[i + 1];
+		if (ri->type != REDIS_REPLY_ARRAY || ri->elements < 11)
+			goto bad;
+		for (k = 0; k < 11; k++)
+			if (!is_int(ri->element[k]))
+				goto bad;
+		if (ri->element[10]->integer < RLG_OVERRIDE_NONE ||
+		    ri->element[10]->integer > RLG_OVERRIDE_IGNORED)
+			goto bad;
+	}
+	counted = rep->element[0]->integer != 0;
+	for (i = 0; i < ci->n; i++) {
+		j = l->rix[ci->first + i];
+		m = &rq->m[j];
+		v = &rq->v[j];
+		ri = rep->element[i + 1];
+		/* {allowed, remaining, limit, reset_ms, retry_after_ms,
+		 * now_us, delay_ms, window_ms, burst, precision_ms, override,
+		 * why, undo} */
+		f[0] = &v->remaining;
+		f[1] = &v->limit;
+		f[2] = &v->reset_ms;
+		f[3] = &v->retry_after_ms;
+		f[4] = &v->now_us;
+		f[5] = &v->delay_ms;
+		for (k = 0; k < 6; k++)
+			*f[k] = ri->element[k + 1]->integer;
+		v->allowed = ri->element[0]->integer != 0;
+		v->answered = 1;
+		v->counted = counted && v->allowed;
+		v->window_ms = ri->element[7]->integer;
+		v->burst = conf_algorithm_has_burst(m->rule->algorithm) ?
+		    ri->element[8]->integer : conf_capacity(m->rule, v->limit);
+		ov = (int)ri->element[10]->integer;
+		v->override = (enum rlg_override)ov;
+		why = ri->elements > 11 && is_str(ri->element[11]) &&
+		    ri->element[11]->len > 0 ? ri->element[11] : NULL;
+		if (v->override == RLG_OVERRIDE_IGNORED)
+			log_ignored(m, why != NULL ? why->str :
+			    "override ignored", why != NULL ? why->len :
+			    strlen("override ignored"));
+		undo = ri->elements > UNDO_REPLY_FIELD &&
+		    is_str(ri->element[UNDO_REPLY_FIELD]) &&
+		    ri->element[UNDO_REPLY_FIELD]->len > 0 ?
+		    ri->element[UNDO_REPLY_FIELD] : NULL;
+		l->undo[ci->first + i] = v->counted ? undo : NULL;
+	}
+	return 0;
+bad:
+	log_error("rule %s: redis: the reply of rlgate_decide is not %zu "
+	    "rules' verdicts (is the library lua/decide.lua loaded?)",
+	    rq->m[l->rix[ci->first]].rule->name, ci->n);
+	return -2;
+}
+
+/*
+ * Would the request's verdicts so far deny it? A rule not in dry run that
+ * denied, or that Redis could not decide and that denies on_error.
+ */
+static int
+request_denied(const struct conf *c, const struct limiter_request *rq)
+{
+	const struct rule *ru;
+	size_t i;
+
+	for (i = 0; i < rq->n; i++) {
+		ru = rq->m[i].rule;
+		if (dry(c, ru))
+			continue;
+		if (rq->v[i].answered ? !rq->v[i].allowed :
+		    (ru->on_error != RLG_ON_ERROR_INHERIT ? ru->on_error :
+		    c->on_error) == RLG_ON_ERROR_DENY)
+			return 1;
+	}
 	return 0;
 }
 
-struct redisContext *
-limiter_connect(const struct conf *c, char *errbuf, size_t errlen)
+/*
+ * Writes the rlgate_undo call taking back what call ci counted into
+ * *call: FCALL rlgate_undo N K1..KN NOW_US, then ALGORITHM UNDO per rule.
+ * Returns 0 when ci counted nothing (no call written).
+ */
+static int
+build_undo(struct limiter *l, const struct limiter_request *rq,
+    const struct call_info *ci, struct redis_call *call, size_t *a,
+    size_t *pos)
 {
-	struct limiter l;
+	const char **argv = l->argv + *a;
+	size_t *alen = l->argvlen + *a, i, k, n = 0;
 
-	memset(&l, 0, sizeof(l));
-	if (dial(&l, c, errbuf, errlen) == -1)
-		return NULL;
-	return l.ctx;
+	for (i = 0; i < ci->n; i++)
+		n += l->undo[ci->first + i] != NULL;
+	if (n == 0)
+		return 0;
+	argv[0] = "FCALL";
+	alen[0] = strlen(argv[0]);
+	argv[1] = "rlgate_undo";
+	alen[1] = strlen(argv[1]);
+	argv[2] = put_num(l, pos, (long long)n, &alen[2]);
+	for (i = 0, k = 3; i < ci->n; i++)
+		if (l->undo[ci->first + i] != NULL) {
+			argv[k] = l->state_key[ci->first + i];
+			alen[k++] = l->state_len[ci->first + i];
+		}
+	argv[k] = "";
+	alen[k++] = 0;
+	for (i = 0; i < ci->n; i++) {
+		const redisReply *u = l->undo[ci->first + i];
+
+		if (u == NULL)
+			continue;
+		argv[k] = conf_algorithm_name(
+		    rq->m[l->rix[ci->first + i]].rule->algorithm);
+		alen[k] = strlen(argv[k]);
+		k++;
+		argv[k] = u->str;
+		alen[k++] = u->len;
+	}
+	memset(call, 0, sizeof(*call));
+	call->key = argv[3];
+	call->keylen = alen[3];
+	call->argc = (int)k;
+	call->argv = argv;
+	call->argvlen = alen;
+	call->node = -1;
+	*a += k;
+	return 1;
+}
+
+/*
+ * Sends the undo calls of the requests that round one counted on some
+ * nodes and denied on others (a cluster only: one call per request
+ * elsewhere), and marks their rules not counted once undone. A failed
+ * undo leaves the count where it is (a request denied yet counted: less
+ * admitted, never more), said in the log and the rule's verdict.
+ */
+static void
+undo_round(struct limiter *l, const struct conf *c,
+    struct limiter_request *r, size_t ncalls, size_t *a, size_t *pos)
+{
+	struct redis_call *undo = l->calls + ncalls;
+	struct call_info *uinfo = l->info + ncalls;
+	const redisReply *rep;
+	size_t i, k, nu = 0, req = SIZE_MAX;
+	int denied = 0;
+
+	for (k = 0; k < ncalls; k++) {
+		const struct call_info *ci = &l->info[k];
+
+		if (ci->req != req) {
+			req = ci->req;
+			denied = request_denied(c, &r[req]);
+		}
+		if (denied && build_undo(l, &r[req], ci, &undo[nu], a, pos))
+			uinfo[nu++] = *ci;
+	}
+	if (nu == 0)
+		return;
+	redis_run(l->redis, c, undo, nu);
+	for (k = 0; k < nu; k++) {
+		rep = undo[k].reply;
+		if (undo[k].status == RLG_CALL_OK && rep != NULL &&
+		    rep->type == REDIS_REPLY_INTEGER) {
+			for (i = 0; i < uinfo[k].n; i++) {
+				size_t j = l->rix[uinfo[k].first + i];
+				struct verdict *v = &r[uinfo[k].req].v[j];
+
+				if (l->undo[uinfo[k].first + i] == NULL)
+					continue;
+				/* What is left is what was before. */
+				v->counted = 0;
+				v->remaining += r[uinfo[k].req].m[j].cost;
+			}
+		} else {
+			if (undo[k].status == RLG_CALL_OK)
+				metrics_redis_error(l->metrics);
+			if (may_log(&undo_logged_ms, NULL, NULL))
+				log_warn("rule %s: a request another rule "
+				    "denied stays counted here: its undo "
+				    "failed (%s)", r[uinfo[k].req].m[l->rix[
+				    uinfo[k].first]].rule->name, rep != NULL &&
+				    rep->type == REDIS_REPLY_ERROR ? rep->str :
+				    "no answer");
+		}
+		freeReplyObject(undo[k].reply);
+		undo[k].reply = NULL;
+	}
+}
+
+/*
+ * Puts request rq's rules rix[*nrix..) in calls: all in one (single and
+ * Sentinel modes), or one per hash slot (a cluster: a call's keys must
+ * share a slot). Returns the number of calls made.
+ */
+static size_t
+group(struct limiter *l, const struct conf *c, size_t req,
+    const struct limiter_request *rq, size_t *nrix, struct call_info *info)
+{
+	char key[RLG_REDIS_KEY_SIZE];
+	int slot[RLG_MAX_MATCHES];
+	unsigned char done[RLG_MAX_MATCHES];
+	size_t i, j, ncalls = 0, len;
+
+	if (!clustered(c)) {
+		info[0].req = req;
+		info[0].first = *nrix;
+		info[0].n = rq->n;
+		for (i = 0; i < rq->n; i++)
+			l->rix[(*nrix)++] = i;
+		return 1;
+	}
+	for (i = 0; i < rq->n; i++) {
+		len = limiter_key(c, rq->m[i].rule, rq->m[i].key,
+		    rq->m[i].key_len, 0, key, sizeof(key));
+		slot[i] = slot_of(key, len);
+		done[i] = 0;
+	}
+	for (i = 0; i < rq->n; i++) {
+		if (done[i])
+			continue;
+		info[ncalls].req = req;
+		info[ncalls].first = *nrix;
+		info[ncalls].n = 0;
+		for (j = i; j < rq->n; j++)
+			if (!done[j] && slot[j] == slot[i]) {
+				done[j] = 1;
+				l->rix[(*nrix)++] = j;
+				info[ncalls].n++;
+			}
+		ncalls++;
+	}
+	return ncalls;
 }
 
 int
-limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
+limiter_decide(struct limiter *l, const struct conf *c,
+    struct limiter_request *r, size_t nr)
 {
-	struct limiter l;
-	int rc;
+	size_t i, k, ncalls = 0, nrix = 0, nrules = 0, a = 0, pos = 0;
+	long long sent;
+	int local, e, rc = 0;
 
-	memset(&l, 0, sizeof(l));
-	rc = connect_redis(&l, c, errbuf, errlen);
-	if (rc == 0)
-		rc = load_scripts(&l, errbuf, errlen);
-	disconnect(&l);
+	sent = mono_us();
+	for (k = 0; k < nr; k++) {
+		struct limiter_request *rq = &r[k];
+
+		memset(rq->v, 0, rq->n * sizeof(*rq->v));
+		local = 0;
+		for (i = 0; i < rq->n; i++) {
+			rule_params(&rq->v[i], rq->m[i].rule);
+			/* A remembered denial decides the request: no
+			 * round trip. */
+			local |= cached(c, &rq->m[i], sent, &rq->v[i]);
+		}
+		if (local) {
+			for (i = 0; i < rq->n; i++)
+				rq->v[i].skipped = !rq->v[i].answered;
+			continue;
+		}
+		nrules += rq->n;
+	}
+	if (nrules == 0)
+		return 0;
+	if (room(l, nrules) == -1) {
+		log_error("limiter: out of memory; %zu rules undecided",
+		    nrules);
+		return -1;
+	}
+	for (k = 0; k < nr; k++) {
+		/* Decided by the deny cache: answered or skipped already. */
+		if (r[k].n == 0 || r[k].v[0].answered || r[k].v[0].skipped)
+			continue;
+		ncalls += group(l, c, k, &r[k], &nrix, l->info + ncalls);
+	}
+	/* Nothing to undo but what read_decide() finds counted. */
+	for (i = 0; i < nrix; i++)
+		l->undo[i] = NULL;
+	for (k = 0; k < ncalls; k++)
+		build_decide(l, c, &r[l->info[k].req], &l->info[k],
+		    &l->calls[k], &a, &pos);
+	/* The layer counts the round trip and the calls that failed. */
+	redis_run(l->redis, c, l->calls, ncalls);
+	for (k = 0; k < ncalls; k++) {
+		if ((e = read_decide(l, &l->calls[k], &l->info[k],
+		    &r[l->info[k].req])) == -2)
+			metrics_redis_error(l->metrics);
+		if (e != 0)
+			rc = -1;
+	}
+	/* Only a cluster splits a request: elsewhere a denied request
+	 * counted nothing, and this finds nothing to undo. */
+	undo_round(l, c, r, ncalls, &a, &pos);
+	for (k = 0; k < ncalls; k++) {
+		const struct call_info *ci = &l->info[k];
+
+		for (i = 0; i < ci->n; i++)
+			remember(c, &r[ci->req].m[l->rix[ci->first + i]],
+			    &r[ci->req].v[l->rix[ci->first + i]], sent);
+		freeReplyObject(l->calls[k].reply);
+		l->calls[k].reply = NULL;
+	}
+	/* Counted with nothing to take back (an unlimited override), in a
+	 * request that another rule denied: not counted either. */
+	for (k = 0; k < nr; k++)
+		if (r[k].n > 0 && request_denied(c, &r[k]))
+			for (i = 0; i < r[k].n; i++)
+				if (r[k].v[i].override ==
+				    RLG_OVERRIDE_UNLIMITED)
+					r[k].v[i].counted = 0;
 	return rc;
 }

@@ -1,8 +1,9 @@
 /*
- * limiter: asks Redis for the decisions of the rules a request matched,
- * all of them in one pipelined round trip of EVALSHA calls to the scripts
- * of lua/. One struct limiter per worker thread (one Redis connection
- * each); a dead Redis is backed off process-wide, not hammered.
+ * limiter: asks Redis whether requests may pass. Each request's rules are
+ * decided together by one rlgate_decide call of the Lua library (lua/),
+ * all-or-nothing: a request is counted only when every rule admits it.
+ * The requests of a batch go out in one round trip through the Redis
+ * layer (redis.h), which alone knows nodes, slots and failover.
  */
 #ifndef RLG_LIMITER_H
 #define RLG_LIMITER_H
@@ -36,12 +37,27 @@ enum rlg_override {
 	RLG_OVERRIDE_IGNORED	/* invalid: the rule's parameters (logged) */
 };
 
-/* One rule's decision, as the script returned it. */
+/*
+ * One rule's part in a request's decision. allowed is the rule's own
+ * decision on the state it found; counted says whether the request was
+ * counted in the rule's state, which happens only when every rule of the
+ * request admitted it (a rule that admitted and is not counted was
+ * overruled by another: the audit's other_rule).
+ */
 struct verdict {
-	int		 answered;	/* 0: Redis could not decide
-					 * (see on_error) */
-	int		 allowed;
-	long long	 remaining;
+	int		 answered;	/* 1: decided (by Redis, or a denial
+					 * from the deny cache); 0: Redis
+					 * could not decide (see on_error),
+					 * or skipped */
+	int		 skipped;	/* not asked: another rule's
+					 * remembered denial decided the
+					 * request without Redis */
+	int		 allowed;	/* this rule admits the request */
+	int		 counted;	/* the request is counted in this
+					 * rule's state (nothing to count
+					 * for an unlimited override) */
+	long long	 remaining;	/* after the call: a rule that did
+					 * not count kept its state */
 	long long	 limit;		/* the limit used (the override's,
 					 * if any) */
 	long long	 reset_ms;
@@ -60,14 +76,21 @@ struct verdict {
 	enum rlg_override override;
 };
 
+/* One request to decide: its matches, and room for their verdicts. */
+struct limiter_request {
+	const struct match *m;		/* m[0..n): its rules, file order */
+	size_t		 n;
+	struct verdict	*v;		/* out: v[0..n) */
+};
+
 struct limiter;
 struct metrics_worker;
-struct redisContext;
+struct redis_health;
 
 /* A limiter with no connection yet. Returns NULL when out of memory. */
 struct limiter	*limiter_new(void);
 
-/* Closes the connection and frees l. Accepts NULL. */
+/* Closes its connections and frees l. Accepts NULL. */
 void		 limiter_free(struct limiter *l);
 
 /* Counts l's round trips, latency and errors into w (NULL: nowhere). */
@@ -75,51 +98,46 @@ void		 limiter_set_metrics(struct limiter *l,
 		    struct metrics_worker *w);
 
 /*
- * Decides m[0..n) against Redis as configured in c, filling v[0..n):
- * the matches of one request, or of a batch of them (an event loop's).
- * A match whose rule has deny_cache (and is not in dry run) is first
- * looked up in the process's deny cache: a remembered denial fills its
- * verdict (local = 1) without Redis; denials Redis gives such rules are
- * remembered until their retry_after. The rest go to Redis in one round
- * trip; a rule with overrides = redis passes its override hash
- * (<state key>:override) as KEYS[2] in the same call, and its verdict
- * carries the parameters used. An ignored (invalid) override is logged,
- * at most once per 10 s per process. Connects as needed (again after a
- * reload changed c's Redis address or credentials, or after an outage)
- * and goes straight to EVALSHA: the scripts are loaded, and the calls
- * run again once, only after NOSCRIPT. Never waits
- * longer than c's connect timeout plus its timeout per attempt. Returns 0
- * when every match was answered, -1 when some v[i].answered is 0 (the
- * reason is logged once per outage, not per request). Not thread safe:
- * one limiter per thread.
+ * Decides the requests r[0..nr) against Redis as configured in c, filling
+ * each one's verdicts: one rlgate_decide call per request, all of them
+ * sent in one round trip (redis_run). With Redis Cluster a request's keys
+ * may fall in several slots: one call per slot, sent at once; when one
+ * slot's rules deny (or cannot be decided and deny on_error) the others'
+ * counts are taken back with rlgate_undo in a second round trip, so that
+ * nothing is ever over-admitted. Until that undo has run, a concurrent
+ * request may find those counts and be denied: a window of one round
+ * trip, where Redis on one node would admit it.
+ *
+ * A rule with deny_cache (not in dry run) is first looked up in the
+ * process's deny cache: a remembered denial decides its request without
+ * Redis (local = 1), the request's other rules are then skipped (not
+ * counted); denials Redis gives such rules are remembered until their
+ * retry_after. A rule with overrides = redis passes its override hash in
+ * the same call, and its verdict carries the parameters used; an ignored
+ * (invalid) override is logged, at most once per 10 s per process. A call
+ * that failed (no answer, not sent, or an error reply) leaves its rules'
+ * verdicts unanswered: the caller applies on_error. Returns 0 when every
+ * rule was answered or skipped, -1 otherwise. Not thread safe: one
+ * limiter per event loop.
  */
 int		 limiter_decide(struct limiter *l, const struct conf *c,
-		    const struct match *m, size_t n, struct verdict *v);
+		    struct limiter_request *r, size_t nr);
 
 /*
- * Checks that Redis at c's address answers and accepts the scripts.
+ * Checks that Redis, as c configures it, answers and holds the library.
  * Returns 0, or -1 with a sentence in errbuf. For `rlgate -t` and start-up.
  */
 int		 limiter_probe(const struct conf *c, char *errbuf,
 		    size_t errlen);
 
 /*
- * Is Redis answering? A PING on l's connection (made as limiter_decide()
- * would, honouring the back-off). Returns 0 with the round trip in
- * *latency_us, or -1 with a sentence in errbuf (a failure counts as an
- * outage, like a failed decision). For the status endpoint. Not thread
- * safe: l's thread only.
+ * PINGs every master of c's deployment on l's connections and fills up to
+ * max entries of nodes (redis.h). Returns how many masters there are, or
+ * -1 when none is known, with a sentence in errbuf. For /health. Not
+ * thread safe: l's loop only.
  */
-int		 limiter_ping(struct limiter *l, const struct conf *c,
-		    long long *latency_us, char *errbuf, size_t errlen);
-
-/*
- * A connection to c's Redis as the gateway makes one (timeouts, AUTH,
- * SELECT), without loading the scripts: for rlgate-ctl. Returns a hiredis
- * context the caller frees with redisFree(), or NULL with a sentence in
- * errbuf.
- */
-struct redisContext *limiter_connect(const struct conf *c, char *errbuf,
+int		 limiter_health(struct limiter *l, const struct conf *c,
+		    struct redis_health *nodes, size_t max, char *errbuf,
 		    size_t errlen);
 
 #endif

@@ -28,7 +28,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "respond.h"
-#include "scripts.h"
 
 extern char **environ;
 
@@ -61,25 +60,6 @@ loops_of(const struct conf *c)
 	return 1;
 }
 
-/* Every rule needs its algorithm's script in this binary. */
-static int
-check_scripts(const struct conf *c, FILE *errf)
-{
-	int bad = 0;
-
-	for (size_t i = 0; i < c->nrules; i++) {
-		const struct rule *ru = &c->rules[i];
-
-		if (scripts_find(conf_algorithm_name(ru->algorithm)) == NULL) {
-			fprintf(errf, "%s:%d: [rule:%s] algorithm: %s is not "
-			    "built into this rlgate\n", c->path, ru->line,
-			    ru->name, conf_algorithm_name(ru->algorithm));
-			bad = 1;
-		}
-	}
-	return bad ? -1 : 0;
-}
-
 /* c's warnings, each on its own line: to f, or to the log when f is NULL. */
 static void
 show_warnings(const struct conf *c, FILE *f, const char *prefix)
@@ -107,10 +87,6 @@ load(const char *path, FILE *errf)
 	if ((c = conf_load(path, &errors)) == NULL) {
 		fputs(errors ? errors : "out of memory\n", errf);
 		free(errors);
-		return NULL;
-	}
-	if (check_scripts(c, errf) == -1) {
-		conf_free(c);
 		return NULL;
 	}
 	metrics_register_rules(c);

@@ -27,6 +27,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
 
 /* Redis round-trip histogram bounds, in microseconds (le labels in s). */
 static const long long bounds_us[] = {
@@ -37,7 +38,7 @@ static const long long bounds_us[] = {
 
 static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"allowed", "denied", "redis_error", "dry_run", "bad_request",
-	"local_cache"
+	"local_cache", "other_rule"
 };
 
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
@@ -489,6 +490,9 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 		case RLG_REASON_LOCAL_CACHE:
 			o = RLG_OUT_LOCAL_CACHE;
 			break;
+		case RLG_REASON_OTHER_RULE:
+			o = RLG_OUT_OTHER_RULE;
+			break;
 		default:
 			o = d->rule_allowed[i] ? RLG_OUT_ALLOWED :
 			    RLG_OUT_DENIED;
@@ -591,6 +595,56 @@ metric(struct out *o, const char *name, const char *type, const char *help,
 	put(o, "%s %lld\n", name, v);
 }
 
+/* A label value: backslash, quote and newline escaped. */
+static void
+put_label(struct out *o, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s == '\\' || *s == '"')
+			put(o, "\\%c", *s);
+		else if (*s == '\n')
+			put(o, "\\n");
+		else
+			put(o, "%c", *s);
+	}
+}
+
+/* Each master's series: up at this scrape, and the Redis layer's counts. */
+static void
+node_metrics(struct out *o, const struct metrics_process *p)
+{
+	static const struct {
+		const char	*name, *type, *help;
+	} fam[] = {
+		{ "rlgate_redis_node_up", "gauge",
+		    "Each Redis master: 1 when it answered a PING at this "
+		    "scrape." },
+		{ "rlgate_redis_node_errors_total", "counter",
+		    "Calls to this node that failed (no answer, refused, not "
+		    "sent)." },
+		{ "rlgate_redis_node_redirects_total", "counter",
+		    "MOVED and ASK redirects this node answered (cluster)." },
+		{ "rlgate_redis_node_slot_refreshes_total", "counter",
+		    "Slot maps read from this node (cluster)." },
+	};
+	long long v;
+	size_t f;
+	int i;
+
+	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		header(o, fam[f].name, fam[f].type, fam[f].help);
+		for (i = 0; i < p->nnodes; i++) {
+			const struct redis_health *n = &p->nodes[i];
+
+			v = f == 0 ? n->ok : f == 1 ? n->errors : f == 2 ?
+			    n->redirects : n->refreshes;
+			put(o, "%s{node=\"", fam[f].name);
+			put_label(o, n->address);
+			put(o, "\"} %lld\n", v);
+		}
+	}
+}
+
 size_t
 metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 {
@@ -653,6 +707,8 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n",
 	    (double)sum_us / 1e6);
 	put(&o, "rlgate_redis_latency_seconds_count %llu\n", lat_count);
+
+	node_metrics(&o, p);
 
 	metric(&o, "rlgate_audit_rows_written_total", "counter",
 	    "Audit rows committed to the database.", p->audit_written);
@@ -723,6 +779,7 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	struct out o = { out, 0, outlen };
 	int audit_ok = !h->p.audit || h->p.audit_lag_ms <= h->audit_lag_max_ms;
 	const char *sep = "";
+	int i;
 
 	*healthy = h->redis_ok && audit_ok;
 	put(&o, "{\"status\":\"%s\",\"version\":", *healthy ? "ok" :
@@ -732,13 +789,31 @@ metrics_health_json(const struct metrics_health *h, char *out,
 	    h->redis_ok ? "true" : "false");
 	put_str(&o, h->redis_address);
 	if (h->redis_ok)
-		put(&o, ",\"latency_ms\":%.3f}",
+		put(&o, ",\"latency_ms\":%.3f",
 		    (double)h->redis_latency_us / 1e3);
 	else {
 		put(&o, ",\"error\":");
 		put_str(&o, h->redis_error);
-		put(&o, "}");
 	}
+	put(&o, ",\"nodes\":[");
+	for (i = 0; i < h->nnodes; i++) {
+		const struct redis_health *n = &h->nodes[i];
+
+		put(&o, "%s{\"address\":", i ? "," : "");
+		put_str(&o, n->address);
+		put(&o, ",\"role\":");
+		put_str(&o, n->role);
+		put(&o, ",\"reachable\":%s", n->ok ? "true" : "false");
+		if (n->ok)
+			put(&o, ",\"latency_ms\":%.3f}",
+			    (double)n->latency_us / 1e3);
+		else {
+			put(&o, ",\"error\":");
+			put_str(&o, n->errstr);
+			put(&o, "}");
+		}
+	}
+	put(&o, "]}");
 	put(&o, ",\"audit\":{\"enabled\":%s", h->p.audit ? "true" : "false");
 	if (h->p.audit)
 		put(&o, ",\"queued\":%lld,\"lag_ms\":%lld,\"written\":%lld,"

@@ -26,6 +26,7 @@ enum metrics_outcome {
 	RLG_OUT_DRY_RUN,
 	RLG_OUT_BAD_REQUEST,
 	RLG_OUT_LOCAL_CACHE,
+	RLG_OUT_OTHER_RULE,	/* admitted, but another rule denied */
 	RLG_OUT_COUNT
 };
 
@@ -80,6 +81,7 @@ void	 metrics_redis_latency(struct metrics_worker *w, long long us);
 void	 metrics_redis_error(struct metrics_worker *w);
 
 /* What the process knows beyond the counters, for a scrape. */
+struct redis_health;
 struct metrics_process {
 	int		 workers;
 	int		 audit;		/* an audit database is open */
@@ -92,6 +94,9 @@ struct metrics_process {
 	long long	 loaded_ms;	/* the current one's, ms since epoch */
 	size_t		 deny_cache_entries;
 	int		 processes;	/* sharing the counters (metrics_total) */
+	/* Each Redis master as the scrape found it (redis.h), or none. */
+	const struct redis_health *nodes;
+	int		 nnodes;
 };
 
 /*
@@ -121,10 +126,12 @@ size_t	 metrics_prometheus(const struct metrics_process *p, char *out,
 /* What /health reports. */
 struct metrics_health {
 	const char	*version;
-	int		 redis_ok;
-	const char	*redis_address;
+	int		 redis_ok;	/* every node answers */
+	const char	*redis_address;	/* as configured */
 	const char	*redis_error;	/* why not, when not */
-	long long	 redis_latency_us;
+	long long	 redis_latency_us;	/* the slowest node's */
+	const struct redis_health *nodes;	/* each master (redis.h) */
+	int		 nnodes;
 	struct metrics_process p;
 	const char	*config_path;
 	size_t		 rules;

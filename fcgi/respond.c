@@ -96,7 +96,8 @@ const char *
 respond_reason_name(enum rlg_reason r)
 {
 	static const char *names[] = { "limit", "unmatched", "redis_error",
-	    "dry_run", "bad_request", "local_cache", "unlimited" };
+	    "dry_run", "bad_request", "local_cache", "unlimited",
+	    "other_rule" };
 
 	return names[r];
 }
@@ -111,7 +112,9 @@ ceil_div(long long a, long long b)
 static int
 limited(const struct decision *d, size_t i)
 {
-	return d->v[i].answered && d->rule_reason[i] != RLG_REASON_UNLIMITED;
+	return d->v[i].answered && d->rule_reason[i] != RLG_REASON_UNLIMITED &&
+	    !(d->rule_reason[i] == RLG_REASON_OTHER_RULE &&
+	    d->v[i].override == RLG_OVERRIDE_UNLIMITED);
 }
 
 /* Did rule i deny the request for being over its limit (here or cached)? */
@@ -142,28 +145,30 @@ respond_decide(struct decision *d, int bad_status)
 		    ru->on_error : d->conf->on_error;
 		int dry = ru->dry_run || d->conf->dry_run;
 
-		if (!v->answered) {
+		d->rule_allowed[i] = 0;
+		if (v->skipped) {
+			d->rule_reason[i] = RLG_REASON_OTHER_RULE;
+		} else if (!v->answered) {
 			d->rule_reason[i] = RLG_REASON_REDIS_ERROR;
 			d->rule_allowed[i] = oe != RLG_ON_ERROR_DENY;
 			if (!d->rule_allowed[i] && !dry)
 				unavailable = 1;
-		} else if (!v->allowed && dry) {
-			d->rule_reason[i] = RLG_REASON_DRY_RUN;
-			d->rule_allowed[i] = 0;
-		} else {
-			if (v->local && !v->allowed)
-				d->rule_reason[i] = RLG_REASON_LOCAL_CACHE;
-			else if (v->allowed &&
-			    v->override == RLG_OVERRIDE_UNLIMITED)
-				d->rule_reason[i] = RLG_REASON_UNLIMITED;
-			else
-				d->rule_reason[i] = RLG_REASON_LIMIT;
-			d->rule_allowed[i] = v->allowed;
-			if (!v->allowed) {
+		} else if (!v->allowed) {
+			d->rule_reason[i] = v->local ? RLG_REASON_LOCAL_CACHE :
+			    dry ? RLG_REASON_DRY_RUN : RLG_REASON_LIMIT;
+			if (!dry) {
 				denied = 1;
 				if (v->retry_after_ms > d->retry_after_ms)
 					d->retry_after_ms = v->retry_after_ms;
-			} else if (v->delay_ms > d->delay_ms)
+			}
+		} else if (!v->counted) {
+			d->rule_reason[i] = RLG_REASON_OTHER_RULE;
+		} else {
+			d->rule_reason[i] = v->override ==
+			    RLG_OVERRIDE_UNLIMITED ? RLG_REASON_UNLIMITED :
+			    RLG_REASON_LIMIT;
+			d->rule_allowed[i] = 1;
+			if (v->delay_ms > d->delay_ms)
 				d->delay_ms = v->delay_ms;
 		}
 	}

@@ -25,7 +25,9 @@ enum rlg_reason {
 	RLG_REASON_DRY_RUN,
 	RLG_REASON_BAD_REQUEST,
 	RLG_REASON_LOCAL_CACHE,	/* denied by the deny cache, without Redis */
-	RLG_REASON_UNLIMITED	/* an "unlimited" override: not counted */
+	RLG_REASON_UNLIMITED,	/* an "unlimited" override: not counted */
+	RLG_REASON_OTHER_RULE	/* this rule would admit (or was not
+				 * asked); another denied: not counted */
 };
 
 /* One request's decision. The pointers are borrowed, not owned. */
@@ -55,12 +57,17 @@ struct decision {
  * Sets d's status, allowed, retry_after_ms, delay_ms and the per-rule
  * outcome from its verdicts: a bad request is 400 (or the status given in
  * bad_status); a rule over its limit denies (deny_status) unless it is in
- * dry run (its own dry_run, or [gateway] dry_run), and so does a denial
- * the deny cache remembered (reason local_cache); a rule Redis could not
- * decide follows its on_error (deny is 503, not in dry run); everything
- * else is allowed (reason unlimited when an override in Redis said so).
- * Limits and windows shown in headers and bodies are the verdicts' (an
- * override's when one applied); an unlimited rule shows none.
+ * dry run (its own dry_run, or [gateway] dry_run: reason dry_run), and so
+ * does a denial the deny cache remembered (reason local_cache); a rule
+ * Redis could not decide follows its on_error (deny is 503, not in dry
+ * run). A rule that admitted the request is allowed when the request was
+ * counted (reason limit, or unlimited when an override in Redis said so),
+ * and otherwise not: another rule denied, nothing was counted (allowed 0,
+ * reason other_rule, as is a rule the deny cache's denial left unasked).
+ * retry_after_ms is the longest of the denials', delay_ms the longest of
+ * the admissions' (leaky_bucket). Limits and windows shown in headers and
+ * bodies are the verdicts' (an override's when one applied); an unlimited
+ * or unasked rule shows none.
  */
 void		 respond_decide(struct decision *d, int bad_status);
 

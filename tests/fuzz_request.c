@@ -357,6 +357,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		v[i].answered = b & 1;
 		v[i].allowed = (b >> 1) & 1;
+		/* Not counted: another rule denied (other_rule); not asked:
+		 * the deny cache decided. */
+		v[i].counted = v[i].allowed && !(b & 0x80);
+		v[i].skipped = !v[i].answered && (b & 0x40);
 		/* The rule's parameters, as limiter_decide() sets them. */
 		v[i].limit = ru->limit;
 		v[i].window_ms = ru->window_ms;

@@ -187,7 +187,7 @@ check "23 requests with redis down answered without waiting on it ($(( (t1 - t0)
 start_redis "$REDIS_PORT" || exit 1
 back() { [ "$(status "$BASE/closed/item")" = 200 ]; }
 check "redis back: decisions resume without restarting rlgate" wait_for 3 back
-is "and Redis decides again (its script cache was empty)" 1 "$(rcli EXISTS 'rl:{closed:127.0.0.1}')"
+is "and Redis decides again (it had no library)" 1 "$(rcli EXISTS 'rl:{closed:127.0.0.1}')"
 # /open/ was asked only while Redis was stopped: 1 + 20 requests.
 wait_for 5 rule_rows open 21
 is "audit: the 21 redis_error rows were recorded as admitted" 21 "$(sql "SELECT count(*) FROM decisions WHERE rule='open' AND reason='redis_error' AND allowed=1 AND status=200")"
@@ -220,15 +220,15 @@ sed "s/^address = 127.0.0.1:$OLD_REDIS_PORT$/address = 127.0.0.1:$REDIS_PORT/" "
 kill -HUP "$RLGATE_PID"
 moved() { [ "$(grep -c 'reload: .* loaded' "$T/rlgate.log")" -ge 2 ]; }
 check "SIGHUP with a new Redis address: loaded" wait_for 5 moved
-old_evals_still() { [ -n "$1" ] && [ "$(redis_calls evalsha "$OLD_REDIS_PORT")" = "$1" ]; }
-e0=$(redis_calls evalsha "$OLD_REDIS_PORT")
+old_evals_still() { [ -n "$1" ] && [ "$(redis_calls fcall "$OLD_REDIS_PORT")" = "$1" ]; }
+e0=$(redis_calls fcall "$OLD_REDIS_PORT")
 # An hour's window: the count is every decision, however slow the machine.
 for i in $(seq 24); do status "$BASE/move/item" >/dev/null; done
 # Workers that had a connection to the old Redis would have counted there.
 is "all 24 decisions after the move come from the new Redis" 24 "$(rcli HGET 'rl:{move:127.0.0.1}' count)"
 # EXISTS answers 0 only from a live server (a dead one prints nothing).
 is "and the old Redis saw none of them" 0 "$(redis-cli -p "$OLD_REDIS_PORT" EXISTS 'rl:{move:127.0.0.1}')"
-check "and ran no script for them (EVALSHA calls still ${e0:-none})" old_evals_still "$e0"
+check "and ran no function for them (FCALL calls still ${e0:-none})" old_evals_still "$e0"
 
 # A RESPONDER request with a body (a check API called with POST): rlgate
 # does not read bodies, but must drain them and still answer in full.

@@ -5,8 +5,8 @@
 #
 # 1. Redis killed (SIGKILL) under load, its port then taken for a while by
 #    a redis-server that refuses every command (as a restarting or
-#    misconfigured Redis does), then a fresh redis-server (empty script
-#    cache) on the same port: rlgate never crashes, no request waits past
+#    misconfigured Redis does), then a fresh redis-server (no function
+#    library) on the same port: rlgate never crashes, no request waits past
 #    connect_timeout + timeout (+ slack), on_error is honoured meanwhile,
 #    every decision has its audit row, decisions are back within a second
 #    of Redis answering, and while Redis is down rlgate connects to it at
@@ -152,14 +152,16 @@ check "down: rlgate connected $attempts times in $imp_ms ms (at most one per 500
 	[ "$attempts" -le "$max_attempts" ]
 check "down: and kept probing ($attempts >= 2)" [ "$attempts" -ge 2 ]
 
-# A fresh redis-server: nothing in its script cache.
+# A fresh redis-server: no function library.
 T_START=$(now_ms)
 start_redis "$REDIS_PORT" || exit 1
 T_UP=$(now_ms)
 back_ms=$(until_200 "$BASE/probe/item")
-is "the fresh Redis got every script from rlgate (its cache was empty)" \
-	"$(ls "$TOP"/lua/*.lua | wc -l)" \
-	"$(rcli INFO memory | tr -d '\r' | sed -n 's/^number_of_cached_scripts://p')"
+# The version this build carries (fcgi/scripts.c), which rlgate_version
+# of the library loaded there must return.
+want=$(sed -n 's/^const char rlg_library_version\[\] = "\([0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
+is "the fresh Redis got the library from rlgate (it had none)" "$want" \
+	"$(rcli FCALL_RO rlgate_version 0)"
 check "decisions back ${back_ms} ms after Redis answers (<= 1000)" [ "$back_ms" -le 1000 ]
 wait "$LOOP1" "$LOOP2" "$AB"
 

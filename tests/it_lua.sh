@@ -56,8 +56,6 @@ lua_check() {
 }
 lua_check fcall 300
 lua_check decide 300
-n=$(( ${LUA_CHECK_N:-3000} / 3 )); [ "$n" -ge 300 ] || n=300	# test_retry needs 300
-lua_check eval 300 LUA_CHECK_N=$n
 
 # 2. The library as one file, loaded as lua/README.md shows.
 is "redis-cli -x FUNCTION LOAD REPLACE" "rlgate" "$(rcli -x FUNCTION LOAD REPLACE < "$T/rlgate.lua")"

@@ -137,6 +137,8 @@ is "health: 200 while Redis answers" 200 "$(health)"
 is "health: JSON says ok" "ok" "$(hj .status)"
 is "health: redis reachable" "true" "$(hj .redis.reachable)"
 is "health: the redis address" "127.0.0.1:$REDIS_PORT" "$(hj .redis.address)"
+is "health: one node, the server, a master, reachable" "1 127.0.0.1:$REDIS_PORT master true" \
+	"$(hj '[(.redis.nodes | length), .redis.nodes[0].address, .redis.nodes[0].role, .redis.nodes[0].reachable] | map(tostring) | join(" ")')"
 is "health: config generation 1 at start" 1 "$(hj .config.generation)"
 is "health: config path and rules" "$T/rlgate.ini 11" "$(hj '.config.path + " " + (.config.rules|tostring)')"
 now_ms=$(now_ms)
@@ -160,15 +162,17 @@ check "metrics: the text parses as Prometheus exposition format" valid_expositio
 is "metrics: plain allowed 5" 5 "$(metric 'rlgate_decisions_total{rule="plain",outcome="allowed"}')"
 is "metrics: plain denied 3" 3 "$(metric 'rlgate_decisions_total{rule="plain",outcome="denied"}')"
 is "metrics: open allowed 3" 3 "$(metric 'rlgate_decisions_total{rule="open",outcome="allowed"}')"
-for o in allowed denied redis_error dry_run bad_request local_cache; do
+for o in allowed denied redis_error dry_run bad_request local_cache other_rule; do
 	is "metrics: every outcome has a series ($o)" 0 "$(metric "rlgate_decisions_total{rule=\"flood\",outcome=\"$o\"}")"
 done
 is "metrics: the audit rows written are the rows in the database" "$(sql 'SELECT count(*) FROM decisions')" "$(metric rlgate_audit_rows_written_total)"
 is "metrics: no audit row queued, none retried" "0 0" "$(metric rlgate_audit_rows_queued) $(metric rlgate_audit_retries_total)"
-is "metrics: one Redis round trip per decided request (histogram count = EVALSHA calls)" "$(redis_calls evalsha)" "$(metric rlgate_redis_latency_seconds_count)"
+is "metrics: one Redis round trip per decided request (histogram count = FCALL calls)" "$(redis_calls fcall)" "$(metric rlgate_redis_latency_seconds_count)"
 is "metrics: 4 workers" 4 "$(metric rlgate_workers)"
 check "metrics: at least the scrape's worker is busy" [ "$(metric rlgate_workers_busy)" -ge 1 ]
 is "metrics: no Redis error yet" 0 "$(metric rlgate_redis_errors_total)"
+is "metrics: the server, up, no error, no redirect" "1 0 0" \
+	"$(metric "rlgate_redis_node_up{node=\"127.0.0.1:$REDIS_PORT\"}") $(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$REDIS_PORT\"}") $(metric "rlgate_redis_node_redirects_total{node=\"127.0.0.1:$REDIS_PORT\"}")"
 # The path is compared once decoded, as rules see it: an encoded status
 # path is the status page too, not a request to decide.
 check "an encoded status path (/%72lgate-status/metrics) gets the metrics page" \
@@ -183,11 +187,14 @@ stop_redis
 is "health: 503 when Redis is down" 503 "$(health)"
 is "health: redis not reachable, a reason given" "false unavailable" "$(hj '(.redis.reachable|tostring) + " " + .status')"
 check "health: the reason names the failure" jq -e '.redis.error | type == "string" and length > 0' "$T/health.json"
+check "health: the node is listed down, with its reason" jq -e '.redis.nodes[0].reachable == false and (.redis.nodes[0].error | length > 0)' "$T/health.json"
 # fcgi/metrics.c: one problem while the audit is not behind.
 is "health: problems lists exactly Redis" '["redis does not answer"]' "$(jq -c .problems "$T/health.json")"
 status "$BASE/open/a" > /dev/null
 scrape
 check "metrics: Redis errors counted ($(metric rlgate_redis_errors_total))" [ "$(metric rlgate_redis_errors_total)" -ge 1 ]
+is "metrics: the server down" 0 "$(metric "rlgate_redis_node_up{node=\"127.0.0.1:$REDIS_PORT\"}")"
+check "metrics: and its errors counted" [ "$(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$REDIS_PORT\"}")" -ge 1 ]
 is "metrics: the request answered with on_error counts as redis_error" 1 "$(metric 'rlgate_decisions_total{rule="open",outcome="redis_error"}')"
 start_redis "$REDIS_PORT" || exit 1
 healthy() { [ "$(health)" = 200 ]; }
@@ -195,12 +202,12 @@ check "health: 200 again once Redis is back" wait_for 3 healthy
 
 # --- 2. The deny cache: a flood from one key -------------------------------
 
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 ab_run -n 2000 -c 8 "$BASE/flood/a"
-c1=$(redis_calls evalsha)
+c1=$(redis_calls fcall)
 is "flood with the cache: 2000 complete, 1995 denied" "2000 1995" "$AB_COMPLETE $AB_NON2XX"
 ab_run -n 2000 -c 8 "$BASE/plain/a"
-c2=$(redis_calls evalsha)
+c2=$(redis_calls fcall)
 # (Redis restarted above: plain's window starts afresh.)
 is "the same flood without the cache: 2000 complete, 1995 denied" "2000 1995" "$AB_COMPLETE $AB_NON2XX"
 cached_calls=$((c1 - c0)) plain_calls=$((c2 - c1))
@@ -214,9 +221,9 @@ wait_for 10 rule_rows flood 2000
 is "audit: the flood's 2000 rows: 5 admitted" "5|1995" "$(sql "SELECT sum(allowed), sum(1-allowed) FROM decisions WHERE rule='flood'")"
 is "audit: every request Redis did not see is a local_cache denial" "$((2000 - cached_calls))" "$(sql "SELECT count(*) FROM decisions WHERE rule='flood' AND reason='local_cache' AND allowed=0 AND status=429")"
 is "audit: local_cache rows carry the rule's numbers and a retry_after" "$((2000 - cached_calls))" "$(sql "SELECT count(*) FROM decisions WHERE rule='flood' AND reason='local_cache' AND limit_value=5 AND window_ms=60000 AND remaining=0 AND retry_after_ms>0")"
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 curl -s -D "$T/cached.h" -o "$T/cached.b" "$BASE/flood/a"
-is "a cached denial costs no Redis call" "$c0" "$(redis_calls evalsha)"
+is "a cached denial costs no Redis call" "$c0" "$(redis_calls fcall)"
 is "cached denial: 429" "HTTP/1.1 429 Too Many Requests" "$(head -1 "$T/cached.h" | tr -d '\r')"
 check "cached denial: Retry-After in whole seconds (1..60)" [ "$(resp_header "$T/cached.h" Retry-After)" -ge 1 -a "$(resp_header "$T/cached.h" Retry-After)" -le 60 ]
 is "cached denial: RateLimit-Policy" '"flood";q=5;w=60' "$(resp_header "$T/cached.h" RateLimit-Policy)"
@@ -228,9 +235,9 @@ check "metrics: the cache holds the key" [ "$(metric rlgate_deny_cache_entries)"
 
 # SIGHUP clears the cache: a raised limit applies to the very next request.
 is "raise: 2 per minute, then denied" "200 200 429" "$(status "$BASE/raise/a") $(status "$BASE/raise/a") $(status "$BASE/raise/a")"
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 is "raise: the repeat is denied from the cache" 429 "$(status "$BASE/raise/a")"
-is "raise: without asking Redis" "$c0" "$(redis_calls evalsha)"
+is "raise: without asking Redis" "$c0" "$(redis_calls fcall)"
 is "log_level info: no debug lines" 0 "$(grep -c ': debug: ' "$T/rlgate.log")"
 # The reload raises the limit, and turns on a line per decision.
 sed -i -e '/^\[rule:raise\]/,/^window/ s/^limit = 2$/limit = 4/' \
@@ -239,7 +246,7 @@ kill -HUP "$RLGATE_PID"
 generation2() { [ "$(health)" = 200 ] && [ "$(hj .config.generation)" = 2 ]; }
 check "SIGHUP: health shows config generation 2" wait_for 5 generation2
 is "raise: after the reload the next request goes to Redis and is admitted" 200 "$(status "$BASE/raise/a")"
-is "raise: Redis was asked" "$((c0 + 1))" "$(redis_calls evalsha)"
+is "raise: Redis was asked" "$((c0 + 1))" "$(redis_calls fcall)"
 wait_for 5 rule_rows raise 5
 is "raise: audit shows limit 4 admitting the 3rd" "1|limit|4" "$(sql "SELECT allowed, reason, limit_value FROM decisions WHERE rule='raise' ORDER BY id DESC LIMIT 1")"
 raise_id=$(sql "SELECT request_id FROM decisions WHERE rule='raise' ORDER BY id DESC LIMIT 1")
@@ -268,13 +275,13 @@ MAIN_PID=$RLGATE_PID
 RLGATE_PORT=$(free_port)
 DRY_PORT=$RLGATE_PORT
 start_rlgate "$T/dry.ini" rlgate-dry || exit 1
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 fcgi_get "$DRY_PORT" /plain/a > "$T/gdry.out"
 is "global dry run: a request over the limit gets 200" "Status: 200 OK" "$(head -1 "$T/gdry.out")"
 check "global dry run: with RateLimit r=0, t 1..60" grep -qE '^RateLimit: "plain";r=0;t=([1-9]|[1-5][0-9]|60)$' "$T/gdry.out"
 check "global dry run: reason dry_run" grep -q '"reason":"dry_run"' "$T/gdry.out"
 fcgi_get "$DRY_PORT" /flood/a > "$T/gdry2.out"
-is "global dry run: the deny cache is not used" "Status: 200 OK $((c0 + 2))" "$(head -1 "$T/gdry2.out") $(redis_calls evalsha)"
+is "global dry run: the deny cache is not used" "Status: 200 OK $((c0 + 2))" "$(head -1 "$T/gdry2.out") $(redis_calls fcall)"
 dry_rows() { [ "$(sqlite3 -batch -noheader "$T/dry.db" "SELECT count(*) FROM decisions WHERE reason='dry_run'" 2>/dev/null)" -ge 2 ]; }
 check "global dry run: audit rows say dry_run, status 200" wait_for 5 dry_rows
 is "global dry run: no row denies" 0 "$(sqlite3 -batch -noheader "$T/dry.db" "SELECT count(*) FROM decisions WHERE status<>200")"
@@ -294,11 +301,11 @@ window = 1m
 EOF
 RLGATE_PORT=$(free_port)
 start_rlgate "$T/sock.ini" rlgate-sock || exit 1
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 sock=""
 for i in 1 2 3; do sock+=" $(fcgi_get "$RLGATE_PORT" /sock/a | head -1)"; done
 is "Redis on a unix socket: limit 2 gives 200, 200, 429" " Status: 200 OK Status: 200 OK Status: 429 Too Many Requests" "$sock"
-is "Redis on a unix socket: the three scripts ran there" $((c0 + 3)) "$(redis_calls evalsha)"
+is "Redis on a unix socket: the three decisions ran there" $((c0 + 3)) "$(redis_calls fcall)"
 is "Redis on a unix socket: rlgate-ctl peek reads the key (remaining 0)" 0 \
 	"$("$CTL" -c "$T/sock.ini" peek sock 127.0.0.1 | awk '$1 == "remaining" { print $2 }')"
 stop_rlgate
@@ -307,12 +314,13 @@ stop_rlgate
 
 export RLGATE_CONF=$T/rlgate.ini
 pk() { "$CTL" peek "$1" "$2" | awk -v f="$3" '$1 == f { print $2 }'; }
-# script ALG KEY: one request of cost 1 through the rule's own script, as
-# rlgate sends it (Redis TIME); prints its reply on one line.
+# script ALG KEY: one request of cost 1 through the algorithm's own
+# function of the library (FCALL rlgate_ALG, Redis TIME); prints its reply
+# on one line.
 script() {
 	local prec=''
 	[ "$1" = sliding_window ] && prec=6000	# the rule's default: window/10
-	rcli --eval "$TOP/lua/$1.lua" "rl:{peek_$1:$2}" , '' 1 3 60000 '' "$prec" | paste -sd' '
+	rcli FCALL "rlgate_$1" 1 "rl:{peek_$1:$2}" '' 1 3 60000 '' "$prec" | paste -sd' '
 }
 # peek's numbers against the scripts' own replies, for every algorithm
 # (through redis-cli: a leaky_bucket rule served by rlgate would hold each
@@ -321,10 +329,10 @@ for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket;
 	r=peek_$a
 	script "$a" k1 > /dev/null
 	read -r _ rem _ <<<"$(script "$a" k1)"
-	before=$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') c0=$(redis_calls evalsha)
+	before=$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') c0=$(redis_calls fcall)
 	is "peek $a: remaining as the script last said" "$rem" "$(pk "$r" k1 remaining)"
-	is "peek $a: consumes nothing (state and EVALSHA calls unchanged)" "$before $c0" \
-		"$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') $(redis_calls evalsha)"
+	is "peek $a: consumes nothing (state and FCALL calls unchanged)" "$before $c0" \
+		"$(rcli DUMP "rl:{$r:k1}" | od -An -tx1 | tr -d ' \n') $(redis_calls fcall)"
 	# Over the limit: the denial's retry_after, less the time since.
 	for i in 1 2 3 4 5; do
 		read -r allowed _ _ _ retry deny_us _ <<<"$(script "$a" k1)"

@@ -147,8 +147,15 @@ is "unlimited: no row before it was set or after it was cleared" 0 \
 	"$(q acme "reason='unlimited' AND (ts_ms < $t2 OR ts_ms > $t5)" "count(*)")"
 is "cleared: the rule's 20 again, every request denied (50 counted)" "20|0|0|429" \
 	"$(q acme "ts_ms > $t5" "DISTINCT limit_value, allowed, remaining, status")"
-is "the rule without overrides admitted all of them, limit 1000000" "$(key_count acme)|1000000" \
-	"$(sql "SELECT count(*), group_concat(DISTINCT limit_value) FROM decisions WHERE rule='fixed' AND key='acme' AND allowed=1")"
+# All or nothing: the rule without overrides (limit 1000000) counted a
+# request exactly when api admitted it, and recorded api's denials as
+# other_rule.
+is "the rule without overrides admitted what api admitted, other_rule the rest" "$(key_count acme)|1000000" \
+	"$(sql "SELECT count(*), group_concat(DISTINCT f.limit_value) FROM decisions f JOIN decisions a USING (request_id)
+	    WHERE f.rule='fixed' AND a.rule='api' AND f.key='acme' AND f.allowed=a.allowed
+	    AND f.reason = CASE a.allowed WHEN 1 THEN 'limit' ELSE 'other_rule' END")"
+is "redis: the rule without overrides counted only those" \
+	"$(q acme "allowed=1" "count(*)")" "$(rcli HGET 'rl:{fixed:acme}' count)"
 # The report verifies each parameter set of a key on its own (rows carry them).
 "$TOP/reports/rlgate-report" --verify -r api "$AUDIT_DB" > "$T/verify.out" 2>&1
 is "rlgate-report --verify: each limit held, across the switches" 0 $?
@@ -229,10 +236,10 @@ check "and says why, with file and line" grep -q "both.ini:7: \[rule:r\] deny_ca
 # Without the cache, a raise applies to the very next request (it asks Redis).
 "$CTL" override api next limit=1 > /dev/null
 is "next: limit 1, then denied" "200 429 429" "$(status "$BASE/api/x?t=next") $(status "$BASE/api/x?t=next") $(status "$BASE/api/x?t=next")"
-c0=$(redis_calls evalsha)
+c0=$(redis_calls fcall)
 "$CTL" override api next limit=3 > /dev/null
 is "next: raised to 3, the next request is admitted" 200 "$(status "$BASE/api/x?t=next")"
-is "next: Redis decided it (one call per rule, api and fixed)" "$((c0 + 2))" "$(redis_calls evalsha)"
+is "next: Redis decided it (one call for both rules, api and fixed)" "$((c0 + 1))" "$(redis_calls fcall)"
 
 # --- 6. rlgate-ctl override: errors ----------------------------------------------
 

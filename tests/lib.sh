@@ -449,3 +449,136 @@ check_denied() {
 at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }
 # between MIN MAX VALUE: VALUE is a whole number from MIN to MAX.
 between() { at_least "$1" "$3" && [ "$3" -le "$2" ]; }
+
+# --- Redis Cluster and Sentinel (tests/it_cluster.sh, it_sentinel.sh) -------
+
+# cluster_port: a free port whose +10000 (the cluster bus) is free too,
+# both below the kernel's ephemeral ports (32768 and up here), where a
+# client's connection may hold a port that no one listens on.
+cluster_port() {
+	local p lo
+	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	for _ in $(seq 200); do
+		p=$(( 10000 + RANDOM % (lo - 20000) ))
+		port_open "$p" || port_open $((p + 10000)) || { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# start_cluster_node PORT [ARGS...]: one cluster-enabled redis-server.
+start_cluster_node() {
+	local p=$1; shift
+	redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$T" --logfile "$T/redis-$p.log" --cluster-enabled yes \
+		--cluster-config-file "$T/nodes-$p.conf" --cluster-node-timeout 1000 \
+		--cluster-require-full-coverage no "$@" &
+	CLUSTER_PID[$p]=$!
+	PIDS+=("$!")
+	wait_for 10 redis-cli -p "$p" ping || { echo "# cluster node $p did not start"; return 1; }
+}
+
+# cluster_ready: every node sees cluster_state:ok and every replica's link
+# to its master is up (else no replica can take over a killed master).
+cluster_ready() {
+	local p
+	for p in "${CLUSTER_PORTS[@]}"; do
+		[ -n "${CLUSTER_PID[$p]:-}" ] || continue
+		redis-cli -p "$p" CLUSTER INFO | grep -q '^cluster_state:ok' || return 1
+		if redis-cli -p "$p" ROLE | head -1 | grep -q slave; then
+			redis-cli -p "$p" INFO replication | grep -q '^master_link_status:up' || return 1
+		fi
+	done
+}
+
+# start_cluster: 3 masters and 3 replicas (redis-cli --cluster create
+# --cluster-replicas 1) with cluster-node-timeout 1000 and
+# cluster-require-full-coverage no. Sets CLUSTER_PORTS (the first three are
+# the masters) and CLUSTER_PID[port]; CLUSTER_SEED is the first port.
+declare -A CLUSTER_PID=()
+start_cluster() {
+	local p addrs=()
+	CLUSTER_PORTS=()
+	for _ in 1 2 3 4 5 6; do
+		p=$(cluster_port) || return 1
+		start_cluster_node "$p" 2>/dev/null ||
+			{ p=$(cluster_port) && start_cluster_node "$p"; } || return 1
+		CLUSTER_PORTS+=("$p")
+		addrs+=("127.0.0.1:$p")
+	done
+	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+		> "$T/cluster-create.log" 2>&1 || { echo "# cluster create failed:"; cat "$T/cluster-create.log"; return 1; }
+	CLUSTER_SEED=${CLUSTER_PORTS[0]}
+	wait_for 30 cluster_ready || { echo "# cluster not ready"; return 1; }
+}
+
+# cluster_master_of SLOT: the port of the master that serves SLOT now, as
+# the seed (or the first node answering) sees it.
+cluster_master_of() {
+	local p
+	for p in "${CLUSTER_PORTS[@]}"; do
+		[ -n "${CLUSTER_PID[$p]:-}" ] || continue
+		redis-cli -p "$p" CLUSTER SLOTS 2>/dev/null | awk -v s="$1" '
+			BEGIN { n = 0 }
+			{ line[n++] = $0 }
+			END { for (i = 0; i + 3 < n; i++)
+				if (line[i] ~ /^[0-9]+$/ && line[i+1] ~ /^[0-9]+$/ &&
+				    line[i] + 0 <= s + 0 && s + 0 <= line[i+1] + 0 &&
+				    line[i+2] ~ /^127\./) { print line[i+3]; exit } }' && return 0
+	done
+}
+
+# cluster_id PORT: the node id of the node on PORT.
+cluster_id() { redis-cli -p "$1" CLUSTER MYID; }
+
+# kill_node PORT: kill -9 the redis-server on PORT (it stays in PIDS: a
+# second kill at cleanup finds nothing).
+kill_node() {
+	kill -9 "${CLUSTER_PID[$1]}" 2>/dev/null
+	wait "${CLUSTER_PID[$1]}" 2>/dev/null
+	unset "CLUSTER_PID[$1]"
+}
+
+# start_sentinel_set: a master, one replica and three Sentinels (quorum 2,
+# down-after-milliseconds 1000, failover-timeout 3000) watching it as
+# "mymaster". Sets SENTINEL_MASTER_PORT, SENTINEL_REPLICA_PORT,
+# SENTINEL_PORTS (three) and CLUSTER_PID[port] for each server; waits until
+# the replica's link is up and every Sentinel knows the replica and the two
+# other Sentinels.
+start_sentinel_set() {
+	local p i
+	SENTINEL_MASTER_PORT=$(free_port)
+	redis-server --port "$SENTINEL_MASTER_PORT" --bind 127.0.0.1 --save '' \
+		--appendonly no --dir "$T" --logfile "$T/redis-$SENTINEL_MASTER_PORT.log" &
+	CLUSTER_PID[$SENTINEL_MASTER_PORT]=$!; PIDS+=("$!")
+	SENTINEL_REPLICA_PORT=$(free_port)
+	redis-server --port "$SENTINEL_REPLICA_PORT" --bind 127.0.0.1 --save '' \
+		--appendonly no --dir "$T" --logfile "$T/redis-$SENTINEL_REPLICA_PORT.log" \
+		--replicaof 127.0.0.1 "$SENTINEL_MASTER_PORT" &
+	CLUSTER_PID[$SENTINEL_REPLICA_PORT]=$!; PIDS+=("$!")
+	wait_for 10 redis-cli -p "$SENTINEL_MASTER_PORT" ping || return 1
+	wait_for 10 sh -c "redis-cli -p $SENTINEL_REPLICA_PORT INFO replication | grep -q '^master_link_status:up'" ||
+		{ echo "# the replica did not connect"; return 1; }
+	SENTINEL_PORTS=()
+	for i in 1 2 3; do
+		p=$(free_port)
+		cat > "$T/sentinel-$p.conf" <<-EOT
+		port $p
+		bind 127.0.0.1
+		dir $T
+		logfile $T/sentinel-$p.log
+		sentinel monitor mymaster 127.0.0.1 $SENTINEL_MASTER_PORT 2
+		sentinel down-after-milliseconds mymaster 1000
+		sentinel failover-timeout mymaster 3000
+		${SENTINEL_CONF_EXTRA:-}
+		EOT
+		redis-server "$T/sentinel-$p.conf" --sentinel &
+		CLUSTER_PID[$p]=$!; PIDS+=("$!")
+		SENTINEL_PORTS+=("$p")
+	done
+	for p in "${SENTINEL_PORTS[@]}"; do
+		wait_for 20 sh -c "redis-cli -p $p ${SENTINEL_CLI_AUTH:-} SENTINEL master mymaster 2>/dev/null |
+			awk 'prev == \"num-slaves\" && \$0 >= 1 { s = 1 } prev == \"num-other-sentinels\" && \$0 >= 2 { o = 1 }
+			     { prev = \$0 } END { exit !(s && o) }'" ||
+			{ echo "# sentinel $p does not see the set"; return 1; }
+	done
+}

@@ -13,10 +13,11 @@
 
 #include "respond.h"
 
-/* An answered verdict: allowed, remaining, limit, reset_ms, retry_after_ms. */
+/* An answered verdict: allowed, remaining, limit, reset_ms, retry_after_ms;
+ * counted when allowed (every rule of the request admitted it). */
 #define VERDICT(a, rem, lim, reset, retry) ((struct verdict){ .answered = 1, \
-	.allowed = (a), .remaining = (rem), .limit = (lim), .reset_ms = (reset), \
-	.retry_after_ms = (retry), .now_us = 1 })
+	.allowed = (a), .counted = (a), .remaining = (rem), .limit = (lim), \
+	.reset_ms = (reset), .retry_after_ms = (retry), .now_us = 1 })
 
 static struct conf	conf;
 static struct rule	rules[2];
@@ -152,6 +153,7 @@ test_two_policies_one_denies(void **state)
 
 	(void)state;
 	v[0] = VERDICT(1, 50, 100, 300, 0);
+	v[0].counted = 0;	/* daily denied: nothing was counted */
 	v[1] = VERDICT(0, 0, 5000, 5000, 3600000);
 	conf.headers = RLG_HEADERS_BOTH;
 	d = decide(2);
@@ -167,8 +169,74 @@ test_two_policies_one_denies(void **state)
 	assert_non_null(strstr(out, "X-RateLimit-Limit: 5000\r\n"
 	    "X-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: 3600\r\n"));
 	assert_non_null(strstr(out, "\"violated-policies\":[\"daily\"]"));
-	assert_int_equal(d.rule_allowed[0], 1);
+	/* user_list would have admitted: not counted, says the audit. */
+	assert_int_equal(d.rule_allowed[0], 0);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_OTHER_RULE);
+	assert_string_equal(respond_reason_name(d.rule_reason[0]),
+	    "other_rule");
 	assert_int_equal(d.rule_allowed[1], 0);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_LIMIT);
+}
+
+/*
+ * All-or-nothing: the request passes only when every rule admits it and
+ * it was counted; Retry-After is the longest denial's, a leaky_bucket
+ * delay the longest admission's; a dry-run rule that would deny blocks
+ * nothing, and one that admitted a request another rule denied was not
+ * counted either.
+ */
+static void
+test_every_rule_must_admit(void **state)
+{
+	struct decision d;
+	size_t len;
+
+	(void)state;
+	req.role = RLG_ROLE_RESPONDER;
+	v[0] = VERDICT(1, 3, 100, 300, 0);
+	v[0].delay_ms = 120;
+	v[1] = VERDICT(1, 10, 5000, 1000, 0);
+	v[1].delay_ms = 450;
+	d = decide(2);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.delay_ms, 450);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_LIMIT);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_LIMIT);
+	/* Both deny: the longer wait. */
+	v[0] = VERDICT(0, 0, 100, 300, 300);
+	v[1] = VERDICT(0, 0, 5000, 9000, 9000);
+	d = decide(2);
+	assert_int_equal(d.status, 429);
+	assert_int_equal(d.retry_after_ms, 9000);
+	assert_int_equal(d.delay_ms, 0);
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "Retry-After: 9\r\n"));
+	assert_non_null(strstr(out,
+	    "\"violated-policies\":[\"user_list\",\"daily\"]"));
+	/* A dry-run rule denies nothing: counted, the request passes. */
+	rules[1].dry_run = 1;
+	v[0] = VERDICT(1, 3, 100, 300, 0);
+	d = decide(2);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_reason[0], RLG_REASON_LIMIT);
+	assert_int_equal(d.rule_allowed[0], 1);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_DRY_RUN);
+	assert_int_equal(d.rule_allowed[1], 0);
+	/* A dry-run rule that admitted what another rule denied. */
+	v[0] = VERDICT(0, 0, 100, 300, 300);
+	v[1] = VERDICT(1, 10, 5000, 1000, 0);
+	v[1].counted = 0;
+	d = decide(2);
+	assert_int_equal(d.status, 429);
+	assert_int_equal(d.retry_after_ms, 300);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_OTHER_RULE);
+	assert_int_equal(d.rule_allowed[1], 0);
+	/* Its numbers still show: it kept its state. */
+	len = respond_write(&d, out, sizeof(out));
+	out[len] = '\0';
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=0;t=1, "
+	    "\"daily\";r=10;t=1\r\n"));
 }
 
 static void
@@ -291,15 +359,19 @@ test_local_cache_denies_like_redis(void **state)
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';
 	assert_string_equal(out, redis_reply);
-	/* In the responder's JSON the reason shows. */
+	/* The request's other rules were not asked: other_rule, no
+	 * numbers to show. In the responder's JSON the reasons show. */
 	req.role = RLG_ROLE_RESPONDER;
-	rules[1].name = name1;
-	v[1] = VERDICT(1, 10, 5000, 1000, 0);
+	memset(&v[1], 0, sizeof(v[1]));
+	v[1].skipped = 1;
 	d = decide(2);
 	assert_int_equal(d.status, 429);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_OTHER_RULE);
+	assert_int_equal(d.rule_allowed[1], 0);
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';
 	assert_non_null(strstr(out, "\"violated-policies\":[\"user_list\"]"));
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=0;t=1\r\n"));
 }
 
 static void
@@ -435,6 +507,7 @@ main(void)
 		cmocka_unit_test_setup(test_retry_after_rounds_up, setup),
 		cmocka_unit_test_setup(test_authorizer_allow_is_status_and_variables, setup),
 		cmocka_unit_test_setup(test_two_policies_one_denies, setup),
+		cmocka_unit_test_setup(test_every_rule_must_admit, setup),
 		cmocka_unit_test_setup(test_redis_error_follows_on_error, setup),
 		cmocka_unit_test_setup(test_dry_run_never_denies, setup),
 		cmocka_unit_test_setup(test_dry_run_responder_headers, setup),

@@ -4,11 +4,10 @@
  * numbers, against an independent model of each algorithm written here, and
  * against each algorithm's promise. It is not a benchmark (tests/bench_lua.sh).
  *
- *   lua_check PORT fcall|decide|eval [SEED]
+ *   lua_check PORT fcall|decide [SEED]
  *
  * fcall calls FCALL rlgate_<algorithm>, decide FCALL rlgate_decide with one
- * rule, eval EVALSHA of the gateway's transitional EVAL scripts, all of them
- * from the library this build embeds (fcgi/scripts.h).
+ * rule, both from the library this build embeds (fcgi/scripts.h).
  *
  * Prints "ok - ..." / "not ok - ..." per check, then "N passed, M failed";
  * exits 1 when a check failed. Keys are "lua_check:<pid>:..." and are deleted
@@ -73,7 +72,6 @@ static struct {
 	size_t	 len;
 }			 pre_dump;	/* DUMP of the key before the last call */
 static int		 reruns;	/* steps run again after Redis stalled */
-static char		 sha[NALG][41];
 static char		 prefix[64];
 static int		 passed, failed;
 static uint64_t		 rng;
@@ -188,12 +186,11 @@ fmt_arg(char *buf, size_t len, long long v)
 /*
  * How a decision is called: FCALL rlgate_<algorithm> (the standalone
  * functions), FCALL rlgate_decide with this one rule (its reply mapped back
- * to the standalone one), or EVALSHA of the gateway's transitional EVAL
- * scripts (rlg_scripts).
+ * to the standalone one).
  */
-enum via { VIA_FCALL, VIA_DECIDE, VIA_EVAL };
+enum via { VIA_FCALL, VIA_DECIDE };
 static enum via	via;
-static const char *const via_names[] = { "fcall", "decide", "eval" };
+static const char *const via_names[] = { "fcall", "decide" };
 
 /* The command of one decision (argv of at least 16), its argc. */
 static int
@@ -205,14 +202,9 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 	const char *args[6] = { now, cost, limit, window, burst, precision };
 	int n = 0, i;
 
-	if (via == VIA_EVAL) {
-		argv[n++] = "EVALSHA";
-		argv[n++] = sha[a];
-	} else {
-		snprintf(fname, flen, "rlgate_%s", via == VIA_DECIDE ? "decide" : alg_names[a]);
-		argv[n++] = "FCALL";
-		argv[n++] = fname;
-	}
+	snprintf(fname, flen, "rlgate_%s", via == VIA_DECIDE ? "decide" : alg_names[a]);
+	argv[n++] = "FCALL";
+	argv[n++] = fname;
 	argv[n++] = okey == NULL ? "1" : "2";
 	argv[n++] = key;
 	if (okey != NULL)
@@ -2140,18 +2132,18 @@ main(int argc, char **argv)
 {
 	struct timeval tv = { 5, 0 };
 	redisReply *r;
-	int a, v, port, n = 3000;
+	int v, port, n = 3000;
 	uint64_t seed;
 
 	if (argc < 3 || argc > 4) {
-		fprintf(stderr, "usage: lua_check PORT fcall|decide|eval [SEED]\n");
+		fprintf(stderr, "usage: lua_check PORT fcall|decide [SEED]\n");
 		return 2;
 	}
 	port = atoi(argv[1]);
-	for (v = 0; v < 3 && strcmp(argv[2], via_names[v]) != 0; v++)
+	for (v = 0; v < 2 && strcmp(argv[2], via_names[v]) != 0; v++)
 		;
-	if (v == 3) {
-		fprintf(stderr, "lua_check: %s: use fcall, decide or eval\n", argv[2]);
+	if (v == 2) {
+		fprintf(stderr, "lua_check: %s: use fcall or decide\n", argv[2]);
 		return 2;
 	}
 	via = (enum via)v;
@@ -2167,28 +2159,13 @@ main(int argc, char **argv)
 		fatal("cannot connect to 127.0.0.1:%d: %s", port, rc ? rc->errstr : "out of memory");
 	redisSetTimeout(rc, tv);
 
-	/* The library this build embeds; in eval mode, the gateway's EVAL
-	 * scripts too, each with the SHA1 the build computed. */
+	/* The library this build embeds. */
 	r = command("FUNCTION LOAD REPLACE %s", rlg_library);
 	ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, "rlgate") == 0,
 	    "FUNCTION LOAD REPLACE of the library: %s", r->str ? r->str : "?");
 	if (r->type != REDIS_REPLY_STRING)
 		fatal("the library does not load: %s", r->str ? r->str : "?");
 	freeReplyObject(r);
-	for (a = 0; via == VIA_EVAL && a < NALG; a++) {
-		const struct rlg_script *sc = scripts_find(alg_names[a]);
-
-		if (sc == NULL)
-			fatal("no EVAL script for %s", alg_names[a]);
-		r = command("SCRIPT LOAD %s", sc->source);
-		ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, sc->sha1) == 0,
-		    "%s: SCRIPT LOAD names it %s as the build did", alg_names[a],
-		    r->str ? r->str : "?");
-		if (r->type != REDIS_REPLY_STRING || r->len != 40)
-			fatal("%s does not load: %s", alg_names[a], r->str ? r->str : "?");
-		memcpy(sha[a], r->str, 41);
-		freeReplyObject(r);
-	}
 
 	test_hand();
 	test_errors();

@@ -1,0 +1,174 @@
+/*
+ * redis: the Redis layer. Knows the deployment ([redis] mode = single,
+ * cluster or sentinel), its nodes, the slot map, redirects, failover, the
+ * function library and outages; runs the calls the limiter (and
+ * rlgate-ctl) hand it and never knows what they mean. One struct redis
+ * per event loop; what is shared between loops is only each node's health
+ * (back-off, once-per-outage logs, counters) and the Sentinel watch.
+ */
+#ifndef RLG_REDIS_H
+#define RLG_REDIS_H
+
+#include <stddef.h>
+
+#include "conf.h"
+
+struct redis;
+struct redisContext;
+struct redisReply;
+struct metrics_worker;
+
+/* A node's address as logs show it: host:port, [v6]:port or unix:/path. */
+#define RLG_REDIS_ADDR_SIZE	280
+
+/* A struct redis with no connection yet; NULL when out of memory. */
+struct redis	*redis_new(void);
+
+/* Closes every connection and frees r. Accepts NULL. */
+void		 redis_free(struct redis *r);
+
+/* Counts r's round trips, latency and errors into w (NULL: nowhere). */
+void		 redis_set_metrics(struct redis *r, struct metrics_worker *w);
+
+enum rlg_call_status {
+	RLG_CALL_OK,		/* answered: reply holds the answer */
+	RLG_CALL_FAILED,	/* no answer, it may have run (timed out,
+				 * connection lost after sending) */
+	RLG_CALL_UNSENT		/* it did not run: not sent (node down and
+				 * backed off, no node for its slot, cannot
+				 * connect), or refused before running
+				 * (BUSY, LOADING, READONLY, OOM, NOAUTH,
+				 * CLUSTERDOWN and TRYAGAIN past the
+				 * timeout...: reply then holds that error) */
+};
+
+struct redis_call {
+	/* in: */
+	const char	*key;	/* routes the call (its slot); NULL: any
+				 * master */
+	size_t		 keylen;
+	int		 argc;	/* the command, borrowed during redis_run() */
+	const char	**argv;
+	const size_t	*argvlen;
+	/* out: */
+	struct redisReply *reply;	/* the caller frees it
+				 * (freeReplyObject(), which takes NULL); may
+				 * be an error reply other than the ones the
+				 * layer handles; NULL when there was none */
+	enum rlg_call_status status;
+	int		 node;	/* the node it went to (redis_node_address()),
+				 * or -1 */
+};
+
+/*
+ * Runs calls[0..n): pipelined per node, written to every node first and
+ * then read from all at once (one round trip however many nodes). Routes
+ * each call by the slot of its key (cluster), follows MOVED (fixes that
+ * slot, refreshes the whole map at the next run) and ASK (with ASKING,
+ * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
+ * has passed, at most 5 redirects per call. Where a node answers "ERR
+ * Function not found" or "rlgate: library version ...", loads rlg_library
+ * there (FUNCTION LOAD REPLACE, in the same pipeline) and runs that call
+ * once more: neither reply means it ran. A call that timed out or lost its
+ * connection is never sent again. Follows a Sentinel failover
+ * (+switch-master, a lost connection, READONLY). A node that fails is
+ * backed off process-wide (50 ms doubling to 500 ms; one loop probes):
+ * only the calls for it fail, the others go on. Each outage is logged
+ * once per node with its address and why ("timed out after 100 ms"), its
+ * end once. Connects as needed, and again after a reload changed the
+ * addresses, credentials or mode. Waits at most c's connect timeout plus
+ * timeout per attempt. Returns the number of calls not RLG_CALL_OK.
+ * Not thread safe: r's loop only.
+ */
+int		 redis_run(struct redis *r, const struct conf *c,
+		    struct redis_call *calls, size_t n);
+
+/* Node i's address (i from a redis_call's node), or "" if unknown. */
+const char	*redis_node_address(const struct redis *r, int i);
+
+/* One master as the status endpoint reports it. */
+struct redis_health {
+	char		 address[RLG_REDIS_ADDR_SIZE];
+	char		 role[16];	/* "master", or what ROLE said */
+	int		 ok;		/* answered PING */
+	long long	 latency_us;	/* PING's round trip, when ok */
+	char		 errstr[256];	/* why not, when not ok */
+	long long	 errors;	/* process-wide counters */
+	long long	 redirects;
+	long long	 refreshes;
+};
+
+/*
+ * PINGs every master (connecting as redis_run() would, honouring the
+ * back-off: a node backed off is reported down without a try) and fills
+ * up to max entries of h. Returns how many masters there are (may exceed
+ * max), or -1 when none is known, with a sentence in errbuf (no seed or
+ * Sentinel reachable...). Not thread safe: r's loop only.
+ */
+int		 redis_health(struct redis *r, const struct conf *c,
+		    struct redis_health *h, size_t max, char *errbuf,
+		    size_t errlen);
+
+/* A node's counters, process-wide, since start (for /metrics). */
+struct redis_node_counters {
+	const char	*address;	/* lives as long as the process */
+	long long	 errors;	/* outages and failed calls */
+	long long	 redirects;	/* MOVED and ASK it answered */
+	long long	 refreshes;	/* slot maps it gave */
+};
+
+/*
+ * Fills up to max entries with every node address the process has used
+ * (data nodes, seeds; in sentinel and cluster mode also the deployment's
+ * own entry, named by its address list). Returns how many there are (may
+ * exceed max). Thread safe, lock free.
+ */
+size_t		 redis_counters(struct redis_node_counters *out, size_t max);
+
+/*
+ * For rlgate -t and start-up: reaches the deployment as configured,
+ * checks its mode (cluster support on, the Sentinels know the master, ROLE
+ * is master; Redis 7.0 or later) and loads the library on every master.
+ * Returns 0, or -1 with a sentence in errbuf naming each address tried and
+ * why. Thread safe (its own connections).
+ */
+int		 redis_probe(const struct conf *c, char *errbuf, size_t errlen);
+
+/*
+ * For rlgate-ctl: calls fn once per master with a blocking hiredis
+ * connection to it (AUTH and SELECT done, c's timeouts set) and its
+ * address, e.g. to SCAN each. fn returns 0 to go on, -1 to stop (its -1 is
+ * returned). Returns 0, or -1 with a sentence in errbuf (a master that
+ * cannot be reached: the ones before it were visited). A call by key is
+ * redis_run() with one call.
+ */
+typedef int	(*redis_master_fn)(void *arg, struct redisContext *ctx,
+		    const char *address);
+int		 redis_each_master(struct redis *r, const struct conf *c,
+		    redis_master_fn fn, void *arg, char *errbuf,
+		    size_t errlen);
+
+/*
+ * A blocking connection to address (host:port, [v6]:port or unix:/path)
+ * with c's connect timeout and timeout set (a blocking call that takes
+ * longer fails "timed out after N ms"), AUTH (username may be NULL; none
+ * when password is NULL) and SELECT (database not 0) done. Returns a
+ * context the caller frees with redisFree(), or NULL with why in err.
+ * Thread safe.
+ */
+struct redisContext *redis_dial(const char *address, const char *username,
+		    const char *password, int database,
+		    long long connect_timeout_ms, long long timeout_ms,
+		    char *err, size_t errlen);
+
+/*
+ * A blocking connection to the single server or the Sentinel's master as
+ * the gateway makes one (timeouts, AUTH, SELECT): for rlgate-ctl's
+ * commands that need no routing. In cluster mode, a connection to the
+ * master of key (keylen bytes) instead. Returns a context the caller frees
+ * with redisFree(), or NULL with a sentence in errbuf.
+ */
+struct redisContext *redis_connect(const struct conf *c, const char *key,
+		    size_t keylen, char *errbuf, size_t errlen);
+
+#endif

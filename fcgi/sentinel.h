@@ -1,0 +1,43 @@
+/*
+ * sentinel: finds the master of [redis] master_name through the Sentinels
+ * of [redis] address, as the Sentinel client guidelines say, and watches
+ * them for failovers (+switch-master). For redis.c; no data calls here.
+ */
+#ifndef RLG_SENTINEL_H
+#define RLG_SENTINEL_H
+
+#include <stddef.h>
+
+#include "conf.h"
+
+struct redisContext;
+
+/*
+ * Asks each Sentinel of c in turn (c's timeouts; AUTH with
+ * sentinel_password) SENTINEL get-master-addr-by-name, connects to the
+ * address given (as redis_dial() does for data nodes: username, password,
+ * database) and checks that ROLE says master; else goes on with the next
+ * Sentinel. Returns that blocking connection (the caller frees it with
+ * redisFree()) with the master's host and port, or NULL with a sentence in
+ * err: "no Sentinel reachable (tried A (why), ...)", "no Sentinel knows
+ * master 'x' (asked A, ...)", or what was wrong with the master each
+ * Sentinel named. Thread safe.
+ */
+struct redisContext *sentinel_master(const struct conf *c, char *host,
+		    size_t hostlen, int *port, char *err, size_t errlen);
+
+/*
+ * Starts (first call) the process's watcher thread, or points it at c's
+ * Sentinels if a reload changed them: it stays subscribed to
+ * +switch-master on one Sentinel (the next one when that one goes) and
+ * bumps sentinel_epoch() when master_name's master moves, and each time
+ * it (re)subscribes (it may have missed one). Counted: each call wants one
+ * sentinel_unwatch(); the last stops and joins the thread.
+ */
+void		 sentinel_watch(const struct conf *c);
+void		 sentinel_unwatch(void);
+
+/* Changes when the master may have moved. Lock free. */
+long		 sentinel_epoch(void);
+
+#endif
