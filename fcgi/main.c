@@ -262,10 +262,17 @@ run_cgi(struct conf *c)
 		fputs("Status: 500 Internal Server Error\r\n"
 		    "Content-Type: text/plain\r\n\r\nupstream failed\n",
 		    stdout);
+		free(out);
+		free(v);
+		free(m);
 		return 1;
 	}
 	fwrite(out, 1, len, stdout);
 	fflush(stdout);
+	/* j's reply is out; j.d points into m and v. */
+	free(out);
+	free(v);
+	free(m);
 	/*
 	 * The end of our output is the end of the reply: the server answers
 	 * now, while the row is written. It may then signal us (lighttpd
