@@ -395,7 +395,7 @@ decide_batch(struct loop *L)
 		L->first[i] = NO_MATCHES;
 		job_begin(j, cf, c->w.envp, 1, L->m + total);
 		if (c->w.refused != NULL)
-			job_refuse(j, 431, c->w.refused);
+			job_refuse(j, c->w.refused_status, c->w.refused);
 		if (j->status) {
 			len = status_page(cf, j, L->lim, &L->status);
 			if (wire_reply(&c->w, L->status.buf, len) == -1)

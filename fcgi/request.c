@@ -344,6 +344,8 @@ request_init(struct request *r, char **envp, const struct conf *c,
 		return 414;
 	}
 	if (strlen(r->path) != (size_t)n) {
+		/* The audit shows the path as it came, not cut at the NUL. */
+		snprintf(r->path, sizeof(r->path), "%s", raw);
 		*errstr = "the request path contains %00";
 		return 400;
 	}

@@ -107,11 +107,53 @@ pair(const unsigned char *p, size_t len, const unsigned char **name,
 	return off + n[0] + n[1];
 }
 
+/* The NUL bytes in the values of the PARAMS stream in[0..len). */
+static size_t
+nul_bytes(const unsigned char *in, size_t len)
+{
+	const unsigned char *name, *value, *p, *end;
+	size_t off = 0, n = 0, nlen, vlen, used;
+
+	while (off < len && (used = pair(in + off, len - off, &name, &nlen,
+	    &value, &vlen)) > 0) {
+		off += used;
+		for (p = value, end = value + vlen;
+		    (p = memchr(p, '\0', (size_t)(end - p))) != NULL; p++)
+			n++;
+	}
+	return n;
+}
+
+/* Writes value v[0..vlen) at out, each NUL byte as "%00" when escape is
+ * set. Returns the bytes written. */
+static size_t
+put_value(char *out, const unsigned char *v, size_t vlen, int escape)
+{
+	size_t i, n = 0;
+
+	if (!escape) {
+		memmove(out, v, vlen);
+		return vlen;
+	}
+	for (i = 0; i < vlen; i++) {
+		if (v[i] != '\0')
+			out[n++] = (char)v[i];
+		else {
+			memcpy(out + n, "%00", 3);
+			n += 3;
+		}
+	}
+	return n;
+}
+
 /*
  * Turns the PARAMS stream into "NAME=value" strings, in place: a pair
  * takes at least two length bytes, and its string adds '=' and a NUL, so
  * writing never overtakes reading. The first is FCGI_ROLE, from
- * BEGIN_REQUEST, as libfcgi gives it (the role is not a param).
+ * BEGIN_REQUEST, as libfcgi gives it (the role is not a param). A value
+ * with a NUL byte (only a FastCGI client talking to rlgate directly can
+ * send one) refuses the request with 400; its strings are then written
+ * from a copy, each NUL as "%00", so that the audit shows what came.
  */
 static int
 make_env(struct wire *w)
@@ -120,7 +162,25 @@ make_env(struct wire *w)
 	static char authorizer[] = "FCGI_ROLE=AUTHORIZER";
 	const unsigned char *in = (const unsigned char *)w->params, *name,
 	    *value;
-	size_t off = 0, at = 0, nenv = 1, nlen, vlen, used;
+	unsigned char *copy = NULL;
+	size_t off = 0, at = 0, nenv = 1, nlen, vlen, used, nuls;
+
+	if ((nuls = nul_bytes(in, w->params_len)) > 0) {
+		if ((copy = malloc(w->params_len)) == NULL ||
+		    grow(&w->params, &w->params_cap,
+		    w->params_len + 2 * nuls) == -1) {
+			free(copy);
+			w->error = "out of memory";
+			return -1;
+		}
+		memcpy(copy, w->params, w->params_len);
+		in = copy;
+		if (w->refused == NULL) {
+			w->refused = "a param (header) value holds a NUL "
+			    "byte, which HTTP never sends";
+			w->refused_status = 400;
+		}
+	}
 
 	if (w->env_cap < 2) {
 		free(w->envp);
@@ -140,6 +200,7 @@ make_env(struct wire *w)
 			/* Over WIRE_MAX_PARAMS: the stream was cut. */
 			if (w->refused != NULL)
 				break;
+			free(copy);
 			w->error = "a PARAMS name-value pair is cut short";
 			return -1;
 		}
@@ -152,6 +213,7 @@ make_env(struct wire *w)
 		if (nenv > WIRE_MAX_ENV) {	/* envp[0] is FCGI_ROLE */
 			w->refused = "the request has more than 4096 params "
 			    "(headers)";
+			w->refused_status = 431;
 			break;
 		}
 		if (nenv + 2 > w->env_cap) {
@@ -159,6 +221,7 @@ make_env(struct wire *w)
 			char **p = realloc(w->envp, cap * sizeof(*p));
 
 			if (p == NULL) {
+				free(copy);
 				w->error = "out of memory";
 				return -1;
 			}
@@ -169,11 +232,11 @@ make_env(struct wire *w)
 		memmove(w->params + at, name, nlen);
 		at += nlen;
 		w->params[at++] = '=';
-		memmove(w->params + at, value, vlen);
-		at += vlen;
+		at += put_value(w->params + at, value, vlen, copy != NULL);
 		w->params[at++] = '\0';
 	}
 	w->envp[nenv] = NULL;
+	free(copy);
 	return 0;
 }
 
@@ -283,6 +346,7 @@ wire_feed(struct wire *w, const unsigned char *buf, size_t len)
 			if (w->params_len + clen > WIRE_MAX_PARAMS) {
 				w->refused = "the request's params (headers) "
 				    "are over 1048576 bytes";
+				w->refused_status = 431;
 				break;
 			}
 			if (grow(&w->params, &w->params_cap,

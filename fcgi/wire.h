@@ -50,9 +50,11 @@ struct wire {
 	size_t		 out_len, out_off, out_cap;
 	int		 closing;	/* close once out is sent: the last
 					 * request did not ask FCGI_KEEP_CONN */
-	const char	*refused;	/* READY, but over WIRE_MAX_PARAMS or
-					 * WIRE_MAX_ENV: why (answer 431);
-					 * envp holds the params before it */
+	const char	*refused;	/* READY, but to be refused: why */
+	int		 refused_status;	/* 431: over WIRE_MAX_PARAMS or
+					 * WIRE_MAX_ENV (envp holds the params
+					 * before it); 400: a value holds a
+					 * NUL byte (envp shows it as %00) */
 	const char	*error;		/* why wire_feed() returned -1 */
 };
 
@@ -66,7 +68,9 @@ void	wire_free(struct wire *w);
  * unknown types) and refusals (another request id, a role other than
  * RESPONDER or AUTHORIZER) are answered in w->out. A request over
  * WIRE_MAX_PARAMS or WIRE_MAX_ENV is read to its end all the same (the
- * rest of its params dropped) and becomes READY with w->refused set.
+ * rest of its params dropped) and becomes READY with w->refused set; so
+ * does one with a NUL byte in a value, which HTTP never sends and a C
+ * string would cut short.
  * Returns -1 when the peer does not speak FastCGI; w->error then says why,
  * and the connection should be closed. An aborted request
  * (FCGI_ABORT_REQUEST before READY) is ended and forgotten.

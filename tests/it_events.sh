@@ -310,6 +310,20 @@ is "audit: 1 MiB + 1 byte: one row, bad_request, 431, no rule, what was read" \
 is "audit: 5000 params: one row, bad_request, 431, no rule, what was read" \
 	"|0|bad_request|431|GET|/open/many|10.5.0.8" \
 	"$(sql "SELECT rule, allowed, reason, status, method, path, client_ip FROM decisions WHERE path='/open/many'")"
+# A NUL byte inside a value (HTTP never sends one; a C string would cut it
+# short): 400 and a row that shows the byte as %00; the connection serves on.
+raw 'begin 1 responder keep' 'param 1 REQUEST_METHOD GET' \
+    'param-bytes 1 REQUEST_URI /open/li\x00st' 'param 1 REMOTE_ADDR 10.5.0.10' \
+    'param-bytes 1 HTTP_X_CLIENT ab\x00cd' 'params-end 1' 'stdin-end 1' 'wait-reply 1' \
+    'request 2 responder keep GET /open/after-nul 10.5.0.10' 'wait-reply 2' > "$T/nul.out"
+is "a NUL in a value: 400, then the kept connection serves the next (200)" \
+	"STDOUT 1 Status: 400 / $REPLY_OK / STDOUT 2 Status: 200 / STDOUT 2 / END_REQUEST 2 app=0 proto=0" \
+	"$(summary "$T/nul.out")"
+check "the 400 says why" grep -qF '"detail":"a param (header) value holds a NUL byte, which HTTP never sends"' "$T/nul.out"
+check "its audit row is written" wait_for 5 rows_at_least 1 "path='/open/after-nul'"
+is "audit: the NUL request: one row, bad_request, 400, the whole path with %00" \
+	"|0|bad_request|400|GET|/open/li%00st|10.5.0.10" \
+	"$(sql "SELECT rule, allowed, reason, status, method, path, client_ip FROM decisions WHERE client_ip='10.5.0.10' AND status=400")"
 is "and rlgate logged nothing about them" 0 $(( $(log_lines) - lines0 ))
 check "rlgate is still running (pid $PID)" kill -0 "$PID"
 is "and still serves: a normal request answered 200" "STDOUT 1 Status: 200 / $REPLY_OK" \

@@ -11,6 +11,7 @@
  *   conn N                   use connection N (0 at start), opened on use
  *   begin ID ROLE [keep]     ROLE: responder, authorizer, filter or a number
  *   param ID NAME VALUE      a PARAMS record, one pair (VALUE: rest of line)
+ *   param-bytes ID NAME VALUE  the same, VALUE written as TEXT is (\x00...)
  *   big-param ID NAME LEN    one pair, LEN bytes of 'x', in records of 65535
  *   params-end ID | stdin-end ID | abort ID
  *   request ID ROLE keep|close METHOD URI [CLIENT]
@@ -377,12 +378,13 @@ command(char *p)
 		id = next_id(&p);
 		a[0] = word(&p);
 		begin(id, a[0], word(&p));
-	} else if (!strcmp(cmd, "param")) {
+	} else if (!strcmp(cmd, "param") || !strcmp(cmd, "param-bytes")) {
 		id = next_id(&p);
 		if ((a[0] = word(&p)) == NULL || strlen(a[0]) + strlen(p) + 8 >
 		    FCGI_MAX_LENGTH)
 			die(2, "param ID NAME VALUE, in one record", a[0]);
-		record(FCGI_PARAMS, id, buf, pair(buf, a[0], strlen(a[0]), p, strlen(p)));
+		len = cmd[5] == '-' ? unescape(p) : strlen(p);
+		record(FCGI_PARAMS, id, buf, pair(buf, a[0], strlen(a[0]), p, len));
 	} else if (!strcmp(cmd, "big-param")) {
 		id = next_id(&p);
 		if ((a[0] = word(&p)) == NULL)
