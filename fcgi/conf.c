@@ -23,6 +23,7 @@
 
 #include <ini.h>
 
+#include "ascii.h"
 #include "conf.h"
 #include "recheck.h"
 
@@ -452,36 +453,10 @@ join_errors(struct loader *l)
 
 /* ---- small parsers ------------------------------------------------- */
 
-static int
-is_digit(int ch)
-{
-	return ch >= '0' && ch <= '9';
-}
-
-static int
-is_alnum(int ch)
-{
-	return is_digit(ch) || (ch >= 'a' && ch <= 'z') ||
-	    (ch >= 'A' && ch <= 'Z');
-}
-
-static int
-is_blank(int ch)
-{
-	return ch == ' ' || ch == '\t';
-}
-
-/* RFC 9110 token characters: method and header names. */
-static int
-is_tchar(int ch)
-{
-	return is_alnum(ch) || (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch));
-}
-
 static char *
 lskip(char *s)
 {
-	while (is_blank(*s))
+	while (ascii_is_blank(*s))
 		s++;
 	return s;
 }
@@ -493,7 +468,7 @@ trim(char *s)
 
 	s = lskip(s);
 	e = s + strlen(s);
-	while (e > s && is_blank(e[-1]))
+	while (e > s && ascii_is_blank(e[-1]))
 		*--e = '\0';
 	return s;
 }
@@ -838,7 +813,7 @@ set_path(struct loader *l, const struct key *k, void *base, const char *v)
 	int rc;
 
 	if (v[0] == '~') {
-		for (src = v + 1; is_blank(*src); src++)
+		for (src = v + 1; ascii_is_blank(*src); src++)
 			;
 		if (*src == '\0') {
 			kerr(l, k, "\"%s\" has no regular expression after ~ "
@@ -926,7 +901,7 @@ set_methods(struct loader *l, const struct key *k, void *base,
 		p += strspn(p, " \t,");
 		if ((len = strcspn(p, " \t,")) == 0)
 			continue;
-		for (bad = p; bad < p + len && is_tchar(*bad); bad++)
+		for (bad = p; bad < p + len && ascii_is_tchar(*bad); bad++)
 			;
 		if (bad < p + len) {
 			kerr(l, k, "\"%.*s\" is not a method name (use tokens "
@@ -1238,7 +1213,7 @@ valid_rule_name(const char *s)
 	size_t n;
 
 	for (n = 0; s[n] != '\0'; n++)
-		if (!is_alnum(s[n]) && s[n] != '_' && s[n] != '.' &&
+		if (!ascii_is_alnum(s[n]) && s[n] != '_' && s[n] != '.' &&
 		    s[n] != '-')
 			return 0;
 	return n >= 1 && n <= RLG_MAX_RULE_NAME;
@@ -1412,7 +1387,7 @@ reader(char *str, int num, void *stream)
 	}
 	/* As inih finds it: the first = or :, unless a " ;" comes first. */
 	for (i = 0; s[i] != '\0' && s[i] != '=' && s[i] != ':'; i++)
-		if (s[i] == ';' && i > 0 && is_blank(s[i - 1]))
+		if (s[i] == ';' && i > 0 && ascii_is_blank(s[i - 1]))
 			break;
 	if (s[i] != '=' && s[i] != ':') {
 		lerr(l, l->lineno, NULL, NULL, "\"%s\" is not \"key = value\"%s",

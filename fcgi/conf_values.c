@@ -11,15 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "conf.h"
 
 #define DURATION_USE	"(use 500ms, 1s, 1m, 1h, 1d)"
-
-static int
-is_digit(int ch)
-{
-	return ch >= '0' && ch <= '9';
-}
 
 int
 conf_parse_int(const char *s, long long min, long long max, long long *out,
@@ -33,9 +28,9 @@ conf_parse_int(const char *s, long long min, long long max, long long *out,
 		return -1;
 	if (*p == '-')
 		p++;
-	if (!is_digit(*p))
+	if (!ascii_is_digit(*p))
 		return -1;
-	while (is_digit(*p))
+	while (ascii_is_digit(*p))
 		p++;
 	if (*p != '\0')
 		return -1;
@@ -70,9 +65,9 @@ conf_parse_duration(const char *s, long long *out_ms, const char **errstr)
 	size_t i;
 
 	*errstr = "is not a duration " DURATION_USE;
-	if (s == NULL || !is_digit(*p))
+	if (s == NULL || !ascii_is_digit(*p))
 		return -1;
-	for (; is_digit(*p); p++) {
+	for (; ascii_is_digit(*p); p++) {
 		if (n > (LLONG_MAX - (*p - '0')) / 10) {
 			*errstr = "is too large";
 			return -1;

@@ -8,15 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "conf.h"
 #include "netaddr.h"
-
-static int
-is_alnum(int ch)
-{
-	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-	    (ch >= 'A' && ch <= 'Z');
-}
 
 int
 netaddr_check(const char *s, const char **why)
@@ -56,7 +50,7 @@ netaddr_check(const char *s, const char **why)
 			return -1;
 		*why = "has a host name with characters a host name has not";
 		for (p = s; p < colon; p++)
-			if (!is_alnum(*p) && *p != '.' && *p != '-' &&
+			if (!ascii_is_alnum(*p) && *p != '.' && *p != '-' &&
 			    *p != '_')
 				return -1;
 	}

@@ -6,13 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "recheck.h"
-
-static int
-is_digit(int ch)
-{
-	return ch >= '0' && ch <= '9';
-}
 
 /*
  * The copies of its atom that the repetition at p makes ("+": 2, "{2,5}":
@@ -28,14 +23,14 @@ re_copies(const char *p, const char **end)
 	*end = p;
 	if (*p != '{')
 		return *p == '+' ? 2 : 1;	/* glibc: a+ is a a* */
-	if (is_digit(*e))
+	if (ascii_is_digit(*e))
 		m = strtoull(e, &e, 10);
 	else if (*e != ',')
 		return 0;
 	n = m;
 	if (*e == ',') {
 		e++;
-		n = is_digit(*e) ? strtoull(e, &e, 10) : m + 1;
+		n = ascii_is_digit(*e) ? strtoull(e, &e, 10) : m + 1;
 	}
 	if (*e != '}')
 		return 0;

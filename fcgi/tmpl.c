@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ascii.h"
 #include "tmpl.h"
 
 #define TMPL_FIELDS_USE	"{ip}, {path}, {method}, {host}, {rule}, " \
@@ -26,26 +27,6 @@ static const struct {
 	{ "header", RLG_PART_HEADER, 1 },
 	{ "env", RLG_PART_ENV, 1 },
 };
-
-static int
-is_alnum(int ch)
-{
-	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-	    (ch >= 'A' && ch <= 'Z');
-}
-
-static int
-is_blank(int ch)
-{
-	return ch == ' ' || ch == '\t';
-}
-
-/* RFC 9110 token characters: header names. */
-static int
-is_tchar(int ch)
-{
-	return is_alnum(ch) || (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch));
-}
 
 void
 tmpl_free(struct tmpl *t)
@@ -68,11 +49,11 @@ tmpl_bad_name(enum rlg_part_kind kind, const char *s, size_t len)
 	for (i = 0; i < len; i++) {
 		int ch = (unsigned char)s[i];
 
-		if (kind == RLG_PART_HEADER && !is_tchar(ch))
+		if (kind == RLG_PART_HEADER && !ascii_is_tchar(ch))
 			return "is not a header name";
-		if (kind == RLG_PART_ENV && !is_alnum(ch) && ch != '_')
+		if (kind == RLG_PART_ENV && !ascii_is_alnum(ch) && ch != '_')
 			return "is not a variable name (letters, digits, _)";
-		if (kind == RLG_PART_QUERY && is_blank(ch))
+		if (kind == RLG_PART_QUERY && ascii_is_blank(ch))
 			return "is not a query parameter name";
 	}
 	return NULL;
