@@ -24,12 +24,13 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
-# The configuration: the key table and INI reading (conf), the values checked
-# on their own (numbers, durations, each algorithm's parameters), and the
-# parsers that are their own subject: key/cost templates, addresses and
+# The configuration: reading the INI file (conf), the table of typed keys and
+# their setters (conf_keys), the checks between keys (conf_finish), the values
+# checked on their own (numbers, durations, each algorithm's parameters), and
+# the parsers that are their own subject: key/cost templates, addresses and
 # CIDRs, the path-regex size check.
-CONF_SRCS = fcgi/conf.c fcgi/conf_values.c fcgi/tmpl.c fcgi/netaddr.c \
-	    fcgi/recheck.c
+CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
+	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis, with slot for Cluster routing and
 # sentinel for finding the master);

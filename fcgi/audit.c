@@ -508,7 +508,7 @@ file_for(const char *pattern, long long ms, char *buf, size_t len,
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	/* The name's fields are %Y %m %d %H and %% only: conf.c checks. */
+	/* The name's fields are %Y %m %d %H and %% only: conf_finish.c checks. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 	if (strftime(buf, len, pattern, &tm) == 0)

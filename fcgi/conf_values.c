@@ -1,9 +1,9 @@
 /*
  * conf_values: the values a configuration holds, checked on their own:
  * whole numbers, durations, and each algorithm's parameters (what its Lua
- * script's args() accepts), for conf.c's keys, for rlgate-ctl's overrides
- * and for rlgate-report. Declared in conf.h. The file format and reading
- * it are conf.c's.
+ * script's args() accepts), for conf_keys.c's setters, for rlgate-ctl's
+ * overrides and for rlgate-report. Declared in conf.h. The file format is
+ * conf_keys.c's, reading it conf.c's.
  */
 #include <errno.h>
 #include <limits.h>
