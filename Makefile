@@ -39,7 +39,7 @@ CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
-	   fcgi/audit.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
+	   fcgi/audit.c fcgi/audit_files.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.

@@ -6,12 +6,12 @@
  * into the database (a checkpoint, 16 MB at a time) is another thread's
  * job: it is work the file needs sooner or later, not work a row waits
  * for. Both threads run at the process's priority, which is the
- * operator's to set. Not for reading the database: reports/ does that.
+ * operator's to set. Not for reading the database: reports/ does that;
+ * which file a dated name means, and retention, are audit_files.c's.
  */
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <errno.h>
-#include <glob.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +25,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "audit_files.h"
 #include "clock.h"
 #include "log.h"
 
@@ -451,143 +452,17 @@ low_on_space(struct audit *a)
 	    2LL * a->wal_frames * (4096 + 24);
 }
 
-/* ---- dated names ([audit] database = audit-%Y-%m-%d.db) ------------- */
-
-/* The finest field of a dated name: 'H', 'd', 'm' or 'Y'. */
-static int
-name_unit(const char *pattern)
-{
-	static const char order[] = "YmdH";
-	const char *p, *at;
-	int unit = 'Y';
-
-	for (p = pattern; *p != '\0'; p++) {
-		if (*p != '%' || p[1] == '\0')
-			continue;
-		p++;
-		if ((at = strchr(order, *p)) != NULL &&
-		    at > strchr(order, unit))
-			unit = *p;
-	}
-	return unit;
-}
-
-/* The period of unit that holds t (UTC): [*start, *end) in ms. */
-static void
-period_of(int unit, const struct tm *t, long long *start, long long *end)
-{
-	struct tm tm = *t;
-
-	tm.tm_sec = tm.tm_min = 0;
-	if (unit != 'H')
-		tm.tm_hour = 0;
-	if (unit == 'm' || unit == 'Y')
-		tm.tm_mday = 1;
-	if (unit == 'Y')
-		tm.tm_mon = 0;
-	tm.tm_isdst = 0;
-	*start = (long long)timegm(&tm) * 1000;
-	switch (unit) {
-	case 'H': tm.tm_hour++; break;
-	case 'd': tm.tm_mday++; break;
-	case 'm': tm.tm_mon++; break;
-	default: tm.tm_year++; break;
-	}
-	*end = (long long)timegm(&tm) * 1000;
-}
-
-/*
- * The file of a dated name for time ms, in UTC (so that every process
- * agrees, whatever its TZ), into buf, and its period. -1: too long.
- */
-static int
-file_for(const char *pattern, long long ms, char *buf, size_t len,
-    long long *start, long long *end)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	/* The name's fields are %Y %m %d %H and %% only: conf_finish.c checks. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-	if (strftime(buf, len, pattern, &tm) == 0)
-		return -1;
-#pragma GCC diagnostic pop
-	period_of(name_unit(pattern), &tm, start, end);
-	return 0;
-}
-
-/* The dated name as a glob(3) pattern: each field its digits. */
-static int
-name_glob(const char *pattern, char *out, size_t len)
-{
-	const char *p, *add;
-	char lit[3];
-	size_t n = 0, k;
-
-	for (p = pattern; *p != '\0'; p++) {
-		if (*p == '%' && p[1] != '\0') {
-			p++;
-			add = *p == 'Y' ? "[0-9][0-9][0-9][0-9]" :
-			    *p == '%' ? "%" : "[0-9][0-9]";
-		} else {
-			k = 0;
-			if (strchr("*?[\\", *p) != NULL)
-				lit[k++] = '\\';
-			lit[k++] = *p;
-			lit[k] = '\0';
-			add = lit;
-		}
-		if (n + strlen(add) >= len)
-			return -1;
-		memcpy(out + n, add, strlen(add) + 1);
-		n += strlen(add);
-	}
-	return 0;
-}
-
-/*
- * Deletes the files of a's dated name whose period ended more than keep
- * ago (with their -wal and -shm), never the one in use. Several processes
- * may do it at once: a file already gone is no error.
- */
+/* The files of a's dated name past [audit] keep (see audit_files.h). */
 static void
 delete_old_files(struct audit *a)
 {
-	char pat[2 * PATH_MAX], side[PATH_MAX + 8];
-	long long keep, start, end, now = wall_ms();
-	const char *rest;
-	struct tm tm;
-	glob_t g;
-	size_t i;
+	long long keep;
 
 	pthread_mutex_lock(&a->mu);
 	keep = a->keep_ms;
 	pthread_mutex_unlock(&a->mu);
-	if (a->pattern == NULL || keep <= 0 ||
-	    name_glob(a->pattern, pat, sizeof(pat)) == -1 ||
-	    glob(pat, GLOB_NOSORT, NULL, &g) != 0)
-		return;
-	for (i = 0; i < g.gl_pathc; i++) {
-		const char *f = g.gl_pathv[i];
-
-		memset(&tm, 0, sizeof(tm));
-		tm.tm_mday = 1;
-		if ((rest = strptime(f, a->pattern, &tm)) == NULL ||
-		    *rest != '\0' || strcmp(f, a->path) == 0)
-			continue;
-		period_of(name_unit(a->pattern), &tm, &start, &end);
-		if (end + keep > now || unlink(f) == -1)
-			continue;
-		snprintf(side, sizeof(side), "%s-wal", f);
-		unlink(side);
-		snprintf(side, sizeof(side), "%s-shm", f);
-		unlink(side);
-		log_info("audit: %s: deleted, its period ended more than "
-		    "[audit] keep ago", f);
-	}
-	globfree(&g);
+	if (a->pattern != NULL)
+		audit_files_delete_old(a->pattern, a->path, keep, wall_ms());
 }
 
 /*
@@ -602,7 +477,7 @@ move_to(struct audit *a, long long ms)
 	long long start, end;
 	struct stat st;
 
-	if (file_for(a->pattern, ms, file, sizeof(file), &start, &end) == -1) {
+	if (audit_files_for(a->pattern, ms, file, sizeof(file), &start, &end) == -1) {
 		snprintf(a->err, sizeof(a->err), "%s: the name is too long",
 		    a->pattern);
 		return -1;
@@ -941,7 +816,7 @@ open_handle(const char *path, int queue_max, int batch,
 		goto fail_errno;
 	if (strchr(path, '%') != NULL && (a->pattern = strdup(path)) == NULL)
 		goto fail_errno;
-	if (a->pattern != NULL ? file_for(path, wall_ms(), a->path,
+	if (a->pattern != NULL ? audit_files_for(path, wall_ms(), a->path,
 	    sizeof(a->path), &a->period_start_ms, &a->period_end_ms) == -1 :
 	    snprintf(a->path, sizeof(a->path), "%s", path) >=
 	    (int)sizeof(a->path)) {
