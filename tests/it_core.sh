@@ -15,16 +15,7 @@ cat > "$T/rlgate.ini" <<EOF
 [gateway]
 workers = 8
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-; exact counts below: a loaded machine must not turn a slow answer
-; into on_error (a stopped Redis refuses at once, whatever the timeout)
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 
 ; The seeds' PHP demonstration: 100 per second per org and endpoint.
 [rule:user_list]

@@ -21,16 +21,7 @@ cat > "$T/rlgate.ini" <<EOF
 [gateway]
 workers = 2
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-; exact counts below: a loaded machine must not turn a slow answer
-; into on_error
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 
 ; 1. The issue's case: narrow inside wide, both per client address.
 [rule:narrow]

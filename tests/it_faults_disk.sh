@@ -43,14 +43,7 @@ conf() {
 workers = 2
 status_path = /rlgate-status
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 batch = 50
 queue = 300
 on_full = $1

@@ -21,15 +21,7 @@ workers = 4
 status_path = /rlgate-status
 trusted_proxies = 127.0.0.1/32
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-; A loaded test machine must not turn decisions into on_error ones.
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 
 ; A flood from one client: denials remembered for their retry_after.
 [rule:flood]

@@ -22,15 +22,7 @@ cat > "$T/rlgate.ini" <<EOF
 [gateway]
 workers = 4
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-; A loaded test machine must not turn decisions into on_error ones.
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 
 ; The seeds' PHP demonstration, each org's limit live in Redis.
 [rule:user_list]

@@ -19,14 +19,7 @@ cat > "$T/rlgate.ini" <<EOF
 [gateway]
 workers = 2
 
-[redis]
-address = 127.0.0.1:$REDIS_PORT
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit)
 
 [rule:load]
 path = /load/*

@@ -338,6 +338,25 @@ rows_reach() {
 	[ "$sum" -ge "$n" ]
 }
 
+# ini_redis_audit: the [redis] and [audit] sections of the gateway tests'
+# rlgate.ini, for a heredoc ($(ini_redis_audit)): Redis at $REDIS_PORT with
+# timeouts a loaded test machine does not reach, so that exact counts never
+# turn into on_error decisions (a stopped Redis refuses at once, whatever
+# the timeout); rows to $AUDIT_DB every 20 ms. [audit] comes last: keys
+# written right after it are [audit]'s.
+ini_redis_audit() {
+	cat <<-EOF
+	[redis]
+	address = 127.0.0.1:$REDIS_PORT
+	connect_timeout = 1s
+	timeout = 2s
+
+	[audit]
+	database = $AUDIT_DB
+	flush_interval = 20ms
+	EOF
+}
+
 # deploy_ini OUT DB [DENY_STATUS]: the rlgate.ini of the deployment tests,
 # with its audit database DB: the seeds' demonstration (user_list, 100 per
 # second per org and endpoint) and the protected application (app, 3 per
