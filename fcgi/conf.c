@@ -166,7 +166,7 @@ join_errors(struct loader *l)
 	return out;
 }
 
-/* ---- small parsers ------------------------------------------------- */
+/* ---- small helpers, and the sections --------------------------------- */
 
 static char *
 lskip(char *s)
