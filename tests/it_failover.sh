@@ -4,14 +4,16 @@
 # replica, three Sentinels, quorum 2, down-after-milliseconds 1000), with
 # rlgate behind lighttpd (conf/lighttpd.conf as shipped), driven by curl:
 #   1. cluster: exact limits for keys on every master; kill -9 of a master
-#      (the only seed rlgate was given) under load on every master: its
+#      (the first of two seeds) under load on every master: its
 #      keys get on_error (deny: 503; allow: admitted, redis_error) until
 #      its replica takes over, then decisions again; the other masters'
 #      keys see no error; a new key's limit is exact after; one audit row
 #      per answer;
 #   2. cluster: a slot migrated under load (SETSLOT MIGRATING/IMPORTING,
 #      MIGRATE, SETSLOT NODE): the ASK path keeps a limit exact;
-#   3. Sentinel: the same failover, on one master.
+#   3. cluster: a lone seed killed, seen by a gateway that had decided
+#      keys and by one that had not;
+#   4. Sentinel: the same failover as 1, on one master.
 # How long decisions took to come back is printed ("# ..."), not asserted
 # (no timed assertions): the README quotes it.
 . "$(dirname "$0")/lib.sh"
@@ -128,6 +130,18 @@ failover_wait() {
 	done
 	return 1
 }
+# outage_numbers WHERE: for the rows matching WHERE, in ms since the
+# kill: FIRST_ERR (the first on_error), BACK_MS (the first decision after
+# it), LAST_ERR (the last on_error), and LATE_ERR (how many on_error rows
+# came after BACK_MS: an event loop that had not seen the new master yet).
+outage_numbers() {
+	local first
+	first=$(sql "SELECT min(ts_ms) FROM decisions WHERE $1 AND reason = 'redis_error'")
+	FIRST_ERR=$(( first - KILL_MS ))
+	BACK_MS=$(( $(sql "SELECT min(ts_ms) FROM decisions WHERE $1 AND reason = 'limit' AND ts_ms > $first") - KILL_MS ))
+	LAST_ERR=$(( $(sql "SELECT max(ts_ms) FROM decisions WHERE $1 AND reason = 'redis_error'") - KILL_MS ))
+	LATE_ERR=$(sql "SELECT count(*) FROM decisions WHERE $1 AND reason = 'redis_error' AND ts_ms > $KILL_MS + $BACK_MS")
+}
 # outages LOG ADDRESS: the outages of ADDRESS logged, and its "answers
 # again" lines, as "N M".
 outages() {
@@ -140,7 +154,7 @@ start_cluster || exit 1
 M=("${CLUSTER_PORTS[@]:0:3}")
 kslot() { redis-cli -p "$1" CLUSTER KEYSLOT "$2"; }
 # master_of RULE KEY: the port of the master of rl:{RULE:KEY} now.
-master_of() { cluster_master_of "$(kslot "${M[1]}" "rl:{$1:$2}")"; }
+master_of() { cluster_master_of "$(kslot "${M[2]}" "rl:{$1:$2}")"; }	# M[2] never dies
 # pick RULE PREFIX: PICK[port] = a key PREFIXn of RULE on each live master.
 declare -A PICK
 pick() {
@@ -165,15 +179,14 @@ replica_of() {
 
 VICTIM=${M[0]}
 AUDIT_DB=$T/cluster.db
-# The victim is the only seed: after the kill, rlgate finds the map at
-# the masters it learned.
+# Two seeds, the first the victim. (A lone seed: section 3.)
 cat > "$T/cluster.ini" <<EOF
 [gateway]
 workers = 2
 
 [redis]
 mode = cluster
-address = 127.0.0.1:$VICTIM
+address = 127.0.0.1:$VICTIM 127.0.0.1:${M[1]}
 ; exact counts and "no error" below: a loaded machine must not turn a slow
 ; answer into on_error (a killed server refuses at once, whatever these)
 connect_timeout = 1s
@@ -219,9 +232,8 @@ check "cluster: decisions for the killed master's keys came back (after ${BACK_M
 sleep 1	# and the load goes on a while
 stop_load
 cat "$T"/load-*.txt >> "$ANS"
-FIRST_ERR=$(sql "SELECT min(ts_ms) - $KILL_MS FROM decisions WHERE rule IN ('ld', 'la') AND key IN ($VKEYS) AND reason = 'redis_error'")
-LAST_ERR=$(sql "SELECT max(ts_ms) - $KILL_MS FROM decisions WHERE rule IN ('ld', 'la') AND key IN ($VKEYS) AND reason = 'redis_error'")
-echo "# cluster failover: kill at 0; on_error from $FIRST_ERR to $LAST_ERR ms; replica master at ${PROMOTED_MS:-?} ms; decisions back at ${BACK_MS:-never} ms"
+outage_numbers "rule IN ('ld', 'la') AND key IN ($VKEYS)"
+echo "# cluster failover: kill at 0; on_error from $FIRST_ERR ms; replica master at ${PROMOTED_MS:-?} ms; decisions back at $BACK_MS ms; on_error after that: $LATE_ERR (last at $LAST_ERR ms)"
 wait_for 10 rows_caught_up
 is "cluster: every request answered (no curl failure)" 0 "$(awk '$2 == "000"' "$ANS" | wc -l)"
 v503=$(awk -v k="${LD[$VICTIM]}" '$3 == "ld" && $4 == k && $2 == 503' "$ANS" | wc -l)
@@ -240,10 +252,6 @@ is "cluster: the killed master's keys decided again at the end" "200 limit" \
 	"$(grep " ld ${LD[$VICTIM]}\$" "$ANS" | tail -1 | cut -d' ' -f2) $(sql "SELECT reason FROM decisions WHERE key IN ($VKEYS) ORDER BY id DESC LIMIT 1")"
 NEWM=$(master_of ld "${LD[$VICTIM]}")
 is "cluster: its slots are at the promoted replica" "$REPLICA" "$NEWM"
-# The victim was the only seed: the deployment's own outage record
-# ("no seed answers") must not be the victim's, or each slot-map refresh
-# at the other masters ends the victim's outage and the next call starts
-# another.
 is "cluster: the killed master's outage logged once, never 'answers again'" "1 0" \
 	"$(outages "$T/rlgate-cluster.log" "127.0.0.1:$VICTIM")"
 
@@ -292,15 +300,66 @@ is "migration: audit 20 allowed, 10 denied, all decided" "limit:0:10 limit:1:20"
 	"$(sql "SELECT reason || ':' || allowed || ':' || count(*) FROM decisions WHERE rule = 'mg' GROUP BY reason, allowed ORDER BY 1" | paste -sd' ')"
 is "migration: the load saw no redis_error" 0 "$(sql "SELECT count(*) FROM decisions WHERE reason = 'redis_error' AND ts_ms > $KILL_MS + ${LAST_ERR:-0}")"
 
-# 1d. Audit rows = answers, per rule and status.
+# Audit rows = answers in 1 and 2, per rule and status.
 stop_rlgate	# writes every queued row
 is "cluster: audit rows = answers ($(answers_total "$ANS"))" "$(answers_by "$ANS")" "$(rows_by)"
 is "cluster: one row per request (one rule each)" "$(answers_total "$ANS")" "$(sql "SELECT count(DISTINCT request_id) FROM decisions")"
 kill "$HTTPD_PID"; wait "$HTTPD_PID" 2>/dev/null
+
+# 3. A lone seed (address = one master) killed, with no request during
+# the failover. Two gateways, one event loop each: A has decided keys on
+# every master before the kill, B has had no request yet. After the
+# seed's replica took its slots: A's first request there is decided (the
+# call to the dead node is not the answer: the map has changed), B
+# decides every master's keys (the other masters never failed), and each
+# logs the seed's outage once, never "answers again".
+SEED=${M[1]} SEEDREP=$(replica_of "${M[1]}")
+check "lone seed: $SEED has a replica ($SEEDREP)" test -n "$SEEDREP"
+for g in A B; do
+	cat > "$T/seed$g.ini" <<EOF
+[gateway]
+workers = 1
+[redis]
+mode = cluster
+address = 127.0.0.1:$SEED
+connect_timeout = 1s
+timeout = 2s
+[audit]
+database =
+$(rules_ini)
+EOF
+	unset RLGATE_PORT HTTP_PORT
+	start_rlgate "$T/seed$g.ini" "rlgate-seed$g" || exit 1
+	start_shipped_lighttpd || exit 1
+	eval "BASE_$g=http://127.0.0.1:$HTTP_PORT"
+done
+ANS=$T/answers-seed.txt
+BASE=$BASE_A
+pick ex a || { not_ok "lone seed: an ex key on each master"; finish; exit; }
+for p in "${M[1]}" "${M[2]}" "$NEWM"; do
+	is "lone seed, A before the kill: key ${PICK[$p]} (master $p): 5 of 8" "$EXPECT_EX" "$(codes ex "${PICK[$p]}" 8)"
+done
+pick ex f || { not_ok "lone seed: an ex key on the seed"; finish; exit; }
+FK=${PICK[$SEED]}
+kill_node "$SEED"
+seedrep_master() { [ "$(master_of ex "$FK")" = "$SEEDREP" ]; }
+wait_for 30 seedrep_master
+check "lone seed: its replica $SEEDREP took its slots" seedrep_master
+is "lone seed, A after the failover: the first request on those slots decided" 200 "$(req ex "$FK")"
+for g in A B; do
+	eval "BASE=\$BASE_$g"
+	pick ex "z$g" || { not_ok "lone seed: a new ex key on each master"; finish; exit; }
+	for p in "${M[2]}" "$NEWM" "$SEEDREP"; do
+		is "lone seed, $g after the failover: key ${PICK[$p]} (master $p): 5 of 8" \
+			"$EXPECT_EX" "$(codes ex "${PICK[$p]}" 8)"
+	done
+	is "lone seed, $g: the seed's outage logged once, never 'answers again'" "1 0" \
+		"$(outages "$T/rlgate-seed$g.log" "127.0.0.1:$SEED")"
+done
 for p in "${CLUSTER_PORTS[@]}"; do [ -n "${CLUSTER_PID[$p]:-}" ] && kill_node "$p"; done
 
 # ---------------------------------------------------------------------------
-# 3. Sentinel
+# 4. Sentinel
 start_sentinel_set || exit 1
 AUDIT_DB=$T/sentinel.db
 cat > "$T/sentinel.ini" <<EOF
@@ -341,9 +400,8 @@ check "sentinel: decisions came back (after ${BACK_MS:-never} ms; Sentinel named
 sleep 1
 stop_load
 cat "$T/sload.txt" >> "$ANS"
-FIRST_ERR=$(sql "SELECT min(ts_ms) - $KILL_MS FROM decisions WHERE reason = 'redis_error'")
-LAST_ERR=$(sql "SELECT max(ts_ms) - $KILL_MS FROM decisions WHERE reason = 'redis_error'")
-echo "# sentinel failover: kill at 0; on_error from $FIRST_ERR to $LAST_ERR ms; Sentinel named the replica at ${PROMOTED_MS:-?} ms; decisions back at ${BACK_MS:-never} ms"
+outage_numbers "rule IN ('ld', 'la')"
+echo "# sentinel failover: kill at 0; on_error from $FIRST_ERR ms; Sentinel named the replica at ${PROMOTED_MS:-?} ms; decisions back at $BACK_MS ms; on_error after that: $LATE_ERR (last at $LAST_ERR ms)"
 is "sentinel: every request answered (no curl failure)" 0 "$(awk '$2 == "000"' "$ANS" | wc -l)"
 v503=$(awk '$3 == "ld" && $2 == 503' "$ANS" | wc -l)
 check "sentinel: on_error = deny meanwhile: 503 ($v503)" test "$v503" -gt 0
