@@ -92,9 +92,9 @@ stop_load() {
 }
 lines() { [ -e "$1" ] && wc -l < "$1" || echo 0; }
 
-# audit_vs_answers FILES...: "rule:status:count" per group, from the
-# answers logged in FILES and from the audit database ($AUDIT_DB); the
-# caller compares the two.
+# answers_by FILES..., rows_by: "rule:status:count" per group, from the
+# answers logged in FILES and from the audit database ($AUDIT_DB), to be
+# compared.
 answers_by() { cat "$@" | awk '{ n[$3 ":" $2]++ } END { for (k in n) print k ":" n[k] }' | sort | paste -sd' '; }
 rows_by() { sql "SELECT rule || ':' || status || ':' || count(*) FROM decisions GROUP BY rule, status" | sort | paste -sd' '; }
 answers_total() { cat "$@" | wc -l; }
@@ -137,10 +137,12 @@ failover_wait() {
 outage_numbers() {
 	local first
 	first=$(sql "SELECT min(ts_ms) FROM decisions WHERE $1 AND reason = 'redis_error'")
+	FIRST_ERR= BACK_MS= LAST_ERR= LATE_ERR=
+	[ -n "$first" ] || return 0	# no on_error: the checks below say so
 	FIRST_ERR=$(( first - KILL_MS ))
-	BACK_MS=$(( $(sql "SELECT min(ts_ms) FROM decisions WHERE $1 AND reason = 'limit' AND ts_ms > $first") - KILL_MS ))
+	BACK_MS=$(sql "SELECT min(ts_ms) - $KILL_MS FROM decisions WHERE $1 AND reason = 'limit' AND ts_ms > $first")
 	LAST_ERR=$(( $(sql "SELECT max(ts_ms) FROM decisions WHERE $1 AND reason = 'redis_error'") - KILL_MS ))
-	LATE_ERR=$(sql "SELECT count(*) FROM decisions WHERE $1 AND reason = 'redis_error' AND ts_ms > $KILL_MS + $BACK_MS")
+	LATE_ERR=$(sql "SELECT count(*) FROM decisions WHERE $1 AND reason = 'redis_error' AND ts_ms > $KILL_MS + ${BACK_MS:-0}")
 }
 # outages LOG ADDRESS: the outages of ADDRESS logged, and its "answers
 # again" lines, as "N M".
@@ -233,7 +235,7 @@ sleep 1	# and the load goes on a while
 stop_load
 cat "$T"/load-*.txt >> "$ANS"
 outage_numbers "rule IN ('ld', 'la') AND key IN ($VKEYS)"
-echo "# cluster failover: kill at 0; on_error from $FIRST_ERR ms; replica master at ${PROMOTED_MS:-?} ms; decisions back at $BACK_MS ms; on_error after that: $LATE_ERR (last at $LAST_ERR ms)"
+echo "# cluster failover: kill at 0; on_error from ${FIRST_ERR:-none} ms; replica master at ${PROMOTED_MS:-?} ms; decisions back at ${BACK_MS:-never} ms; on_error after that: ${LATE_ERR:-0} (last at ${LAST_ERR:-none} ms)"
 wait_for 10 rows_caught_up
 is "cluster: every request answered (no curl failure)" 0 "$(awk '$2 == "000"' "$ANS" | wc -l)"
 v503=$(awk -v k="${LD[$VICTIM]}" '$3 == "ld" && $4 == k && $2 == 503' "$ANS" | wc -l)
@@ -401,7 +403,7 @@ sleep 1
 stop_load
 cat "$T/sload.txt" >> "$ANS"
 outage_numbers "rule IN ('ld', 'la')"
-echo "# sentinel failover: kill at 0; on_error from $FIRST_ERR ms; Sentinel named the replica at ${PROMOTED_MS:-?} ms; decisions back at $BACK_MS ms; on_error after that: $LATE_ERR (last at $LAST_ERR ms)"
+echo "# sentinel failover: kill at 0; on_error from ${FIRST_ERR:-none} ms; Sentinel named the replica at ${PROMOTED_MS:-?} ms; decisions back at ${BACK_MS:-never} ms; on_error after that: ${LATE_ERR:-0} (last at ${LAST_ERR:-none} ms)"
 is "sentinel: every request answered (no curl failure)" 0 "$(awk '$2 == "000"' "$ANS" | wc -l)"
 v503=$(awk '$3 == "ld" && $2 == 503' "$ANS" | wc -l)
 check "sentinel: on_error = deny meanwhile: 503 ($v503)" test "$v503" -gt 0
