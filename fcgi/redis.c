@@ -710,6 +710,24 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * The deployment's own outages (no seed gave the slot map, no Sentinel
+ * answered): a record named "cluster ADDRESSES" or "sentinel ADDRESSES",
+ * never a node's address. With a lone seed the address list is that
+ * node's address, and its outages and back-off are its own: a map read
+ * from another master must not end them.
+ */
+static struct health *
+deploy_health(const struct conf *c)
+{
+	char name[RLG_REDIS_ADDR_SIZE];
+
+	snprintf(name, sizeof(name), "%s %s", c->redis_mode ==
+	    RLG_REDIS_CLUSTER ? "cluster" : c->redis_mode ==
+	    RLG_REDIS_SENTINEL ? "sentinel" : "single", c->redis_address);
+	return health_get(name);
+}
+
 /* Makes r fit c: a reload may have changed the deployment. */
 static int
 prepare(struct redis *r, const struct conf *c)
@@ -726,8 +744,7 @@ prepare(struct redis *r, const struct conf *c)
 			explicit_bzero(r->target, strlen(r->target));
 		free(r->target);
 		r->target = t;
-		/* The deployment's own outages: no seed, no Sentinel. */
-		r->deploy = health_get(c->redis_address);
+		r->deploy = deploy_health(c);
 		if (r->watching)
 			sentinel_unwatch();
 		r->watching = 0;

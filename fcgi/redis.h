@@ -120,8 +120,9 @@ struct redis_node_counters {
 /*
  * Fills up to max entries with every node address the process has used
  * (data nodes, seeds; in sentinel and cluster mode also the deployment's
- * own entry, named by its address list). Returns how many there are (may
- * exceed max). Thread safe, lock free.
+ * own entry, named by its mode and address list: "cluster ADDRESSES",
+ * "sentinel ADDRESSES"). Returns how many there are (may exceed max).
+ * Thread safe, lock free.
  */
 size_t		 redis_counters(struct redis_node_counters *out, size_t max);
 
