@@ -89,6 +89,8 @@ struct pend {
 	int		 redirects;
 	int		 reloaded;
 	int		 retried;	/* READONLY, sent again once */
+	int		 node;		/* routed and connected this round, or
+					 * -1 */
 };
 
 struct redis {
@@ -1261,6 +1263,43 @@ append(struct redis *r, int k, struct redis_call *call, int i)
 	call->node = k;
 }
 
+/* Cluster: reads the slot map now; the deployment is down when no node
+ * gives it. */
+static void
+update_map(struct redis *r, const struct conf *c)
+{
+	char err[1024];
+
+	if (refresh(r, c, err, sizeof(err)) == 0)
+		health_up(r->deploy);
+	else
+		health_down(r->deploy, err);
+}
+
+/* Routes and connects every call not done yet (pend's node); returns how
+ * many have no node to go to. */
+static int
+route_all(struct redis *r, const struct conf *c, struct redis_call *calls,
+    size_t n)
+{
+	const char *why;
+	int k, lost = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (r->pend[i].done)
+			continue;
+		k = route(r, c, &calls[i], &r->pend[i], &why);
+		if (k < 0 || node_connect(r, c, k) == -1) {
+			calls[i].node = k;
+			k = -1;
+			lost++;
+		}
+		r->pend[i].node = k;
+	}
+	return lost;
+}
+
 /* The deployment cannot be reached at all: every call unsent, said once. */
 static int
 all_unsent(struct redis *r, struct redis_call *calls, size_t n,
@@ -1282,8 +1321,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
     size_t n)
 {
 	long long start_ms = mono_ms(), t0, deadline;
-	int round, k, again, pause, answered = 0, bad = 0;
-	const char *why;
+	int round, k, again, pause, answered = 0, bad = 0, looked = 0;
 	char err[1024];
 	size_t i;
 
@@ -1307,10 +1345,8 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		if (c->redis_mode == RLG_REDIS_CLUSTER && r->refresh_due &&
 		    (round == 0 || r->refreshed_ms == 0) &&
 		    mono_ms() - r->refreshed_ms >= REFRESH_MIN_MS) {
-			if (refresh(r, c, err, sizeof(err)) == 0)
-				health_up(r->deploy);
-			else
-				health_down(r->deploy, err);
+			update_map(r, c);
+			looked = 1;
 		}
 		if (c->redis_mode == RLG_REDIS_SENTINEL)
 			find_master(r, c);
@@ -1320,18 +1356,37 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 			r->nodes[k]->head = r->nodes[k]->tail = -1;
 			r->nodes[k]->busy = 0;
 		}
+		if (route_all(r, c, calls, n) > 0 && !looked &&
+		    c->redis_mode != RLG_REDIS_SINGLE &&
+		    mono_ms() - start_ms < c->redis_timeout_ms) {
+			/* A call with no node to go to did not run: after a
+			 * failover the map (the master) still names the dead
+			 * node. Look again now, once per run, within the
+			 * timeout (and at most once per REFRESH_MIN_MS, as
+			 * find_master() too), and route again: the first
+			 * request after a failover is decided, not on_error.
+			 * Nothing is appended yet: the blocking commands of a
+			 * refresh share no pipeline with calls. */
+			looked = 1;
+			if (c->redis_mode == RLG_REDIS_CLUSTER &&
+			    mono_ms() - r->refreshed_ms >= REFRESH_MIN_MS)
+				update_map(r, c);
+			else if (c->redis_mode == RLG_REDIS_SENTINEL) {
+				r->rediscover = 1;
+				find_master(r, c);
+			}
+			route_all(r, c, calls, n);
+		}
 		for (i = 0; i < n; i++) {
 			if (r->pend[i].done)
 				continue;
-			k = route(r, c, &calls[i], &r->pend[i], &why);
-			if (k < 0 || node_connect(r, c, k) == -1) {
+			if ((k = r->pend[i].node) < 0) {
 				/* Not sent: a refresh may find its node, the
-				 * Sentinels a new master. */
+				 * Sentinels a new master, at the next run. */
 				if (c->redis_mode == RLG_REDIS_CLUSTER)
 					r->refresh_due = 1;
 				else if (c->redis_mode == RLG_REDIS_SENTINEL)
 					r->rediscover = 1;
-				calls[i].node = k;
 				call_end(&calls[i], &r->pend[i],
 				    RLG_CALL_UNSENT);
 				metrics_redis_error(r->metrics);
