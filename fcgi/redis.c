@@ -55,6 +55,14 @@ static pthread_mutex_t	health_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct health	healths[MAX_HEALTH];	/* addr set under the lock */
 static atomic_int	nhealth;
 
+/* The masters of the last slot map any loop (or the start-up probe) read,
+ * and the seeds of that cluster: where a loop that cannot reach its own
+ * masters or the seeds asks for the map. Under known_lock. */
+static pthread_mutex_t	known_lock = PTHREAD_MUTEX_INITIALIZER;
+static char		*known_seeds;
+static struct health	*known[MAX_HEALTH];
+static int		 nknown;
+
 /* A node one loop knows: a master, a seed, or the single server. */
 struct node {
 	char		 addr[RLG_REDIS_ADDR_SIZE];
@@ -614,6 +622,52 @@ map_from(struct redis *r, const struct conf *c, int k, uint16_t *slots,
 	return rc;
 }
 
+/* r's masters are the cluster's with seeds c->redis_address: what the
+ * process knows of it now. */
+static void
+known_set(const struct redis *r, const struct conf *c)
+{
+	int k;
+
+	pthread_mutex_lock(&known_lock);
+	if (known_seeds == NULL || strcmp(known_seeds, c->redis_address) != 0) {
+		free(known_seeds);
+		known_seeds = strdup(c->redis_address);
+	}
+	nknown = 0;
+	for (k = 0; k < r->nnodes && nknown < MAX_HEALTH; k++)
+		if (r->nodes[k]->master)
+			known[nknown++] = r->nodes[k]->h;
+	pthread_mutex_unlock(&known_lock);
+}
+
+/* Copies up to max of the masters the process knows of the cluster with
+ * seeds c->redis_address into out; returns how many. */
+static int
+known_get(const struct conf *c, struct health **out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&known_lock);
+	if (known_seeds != NULL && strcmp(known_seeds, c->redis_address) == 0)
+		for (; n < nknown && n < max; n++)
+			out[n] = known[n];
+	pthread_mutex_unlock(&known_lock);
+	return n;
+}
+
+/* Adds node k to order[] unless it is there. */
+static void
+order_add(int *order, int *norder, int k)
+{
+	int i;
+
+	for (i = 0; i < *norder && order[i] != k; i++)
+		;
+	if (i == *norder)
+		order[(*norder)++] = k;
+}
+
 /* Appends "addr (why)" to a list of tries. */
 static void
 tried(char *buf, size_t len, const char *addr, const char *why)
@@ -626,28 +680,31 @@ tried(char *buf, size_t len, const char *addr, const char *why)
 }
 
 /*
- * Reads the slot map from the first node that gives one: the known
- * masters, then the seeds. 0, or -1 with err naming each address tried and
- * why (r's map then unchanged).
+ * Reads the slot map from the first node that gives one: r's masters, then
+ * the masters the process knows (another loop's or the start-up probe's
+ * map: a loop that never read the map, or whose masters all left, still
+ * finds the cluster when its seeds are gone), then the seeds. 0, or -1
+ * with err naming each address tried and why (r's map then unchanged).
  */
 static int
 refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 {
 	char host[RLG_HOST_SIZE], why[256], list[1024];
 	const char *p = c->redis_address;
+	struct health **seen = NULL;
 	uint16_t *slots;
-	int *order, norder = 0, k, i, port, rc = -1;
+	int *order = NULL, norder = 0, nmasters, nseen, k, i, port, rc = -1;
 	size_t len;
 
 	r->refresh_due = 0;
 	r->refreshed_ms = mono_ms();
 	list[0] = '\0';
 	if ((slots = malloc(RLG_SLOTS * sizeof(*slots))) == NULL ||
-	    (order = malloc((size_t)(r->nnodes + RLG_MAX_REDIS_ADDRESSES) *
-	    sizeof(*order))) == NULL) {
-		free(slots);
+	    (seen = malloc(MAX_HEALTH * sizeof(*seen))) == NULL ||
+	    (order = malloc((size_t)(r->nnodes + MAX_HEALTH +
+	    RLG_MAX_REDIS_ADDRESSES) * sizeof(*order))) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		goto done;
 	}
 	/* Connected masters first: no new connection, no seed that left. */
 	for (i = 0; i < r->nnodes; i++)
@@ -656,6 +713,12 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 	for (i = 0; i < r->nnodes; i++)
 		if (r->nodes[i]->master && r->nodes[i]->ctx == NULL)
 			order[norder++] = i;
+	nseen = known_get(c, seen, MAX_HEALTH);
+	for (i = 0; i < nseen; i++)
+		if (split_address(seen[i]->addr, host, sizeof(host),
+		    &port) == 0 && (k = node_get(r, host, port)) != -1)
+			order_add(order, &norder, k);
+	nmasters = norder;
 	for (; *p != '\0'; p += len) {
 		char tok[RLG_REDIS_ADDR_SIZE];
 
@@ -663,29 +726,27 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 		if ((len = strcspn(p, " \t")) == 0)
 			break;
 		snprintf(tok, sizeof(tok), "%.*s", (int)len, p);
-		if (split_address(tok, host, sizeof(host), &port) == -1 ||
-		    (k = node_get(r, host, port)) == -1)
-			continue;
-		for (i = 0; i < norder && order[i] != k; i++)
-			;
-		if (i == norder)
-			order[norder++] = k;
+		if (split_address(tok, host, sizeof(host), &port) == 0 &&
+		    (k = node_get(r, host, port)) != -1)
+			order_add(order, &norder, k);
 	}
 	for (i = 0; i < norder && rc == -1; i++) {
 		struct node *nd = r->nodes[order[i]];
+		int master = i < nmasters;
 
-		/* A master is connected as calls connect (back-off, outage
-		 * logs); a seed that serves nothing is only tried: it is no
-		 * outage while another one answers. */
-		if (nd->master ? node_connect(r, c, order[i]) == -1 :
+		/* A master (the process has seen it serve slots) is
+		 * connected as calls connect (back-off, outage logs); a seed
+		 * that serves nothing is only tried: it is no outage while
+		 * another one answers. */
+		if (master ? node_connect(r, c, order[i]) == -1 :
 		    nd->ctx == NULL && (nd->ctx = dial_node(c, nd->host,
 		    nd->port, why, sizeof(why))) == NULL) {
-			if (nd->master)
+			if (master)
 				health_why(nd->h, why, sizeof(why));
 			tried(list, sizeof(list), nd->addr, why);
 			continue;
 		}
-		if (!nd->master)
+		if (!master)
 			nd->epoch = atomic_load(&nd->h->epoch);
 		if (map_from(r, c, order[i], slots, why, sizeof(why)) == -1) {
 			tried(list, sizeof(list), nd->addr, why);
@@ -702,12 +763,15 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 			if (slots[k] != NO_NODE)
 				r->nodes[slots[k]]->master = 1;
 		memcpy(r->slots, slots, RLG_SLOTS * sizeof(*slots));
+		known_set(r, c);
 		rc = 0;
 	}
 	if (rc == -1)
 		snprintf(err, errlen, "no cluster node gave the slot map "
 		    "(tried %s)", list[0] ? list : "none");
+done:
 	free(order);
+	free(seen);
 	free(slots);
 	return rc;
 }
