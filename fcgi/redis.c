@@ -55,6 +55,14 @@ static pthread_mutex_t	health_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct health	healths[MAX_HEALTH];	/* addr set under the lock */
 static atomic_int	nhealth;
 
+/* The masters of the last slot map any loop (or the start-up probe) read,
+ * and the seeds of that cluster: where a loop that cannot reach its own
+ * masters or the seeds asks for the map. Under known_lock. */
+static pthread_mutex_t	known_lock = PTHREAD_MUTEX_INITIALIZER;
+static char		*known_seeds;
+static struct health	*known[MAX_HEALTH];
+static int		 nknown;
+
 /* A node one loop knows: a master, a seed, or the single server. */
 struct node {
 	char		 addr[RLG_REDIS_ADDR_SIZE];
@@ -89,6 +97,8 @@ struct pend {
 	int		 redirects;
 	int		 reloaded;
 	int		 retried;	/* READONLY, sent again once */
+	int		 node;		/* routed and connected this round, or
+					 * -1 */
 };
 
 struct redis {
@@ -612,6 +622,52 @@ map_from(struct redis *r, const struct conf *c, int k, uint16_t *slots,
 	return rc;
 }
 
+/* r's masters are the cluster's with seeds c->redis_address: what the
+ * process knows of it now. */
+static void
+known_set(const struct redis *r, const struct conf *c)
+{
+	int k;
+
+	pthread_mutex_lock(&known_lock);
+	if (known_seeds == NULL || strcmp(known_seeds, c->redis_address) != 0) {
+		free(known_seeds);
+		known_seeds = strdup(c->redis_address);
+	}
+	nknown = 0;
+	for (k = 0; k < r->nnodes && nknown < MAX_HEALTH; k++)
+		if (r->nodes[k]->master)
+			known[nknown++] = r->nodes[k]->h;
+	pthread_mutex_unlock(&known_lock);
+}
+
+/* Copies up to max of the masters the process knows of the cluster with
+ * seeds c->redis_address into out; returns how many. */
+static int
+known_get(const struct conf *c, struct health **out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&known_lock);
+	if (known_seeds != NULL && strcmp(known_seeds, c->redis_address) == 0)
+		for (; n < nknown && n < max; n++)
+			out[n] = known[n];
+	pthread_mutex_unlock(&known_lock);
+	return n;
+}
+
+/* Adds node k to order[] unless it is there. */
+static void
+order_add(int *order, int *norder, int k)
+{
+	int i;
+
+	for (i = 0; i < *norder && order[i] != k; i++)
+		;
+	if (i == *norder)
+		order[(*norder)++] = k;
+}
+
 /* Appends "addr (why)" to a list of tries. */
 static void
 tried(char *buf, size_t len, const char *addr, const char *why)
@@ -624,28 +680,31 @@ tried(char *buf, size_t len, const char *addr, const char *why)
 }
 
 /*
- * Reads the slot map from the first node that gives one: the known
- * masters, then the seeds. 0, or -1 with err naming each address tried and
- * why (r's map then unchanged).
+ * Reads the slot map from the first node that gives one: r's masters, then
+ * the masters the process knows (another loop's or the start-up probe's
+ * map: a loop that never read the map, or whose masters all left, still
+ * finds the cluster when its seeds are gone), then the seeds. 0, or -1
+ * with err naming each address tried and why (r's map then unchanged).
  */
 static int
 refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 {
 	char host[RLG_HOST_SIZE], why[256], list[1024];
 	const char *p = c->redis_address;
+	struct health **seen = NULL;
 	uint16_t *slots;
-	int *order, norder = 0, k, i, port, rc = -1;
+	int *order = NULL, norder = 0, nmasters, nseen, k, i, port, rc = -1;
 	size_t len;
 
 	r->refresh_due = 0;
 	r->refreshed_ms = mono_ms();
 	list[0] = '\0';
 	if ((slots = malloc(RLG_SLOTS * sizeof(*slots))) == NULL ||
-	    (order = malloc((size_t)(r->nnodes + RLG_MAX_REDIS_ADDRESSES) *
-	    sizeof(*order))) == NULL) {
-		free(slots);
+	    (seen = malloc(MAX_HEALTH * sizeof(*seen))) == NULL ||
+	    (order = malloc((size_t)(r->nnodes + MAX_HEALTH +
+	    RLG_MAX_REDIS_ADDRESSES) * sizeof(*order))) == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return -1;
+		goto done;
 	}
 	/* Connected masters first: no new connection, no seed that left. */
 	for (i = 0; i < r->nnodes; i++)
@@ -654,6 +713,12 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 	for (i = 0; i < r->nnodes; i++)
 		if (r->nodes[i]->master && r->nodes[i]->ctx == NULL)
 			order[norder++] = i;
+	nseen = known_get(c, seen, MAX_HEALTH);
+	for (i = 0; i < nseen; i++)
+		if (split_address(seen[i]->addr, host, sizeof(host),
+		    &port) == 0 && (k = node_get(r, host, port)) != -1)
+			order_add(order, &norder, k);
+	nmasters = norder;
 	for (; *p != '\0'; p += len) {
 		char tok[RLG_REDIS_ADDR_SIZE];
 
@@ -661,29 +726,27 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 		if ((len = strcspn(p, " \t")) == 0)
 			break;
 		snprintf(tok, sizeof(tok), "%.*s", (int)len, p);
-		if (split_address(tok, host, sizeof(host), &port) == -1 ||
-		    (k = node_get(r, host, port)) == -1)
-			continue;
-		for (i = 0; i < norder && order[i] != k; i++)
-			;
-		if (i == norder)
-			order[norder++] = k;
+		if (split_address(tok, host, sizeof(host), &port) == 0 &&
+		    (k = node_get(r, host, port)) != -1)
+			order_add(order, &norder, k);
 	}
 	for (i = 0; i < norder && rc == -1; i++) {
 		struct node *nd = r->nodes[order[i]];
+		int master = i < nmasters;
 
-		/* A master is connected as calls connect (back-off, outage
-		 * logs); a seed that serves nothing is only tried: it is no
-		 * outage while another one answers. */
-		if (nd->master ? node_connect(r, c, order[i]) == -1 :
+		/* A master (the process has seen it serve slots) is
+		 * connected as calls connect (back-off, outage logs); a seed
+		 * that serves nothing is only tried: it is no outage while
+		 * another one answers. */
+		if (master ? node_connect(r, c, order[i]) == -1 :
 		    nd->ctx == NULL && (nd->ctx = dial_node(c, nd->host,
 		    nd->port, why, sizeof(why))) == NULL) {
-			if (nd->master)
+			if (master)
 				health_why(nd->h, why, sizeof(why));
 			tried(list, sizeof(list), nd->addr, why);
 			continue;
 		}
-		if (!nd->master)
+		if (!master)
 			nd->epoch = atomic_load(&nd->h->epoch);
 		if (map_from(r, c, order[i], slots, why, sizeof(why)) == -1) {
 			tried(list, sizeof(list), nd->addr, why);
@@ -700,14 +763,35 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 			if (slots[k] != NO_NODE)
 				r->nodes[slots[k]]->master = 1;
 		memcpy(r->slots, slots, RLG_SLOTS * sizeof(*slots));
+		known_set(r, c);
 		rc = 0;
 	}
 	if (rc == -1)
 		snprintf(err, errlen, "no cluster node gave the slot map "
 		    "(tried %s)", list[0] ? list : "none");
+done:
 	free(order);
+	free(seen);
 	free(slots);
 	return rc;
+}
+
+/*
+ * The deployment's own outages (no seed gave the slot map, no Sentinel
+ * answered): a record named "cluster ADDRESSES" or "sentinel ADDRESSES",
+ * never a node's address. With a lone seed the address list is that
+ * node's address, and its outages and back-off are its own: a map read
+ * from another master must not end them.
+ */
+static struct health *
+deploy_health(const struct conf *c)
+{
+	char name[RLG_REDIS_ADDR_SIZE];
+
+	snprintf(name, sizeof(name), "%s %s", c->redis_mode ==
+	    RLG_REDIS_CLUSTER ? "cluster" : c->redis_mode ==
+	    RLG_REDIS_SENTINEL ? "sentinel" : "single", c->redis_address);
+	return health_get(name);
 }
 
 /* Makes r fit c: a reload may have changed the deployment. */
@@ -726,8 +810,7 @@ prepare(struct redis *r, const struct conf *c)
 			explicit_bzero(r->target, strlen(r->target));
 		free(r->target);
 		r->target = t;
-		/* The deployment's own outages: no seed, no Sentinel. */
-		r->deploy = health_get(c->redis_address);
+		r->deploy = deploy_health(c);
 		if (r->watching)
 			sentinel_unwatch();
 		r->watching = 0;
@@ -1244,6 +1327,43 @@ append(struct redis *r, int k, struct redis_call *call, int i)
 	call->node = k;
 }
 
+/* Cluster: reads the slot map now; the deployment is down when no node
+ * gives it. */
+static void
+update_map(struct redis *r, const struct conf *c)
+{
+	char err[1024];
+
+	if (refresh(r, c, err, sizeof(err)) == 0)
+		health_up(r->deploy);
+	else
+		health_down(r->deploy, err);
+}
+
+/* Routes and connects every call not done yet (pend's node); returns how
+ * many have no node to go to. */
+static int
+route_all(struct redis *r, const struct conf *c, struct redis_call *calls,
+    size_t n)
+{
+	const char *why;
+	int k, lost = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (r->pend[i].done)
+			continue;
+		k = route(r, c, &calls[i], &r->pend[i], &why);
+		if (k < 0 || node_connect(r, c, k) == -1) {
+			calls[i].node = k;
+			k = -1;
+			lost++;
+		}
+		r->pend[i].node = k;
+	}
+	return lost;
+}
+
 /* The deployment cannot be reached at all: every call unsent, said once. */
 static int
 all_unsent(struct redis *r, struct redis_call *calls, size_t n,
@@ -1265,8 +1385,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
     size_t n)
 {
 	long long start_ms = mono_ms(), t0, deadline;
-	int round, k, again, pause, answered = 0, bad = 0;
-	const char *why;
+	int round, k, again, pause, answered = 0, bad = 0, looked = 0;
 	char err[1024];
 	size_t i;
 
@@ -1290,10 +1409,8 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		if (c->redis_mode == RLG_REDIS_CLUSTER && r->refresh_due &&
 		    (round == 0 || r->refreshed_ms == 0) &&
 		    mono_ms() - r->refreshed_ms >= REFRESH_MIN_MS) {
-			if (refresh(r, c, err, sizeof(err)) == 0)
-				health_up(r->deploy);
-			else
-				health_down(r->deploy, err);
+			update_map(r, c);
+			looked = 1;
 		}
 		if (c->redis_mode == RLG_REDIS_SENTINEL)
 			find_master(r, c);
@@ -1303,18 +1420,37 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 			r->nodes[k]->head = r->nodes[k]->tail = -1;
 			r->nodes[k]->busy = 0;
 		}
+		if (route_all(r, c, calls, n) > 0 && !looked &&
+		    c->redis_mode != RLG_REDIS_SINGLE &&
+		    mono_ms() - start_ms < c->redis_timeout_ms) {
+			/* A call with no node to go to did not run: after a
+			 * failover the map (the master) still names the dead
+			 * node. Look again now, once per run, within the
+			 * timeout (and at most once per REFRESH_MIN_MS, as
+			 * find_master() too), and route again: the first
+			 * request after a failover is decided, not on_error.
+			 * Nothing is appended yet: the blocking commands of a
+			 * refresh share no pipeline with calls. */
+			looked = 1;
+			if (c->redis_mode == RLG_REDIS_CLUSTER &&
+			    mono_ms() - r->refreshed_ms >= REFRESH_MIN_MS)
+				update_map(r, c);
+			else if (c->redis_mode == RLG_REDIS_SENTINEL) {
+				r->rediscover = 1;
+				find_master(r, c);
+			}
+			route_all(r, c, calls, n);
+		}
 		for (i = 0; i < n; i++) {
 			if (r->pend[i].done)
 				continue;
-			k = route(r, c, &calls[i], &r->pend[i], &why);
-			if (k < 0 || node_connect(r, c, k) == -1) {
+			if ((k = r->pend[i].node) < 0) {
 				/* Not sent: a refresh may find its node, the
-				 * Sentinels a new master. */
+				 * Sentinels a new master, at the next run. */
 				if (c->redis_mode == RLG_REDIS_CLUSTER)
 					r->refresh_due = 1;
 				else if (c->redis_mode == RLG_REDIS_SENTINEL)
 					r->rediscover = 1;
-				calls[i].node = k;
 				call_end(&calls[i], &r->pend[i],
 				    RLG_CALL_UNSENT);
 				metrics_redis_error(r->metrics);

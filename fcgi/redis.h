@@ -71,7 +71,11 @@ struct redis_call {
  * there (FUNCTION LOAD REPLACE, in the same pipeline) and runs that call
  * once more: neither reply means it ran. A call that timed out or lost its
  * connection is never sent again. Follows a Sentinel failover
- * (+switch-master, a lost connection, READONLY). A node that fails is
+ * (+switch-master, a lost connection, READONLY). A call whose node cannot
+ * be reached before sending (it did not run) is routed again after the
+ * slot map is read (the master asked for) once more in the same run, at
+ * most once per run and per 100 ms: after a failover the first request
+ * is decided, not on_error. A node that fails is
  * backed off process-wide (50 ms doubling to 500 ms; one loop probes):
  * only the calls for it fail, the others go on. Each outage is logged
  * once per node with its address and why ("timed out after 100 ms"), its
@@ -120,8 +124,9 @@ struct redis_node_counters {
 /*
  * Fills up to max entries with every node address the process has used
  * (data nodes, seeds; in sentinel and cluster mode also the deployment's
- * own entry, named by its address list). Returns how many there are (may
- * exceed max). Thread safe, lock free.
+ * own entry, named by its mode and address list: "cluster ADDRESSES",
+ * "sentinel ADDRESSES"). Returns how many there are (may exceed max).
+ * Thread safe, lock free.
  */
 size_t		 redis_counters(struct redis_node_counters *out, size_t max);
 

@@ -5,7 +5,8 @@
  * numbers as integers and as strings), and the [redis] keys of conf
  * (mode, address lists, master_name, sentinel_password); and, without a
  * server, redis_run() against a port no one listens on: every call
- * UNSENT, the back-off, the node's error counter.
+ * UNSENT, the back-off, the node's error counter, a cluster's own outage
+ * record apart from its lone seed's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -382,6 +383,54 @@ test_unreachable(void **state)
 	conf_free(c);
 }
 
+/* The errors counted for address (0 when it has no record). */
+static long long
+errors_of(const char *address)
+{
+	struct redis_node_counters nc[64];
+	size_t n, i;
+
+	n = redis_counters(nc, 64);
+	for (i = 0; i < n && i < 64; i++)
+		if (strcmp(nc[i].address, address) == 0)
+			return nc[i].errors;
+	return 0;
+}
+
+/*
+ * A cluster with a lone seed that cannot be reached: the deployment's
+ * outage ("no cluster node gave the slot map") is counted on its own
+ * record, not on the seed's: the seed is a node whose back-off a map read
+ * elsewhere must not reset.
+ */
+static void
+test_deployment_record(void **state)
+{
+	const char *argv[2] = { "GET", "k" };
+	struct redis_call call;
+	struct redis *r = redis_new();
+	char *errors = NULL;
+	struct conf *c;
+
+	(void)state;
+	c = load("[redis]\nmode = cluster\naddress = 127.0.0.1:2\n"
+	    "connect_timeout = 50ms", &errors);
+	assert_non_null(c);
+	assert_non_null(r);
+	memset(&call, 0, sizeof(call));
+	call.key = "k";
+	call.keylen = 1;
+	call.argc = 2;
+	call.argv = argv;
+	assert_int_equal(redis_run(r, c, &call, 1), 1);
+	assert_int_equal(call.status, RLG_CALL_UNSENT);
+	assert_int_equal(errors_of("cluster 127.0.0.1:2"), 1);
+	/* A seed is only tried: no outage of its own. */
+	assert_int_equal(errors_of("127.0.0.1:2"), 0);
+	redis_free(r);
+	conf_free(c);
+}
+
 int
 main(void)
 {
@@ -393,6 +442,7 @@ main(void)
 		cmocka_unit_test(test_cluster_shards),
 		cmocka_unit_test(test_conf_modes),
 		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_deployment_record),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -970,7 +970,8 @@ test_too_many_params(void **state)
 /*
  * A name that no "NAME=" lookup could find (empty, or holding a NUL or
  * '=') is skipped, and cannot pass for another param: "A\0B" is not "A".
- * A NUL in a value ends the value, as libfcgi's C strings do.
+ * A NUL in a value refuses the request (400), the byte shown as %00: a C
+ * string would have cut the value there.
  */
 static void
 test_unfindable_names_skipped(void **state)
@@ -987,7 +988,9 @@ test_unfindable_names_skipped(void **state)
 	assert_int_equal(feed(&w, &in), in.len - 8);	/* not the STDIN */
 	assert_int_equal(w.state, WIRE_READY);
 	assert_env(&w, (const char *const []){ "FCGI_ROLE=AUTHORIZER",
-	    "REMOTE_ADDR=10.0.0.1", NULL });
+	    "REMOTE_ADDR=10.0.0.1%00tail", NULL });
+	assert_non_null(w.refused);
+	assert_int_equal(w.refused_status, 400);
 	wire_free(&w);
 	free(in.b);
 	free(p.b);
