@@ -32,13 +32,16 @@ endif
 CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
 	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c
 # The gateway, one file per concern, in the order a request goes through them
-# (limiter over the Redis layer: redis, with slot for Cluster routing and
-# sentinel for finding the master);
+# (limiter over the Redis layer: redis runs the calls, redis_conn holds the
+# connections and each address's health, redis_deploy the deployment (slot
+# map, master, status, probe), with slot for Cluster routing and sentinel
+# for finding the master);
 # beside the line: the deny cache (limiter's) and the status endpoint's
 # counters (metrics).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
-	   fcgi/redis.c fcgi/slot.c fcgi/sentinel.c fcgi/respond.c \
+	   fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
+	   fcgi/sentinel.c fcgi/respond.c \
 	   fcgi/audit.c fcgi/audit_files.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)

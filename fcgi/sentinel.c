@@ -2,8 +2,8 @@
  * sentinel: the master of a Sentinel-monitored set, found by asking the
  * Sentinels in turn and checked with ROLE, and one watcher thread per
  * process subscribed to +switch-master that bumps an epoch the event loops
- * read. It only finds and announces the master; redis.c connects, routes
- * and closes the old connections.
+ * read. It only finds and announces the master; the Redis layer
+ * (redis*.c) connects, routes and closes the old connections.
  */
 #include <errno.h>
 #include <fcntl.h>

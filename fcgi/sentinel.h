@@ -1,7 +1,8 @@
 /*
  * sentinel: finds the master of [redis] master_name through the Sentinels
  * of [redis] address, as the Sentinel client guidelines say, and watches
- * them for failovers (+switch-master). For redis.c; no data calls here.
+ * them for failovers (+switch-master). For the Redis layer (redis*.c); no
+ * data calls here.
  */
 #ifndef RLG_SENTINEL_H
 #define RLG_SENTINEL_H

@@ -2,7 +2,7 @@
  * slot: Redis Cluster's hash slot function and the parsers of what the
  * cluster says about slots (redirects, CLUSTER SLOTS, CLUSTER SHARDS).
  * Pure functions over bytes and hiredis reply trees; the slot map itself
- * and every connection live in redis.c.
+ * and every connection live in the Redis layer (redis*.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

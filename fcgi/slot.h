@@ -1,7 +1,8 @@
 /*
  * slot: the pure parts of Redis Cluster routing: a key's hash slot, the
  * MOVED/ASK redirects and the slot map replies (CLUSTER SLOTS, CLUSTER
- * SHARDS). No connections and no state: redis.c owns those.
+ * SHARDS). No connections and no state: the Redis layer (redis*.c) owns
+ * those.
  */
 #ifndef RLG_SLOT_H
 #define RLG_SLOT_H
