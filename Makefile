@@ -105,9 +105,11 @@ tests/tools/%: tests/tools/%.o $(LIB_OBJS)
 deps:
 	@sh tests/deps.sh
 
+# The tests know a sanitizer build (RLGATE_SANITIZE): only where its speed
+# would change what a test can show (tests/it_deploy_cgi.sh).
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
-	@bash tests/run
+	@RLGATE_SANITIZE=$(SANITIZE) bash tests/run
 
 unit: all $(UNIT_BINS)
 	@bash tests/run unit

@@ -23,6 +23,12 @@ cp "$TOP/tests/www/cgi-bin/app.cgi" "$T/cgi-bin/app.cgi"
 head -c 300000 /dev/urandom > "$T/body.bin"
 
 AUDIT_DB=$T/var/audit.db
+# The seeds' window. A sanitizer build (make test SANITIZE=1) starts each CGI
+# process several times slower, and the demo's 110 requests then outlast one
+# second: there the same exact 100 + 10 is checked over 10 s. The speed that
+# fits them in 1 s is the normal build's to show.
+SEED_WINDOW=1s
+[ "${RLGATE_SANITIZE:-}" = 1 ] && SEED_WINDOW=10s
 # check.ini: rlgate alone. 2 per org per minute on /ratelimit/login.
 cat > "$T/check.ini" <<EOF
 [redis]
@@ -43,7 +49,7 @@ window = 1m
 path = /ratelimit/user/list
 key = {query.org}{path}
 limit = 100
-window = 1s
+window = $SEED_WINDOW
 EOF
 # app.ini: the wrapper. The deployment rules (app: 3 per client per minute
 # under /app/) and the program to protect.
@@ -154,7 +160,7 @@ if command -v strace >/dev/null; then
 	cgi_once	# creates the database
 	cgi_once strace -f -o "$T/strace.txt"
 	is "CGI: the traced request answered 200" "Status: 200 OK" "$(head -1 "$T/trace.out" | tr -d '\r')"
-	is "CGI: no thread started (clone)" 0 "$(grep -cE '^[0-9]+ +clone3?\(' "$T/strace.txt")"
+	is "CGI: no thread started (clone)" 0 "$(grep -cE '^[0-9]+ +clone3?\(.*CLONE_THREAD' "$T/strace.txt")"
 	is "CGI: no fsync or fdatasync" 0 "$(grep -cE '^[0-9]+ +f(data)?sync\(' "$T/strace.txt")"
 	reply_at=$(grep -nm1 'write(1, "Status: 200' "$T/strace.txt" | cut -d: -f1)
 	db_at=$(grep -nm1 "open.*trace\.db\"" "$T/strace.txt" | cut -d: -f1)
