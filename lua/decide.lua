@@ -5,7 +5,9 @@
 --     COST LIMIT WINDOW_MS BURST PRECISION_MS
 --   All the rules of one request on one node, all or nothing. FLAGS: "-", or
 --   letters: d (dry run: decides, never blocks), o (the rule has an override
---   key, the key after its state key). Each rule takes 1 key, 2 with o.
+--   key, the key after its state key), u (give the undo token: for a cluster,
+--   where a request's rules may be counted in several calls). Each rule takes
+--   1 key, 2 with o.
 --   VERSION: the library version the caller expects, "" for any; NOW_US: ""
 --   for Redis TIME. Every rule decides on the current state without writing;
 --   when every rule not in dry run admits, every rule that admits is counted
@@ -15,7 +17,7 @@
 --   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
 --   override, why, undo}: this rule's own decision (an admitting rule that
 --   was not counted shows its state as it is), why "" unless override is 3,
---   undo "" unless the rule was counted.
+--   undo "" unless the rule was counted and has flag u.
 -- FCALL rlgate_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what rlgate_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
@@ -28,9 +30,11 @@
 
 local ALGORITHM_NAMES = 'fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket'
 
--- FLAGS as {dry run, override key}: the usual ones (others are parsed).
-local FLAGS = {['-'] = {false, false}, d = {true, false}, o = {false, true},
-    ['do'] = {true, true}, od = {true, true}}
+-- FLAGS as {dry run, override key, undo token}: the usual ones (others are
+-- parsed).
+local FLAGS = {['-'] = {false, false, false}, d = {true, false, false},
+    o = {false, true, false}, u = {false, false, true}, ['do'] = {true, true, false},
+    du = {true, false, true}, ou = {false, true, true}, dou = {true, true, true}}
 
 local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
@@ -62,11 +66,13 @@ local function decide(keys, args)
 		end
 		local f = FLAGS[flags]
 		if f == nil then
-			if not string.find(flags, '^[do]+$') then
-				return rule_error(r, name, 'flags must be letters among d (dry run) and o ' ..
-				    '(override key), or - for none, got "' .. shown(flags) .. '"')
+			if not string.find(flags, '^[dou]+$') then
+				return rule_error(r, name, 'flags must be letters among d (dry run), o ' ..
+				    '(override key) and u (undo token), or - for none, got "' ..
+				    shown(flags) .. '"')
 			end
-			f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil}
+			f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil,
+			    string.find(flags, 'u', 1, true) ~= nil}
 		end
 		local a
 		a, err = params_of(alg.spec, args[b + 2], args[b + 3], args[b + 4], args[b + 5],
@@ -86,7 +92,7 @@ local function decide(keys, args)
 			end
 		end
 		rules[r] = {alg = alg, a = a, b = b, key = key, okey = okey, dry = f[1],
-		    code = 0, why = nil, d = nil}
+		    undo = f[3], code = 0, why = nil, d = nil}
 	end
 	if k - 1 ~= #keys then
 		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
@@ -116,7 +122,10 @@ local function decide(keys, args)
 		local a, d = rule.a, rule.d
 		local counted = admitted and d ~= nil and d.allowed
 		local undo = ''
-		if counted then undo = rule.alg.commit(a, rule.key, d) end
+		if counted then
+			rule.alg.commit(a, rule.key, d)
+			if rule.undo then undo = rule.alg.token(a, d) end
+		end
 		out[r + 1] = row(a, d, counted, rule.code,
 		    rule.why and 'override ignored: ' .. rule.why or '', undo)
 	end

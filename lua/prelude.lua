@@ -18,7 +18,8 @@
 --                              allowed); d.kept_remaining, d.kept_reset_ms: the
 --                              state as it is (for an allowed rule not counted);
 --                              d.replace: the key holds another type
---   commit(a, key, d)      -> the undo token: writes the state and its TTL
+--   commit(a, key, d)         writes the state and its TTL
+--   token(a, d)            -> the undo token of what commit counted
 --   undo_parse(token)      -> u, or nil when the token is not this algorithm's
 --   undo(key, u, now)      -> true when it took something back
 -- a is the parsed arguments: cost, limit, window_ms, burst, precision_ms,
@@ -177,13 +178,14 @@ local function clock(s, off)
 end
 
 -- A time kept exactly, as "A" us or "A+R/D" (A + R/D us): at, r, d (d nil
--- for "A"), or nil when s is neither.
+-- for "A"), or nil when s is neither. (tonumber first: no number has a /.)
 local function parse_at(s)
-	local at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+	local at = tonumber(s)
+	if at ~= nil then return at, 0, nil end
+	local r, d
+	at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
 	if at then return tonumber(at), tonumber(r), tonumber(d) end
-	at = tonumber(s)
-	if at == nil then return nil end
-	return at, 0, nil
+	return nil
 end
 
 -- now + ticks (a tick is 1/per_us us) as "A" or "A+R/D".
