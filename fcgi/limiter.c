@@ -313,7 +313,10 @@ build_decide(struct limiter *l, const struct conf *c,
     const struct limiter_request *rq, const struct call_info *ci,
     struct redis_call *call, size_t *a, size_t *pos)
 {
-	static const char *const flags[2][2] = { { "-", "o" }, { "d", "do" } };
+	/* [dry run][override key][undo token: only where a request's rules
+	 * may be counted in several calls] */
+	static const char *const flags[2][2][2] = {
+		{ { "-", "u" }, { "o", "ou" } }, { { "d", "du" }, { "do", "dou" } } };
 	const char **argv = l->argv + *a;
 	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, key_len;
 	const struct match *m;
@@ -360,7 +363,7 @@ build_decide(struct limiter *l, const struct conf *c,
 		argv[k] = conf_algorithm_name(ru->algorithm);
 		alen[k] = strlen(argv[k]);
 		k++;
-		argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0];
+		argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0][clustered(c)];
 		alen[k] = strlen(argv[k]);
 		k++;
 		argv[k] = put_num(l, pos, m->cost, &alen[k]);

@@ -5,7 +5,9 @@
 --     COST LIMIT WINDOW_MS BURST PRECISION_MS
 --   All the rules of one request on one node, all or nothing. FLAGS: "-", or
 --   letters: d (dry run: decides, never blocks), o (the rule has an override
---   key, the key after its state key). Each rule takes 1 key, 2 with o.
+--   key, the key after its state key), u (give the undo token: for a cluster,
+--   where a request's rules may be counted in several calls). Each rule takes
+--   1 key, 2 with o.
 --   VERSION: the library version the caller expects, "" for any; NOW_US: ""
 --   for Redis TIME. Every rule decides on the current state without writing;
 --   when every rule not in dry run admits, every rule that admits is counted
@@ -15,7 +17,7 @@
 --   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
 --   override, why, undo}: this rule's own decision (an admitting rule that
 --   was not counted shows its state as it is), why "" unless override is 3,
---   undo "" unless the rule was counted.
+--   undo "" unless the rule was counted and has flag u.
 -- FCALL rlgate_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what rlgate_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
@@ -27,6 +29,12 @@
 -- "rlgate: rule I (ALGORITHM): ...". After an error nothing was written.
 
 local ALGORITHM_NAMES = 'fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket'
+
+-- FLAGS as {dry run, override key, undo token}: the usual ones (others are
+-- parsed).
+local FLAGS = {['-'] = {false, false, false}, d = {true, false, false},
+    o = {false, true, false}, u = {false, false, true}, ['do'] = {true, true, false},
+    du = {true, false, true}, ou = {false, true, true}, dou = {true, true, true}}
 
 local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
@@ -47,37 +55,44 @@ local function decide(keys, args)
 	if err then return redis.error_reply('rlgate: ' .. err) end
 
 	-- Every argument is checked before anything is read or written.
-	local rules, k, seen = {}, 1, {}
-	for r = 1, (nargs - 2) / 7 do
+	local nrules = (nargs - 2) / 7
+	local rules, k = {}, 1
+	for r = 1, nrules do
 		local b = 3 + 7 * (r - 1)
 		local name, flags = args[b], args[b + 1]
 		local alg = algorithms[name]
 		if alg == nil then
 			return rule_error(r, name, 'unknown algorithm: use ' .. ALGORITHM_NAMES)
 		end
-		if flags ~= '-' and not string.find(flags, '^[do]+$') then
-			return rule_error(r, name, 'flags must be letters among d (dry run) and o ' ..
-			    '(override key), or - for none, got "' .. shown(flags) .. '"')
+		local f = FLAGS[flags]
+		if f == nil then
+			if not string.find(flags, '^[dou]+$') then
+				return rule_error(r, name, 'flags must be letters among d (dry run), o ' ..
+				    '(override key) and u (undo token), or - for none, got "' ..
+				    shown(flags) .. '"')
+			end
+			f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil,
+			    string.find(flags, 'u', 1, true) ~= nil}
 		end
-		local argv = {nil, args[b + 2], args[b + 3], args[b + 4], args[b + 5], args[b + 6]}
 		local a
-		a, err = params(alg.spec, argv, b)
+		a, err = params_of(alg.spec, args[b + 2], args[b + 3], args[b + 4], args[b + 5],
+		    args[b + 6], b)
 		if not a then return rule_error(r, name, err) end
-		a.now = now
-		local rule = {alg = alg, name = name, a = a, argv = argv, key = keys[k],
-		    dry = string.find(flags, 'd', 1, true) ~= nil}
-		if string.find(flags, 'o', 1, true) then rule.okey = keys[k + 1]; k = k + 1 end
+		local key, okey = keys[k], nil
+		if f[2] then okey = keys[k + 1]; k = k + 1 end
 		k = k + 1
-		if rule.key == nil or (rule.okey == nil and string.find(flags, 'o', 1, true)) then
+		if key == nil or (f[2] and okey == nil) then
 			return rule_error(r, name, 'no key left for it: each rule takes its state key, ' ..
 			    'and its override key after it with flag o (' .. #keys .. ' keys given)')
 		end
-		if seen[rule.key] then
-			return rule_error(r, name, 'its state key is also rule ' .. seen[rule.key] ..
-			    '\'s: each rule needs a key of its own')
+		for q = 1, r - 1 do
+			if rules[q].key == key then
+				return rule_error(r, name, 'its state key is also rule ' .. q ..
+				    '\'s: each rule needs a key of its own')
+			end
 		end
-		seen[rule.key] = r
-		rules[r] = rule
+		rules[r] = {alg = alg, a = a, b = b, key = key, okey = okey, dry = f[1],
+		    undo = f[3], code = 0, why = nil, d = nil}
 	end
 	if k - 1 ~= #keys then
 		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
@@ -86,27 +101,33 @@ local function decide(keys, args)
 
 	-- Decide every rule on the state as it is.
 	local admitted = true
-	for _, rule in ipairs(rules) do
-		rule.code = 0
+	for r = 1, nrules do
+		local rule = rules[r]
+		rule.a.now = now
 		if rule.okey then
-			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, rule.argv, rule.okey)
+			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, args,
+			    rule.b, rule.okey)
 		end
 		if rule.code ~= 2 then
-			rule.d = rule.alg.check(rule.a, rule.key)
-			if not rule.d.allowed and not rule.dry then admitted = false end
+			local d = rule.alg.check(rule.a, rule.key)
+			rule.d = d
+			if not d.allowed and not rule.dry then admitted = false end
 		end
 	end
 
 	-- All or nothing: count every rule that admits, or none.
 	local out = {admitted and 1 or 0}
-	for r, rule in ipairs(rules) do
-		local counted = admitted and rule.d ~= nil and rule.d.allowed
+	for r = 1, nrules do
+		local rule = rules[r]
+		local a, d = rule.a, rule.d
+		local counted = admitted and d ~= nil and d.allowed
 		local undo = ''
-		if counted then undo = rule.alg.commit(rule.a, rule.key, rule.d) end
-		local t = extend(fields(rule.a, rule.d, counted), rule.a, rule.code, rule.why)
-		t[12] = t[12] or ''
-		t[13] = undo
-		out[r + 1] = t
+		if counted then
+			rule.alg.commit(a, rule.key, d)
+			if rule.undo then undo = rule.alg.token(a, d) end
+		end
+		out[r + 1] = row(a, d, counted, rule.code,
+		    rule.why and 'override ignored: ' .. rule.why or '', undo)
 	end
 	return out
 end

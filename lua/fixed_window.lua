@@ -31,31 +31,30 @@ do
 		-- A key of another type holds another algorithm's state (its rule
 		-- changed algorithm): it is replaced, as if it were missing.
 		local h = redis.pcall('HMGET', key, 'start', 'count')
-		local d = {delay_ms = 0, retry_ms = 0}
-		if h.err then d.replace = true; h = {} end
+		local replace = false
+		if h.err then replace = true; h = {} end
 		local start, count = tonumber(h[1]), tonumber(h[2])
 		if start == nil or count == nil or now >= start + window_us then
 			start, count = now, 0	-- the previous window closed: this request opens one
 		end
-		d.start, d.count = start, count
-		d.reset_ms = cdiv(start + window_us - now, 1000)
-		d.kept_remaining = limit - count
-		d.kept_reset_ms = count > 0 and d.reset_ms or 0
-		if count + cost <= limit then
-			d.allowed = true
-			d.remaining = limit - count - cost
-		else
-			d.allowed = false
-			d.remaining = math.max(0, limit - count)
-			d.retry_ms = d.reset_ms
+		local reset_ms = cdiv(start + window_us - now, 1000)
+		local allowed, remaining, retry_ms = true, limit - count - cost, 0
+		if count + cost > limit then
+			allowed, remaining, retry_ms = false, math.max(0, limit - count), reset_ms
 		end
-		return d
+		return {allowed = allowed, remaining = remaining, reset_ms = reset_ms,
+		    retry_ms = retry_ms, delay_ms = 0, kept_remaining = limit - count,
+		    kept_reset_ms = count > 0 and reset_ms or 0, replace = replace,
+		    start = start, count = count}
 	end
 
 	function A.commit(a, key, d)
 		if d.replace then redis.call('DEL', key) end
 		redis.call('HSET', key, 'start', num(d.start), 'count', num(d.count + a.cost))
 		redis.call('PEXPIRE', key, d.reset_ms + 1)
+	end
+
+	function A.token(a, d)
 		return num(d.start) .. ':' .. num(a.cost)
 	end
 

@@ -30,11 +30,11 @@ do
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local tau = a.burst * interval			-- capacity, in ticks
-		local d = {delay_ms = 0, retry_ms = 0}
 		-- A key of another type holds another algorithm's state (its rule
-		-- changed algorithm): it is replaced, as if it were missing.
+		-- changed algorithm): it is replaced, as if it were missing (SET
+		-- replaces a key of any type).
 		local stored = redis.pcall('GET', key)
-		if type(stored) == 'table' then d.replace = true; stored = false end
+		if type(stored) == 'table' then stored = false end
 		-- Ticks from now until the stored TAT (0 when it is past), at most
 		-- tau (more only after a parameter change: tokens never go below 0).
 		local w = 0
@@ -52,25 +52,24 @@ do
 		end
 		local per_ms = ticks_per_us * 1000
 		local need = cost * interval
-		d.kept_remaining = fdiv(tau - w, interval)
-		d.kept_reset_ms = cdiv(w, per_ms)
+		local kept_remaining = fdiv(tau - w, interval)
+		local kept_reset_ms = cdiv(w, per_ms)
 		if w + need <= tau then
-			d.allowed = true
-			d.w = w + need
-			d.reset_ms = cdiv(d.w, per_ms)
-			d.remaining = fdiv(tau - d.w, interval)
-			return d
+			w = w + need
+			return {allowed = true, remaining = fdiv(tau - w, interval),
+			    reset_ms = cdiv(w, per_ms), retry_ms = 0, delay_ms = 0,
+			    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms, w = w}
 		end
-		d.allowed = false
-		d.retry_ms = cdiv(w + need - tau, per_ms)
-		d.remaining = d.kept_remaining
-		d.reset_ms = d.kept_reset_ms
-		return d
+		return {allowed = false, remaining = kept_remaining, reset_ms = kept_reset_ms,
+		    retry_ms = cdiv(w + need - tau, per_ms), delay_ms = 0,
+		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
 	end
 
 	function A.commit(a, key, d)
-		-- SET replaces a key of any type.
 		redis.call('SET', key, format_at(a.now, d.w, a.rate), 'PX', d.reset_ms + 1)
+	end
+
+	function A.token(a, d)
 		return undo_at_token(a.now, d.w, a.rate, a.cost * a.scale)
 	end
 

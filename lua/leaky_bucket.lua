@@ -37,11 +37,11 @@ do
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local max_wait = a.burst * interval		-- in ticks
-		local d = {retry_ms = 0, delay_ms = 0}
 		-- A key of another type holds another algorithm's state (its rule
-		-- changed algorithm): it is replaced, as if it were missing.
+		-- changed algorithm): it is replaced, as if it were missing (SET
+		-- replaces a key of any type).
 		local stored = redis.pcall('GET', key)
-		if type(stored) == 'table' then d.replace = true; stored = false end
+		if type(stored) == 'table' then stored = false end
 		-- Ticks from now until the stored Q (0 when it is past). A Q written
 		-- with these parameters is at most (burst + its cost) * T ahead, below
 		-- 2^52 ticks; the cap at 2^52 only guards against a Q written with others.
@@ -59,26 +59,24 @@ do
 			end
 		end
 		local per_ms = ticks_per_us * 1000
-		d.kept_remaining = w <= max_wait and math.max(0, fdiv(max_wait - w, interval) + 1) or 0
-		d.kept_reset_ms = cdiv(w, per_ms)
+		local kept_remaining = w <= max_wait and math.max(0, fdiv(max_wait - w, interval) + 1) or 0
+		local kept_reset_ms = cdiv(w, per_ms)
 		if w <= max_wait then
-			d.allowed = true
-			d.q = w + cost * interval
-			d.reset_ms = cdiv(d.q, per_ms)
-			d.remaining = math.max(0, fdiv(max_wait - d.q, interval) + 1)
-			d.delay_ms = cdiv(w, per_ms)
-			return d
+			local q = w + cost * interval
+			return {allowed = true, remaining = math.max(0, fdiv(max_wait - q, interval) + 1),
+			    reset_ms = cdiv(q, per_ms), retry_ms = 0, delay_ms = kept_reset_ms,
+			    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms, q = q}
 		end
-		d.allowed = false
-		d.remaining = 0
-		d.reset_ms = d.kept_reset_ms
-		d.retry_ms = cdiv(w - max_wait, per_ms)
-		return d
+		return {allowed = false, remaining = 0, reset_ms = kept_reset_ms,
+		    retry_ms = cdiv(w - max_wait, per_ms), delay_ms = 0,
+		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
 	end
 
 	function A.commit(a, key, d)
-		-- SET replaces a key of any type.
 		redis.call('SET', key, format_at(a.now, d.q, a.rate), 'PX', d.reset_ms + 1)
+	end
+
+	function A.token(a, d)
 		return undo_at_token(a.now, d.q, a.rate, a.cost * a.scale)
 	end
 

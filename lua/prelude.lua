@@ -18,11 +18,13 @@
 --                              allowed); d.kept_remaining, d.kept_reset_ms: the
 --                              state as it is (for an allowed rule not counted);
 --                              d.replace: the key holds another type
---   commit(a, key, d)      -> the undo token: writes the state and its TTL
+--   commit(a, key, d)         writes the state and its TTL
+--   token(a, d)            -> the undo token of what commit counted
 --   undo_parse(token)      -> u, or nil when the token is not this algorithm's
 --   undo(key, u, now)      -> true when it took something back
 -- a is the parsed arguments: cost, limit, window_ms, burst, precision_ms,
--- now (us) and what the spec derives (scale, rate).
+-- now (us) and what the spec derives (scale, rate). It is shared between
+-- calls (params_of): only now is set, per call; nothing else writes it.
 
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
 local EXACT = 9007199254740992	-- 2^53
@@ -133,27 +135,57 @@ local function params(spec, argv, off)
 	return a
 end
 
+-- params of the argument strings COST LIMIT WINDOW_MS BURST PRECISION_MS
+-- (nil counts as empty), kept: a gateway sends the same few rules' arguments
+-- over and over, and checking them is much of a call's work. The sets that
+-- passed are kept between calls (the library's state lives until it is
+-- loaded again), at most PARAMS_KEPT of them (then the store starts
+-- afresh); an error is found again each time, with its sentence. The
+-- result is shared: callers set its now, and change nothing else in it.
+local PARAMS_KEPT = 4096
+local params_kept, params_count = {}, 0
+local function params_of(spec, c, l, w, b, p, off)
+	c, l, w, b, p = c or '', l or '', w or '', b or '', p or ''
+	local t = params_kept[spec]
+	if t then t = t[c] end
+	if t then t = t[l] end
+	if t then t = t[w] end
+	if t then t = t[b] end
+	if t then t = t[p] end
+	if t then return t end
+	local a, err = params(spec, {nil, c, l, w, b, p}, off)
+	if not a then return nil, err end
+	if params_count >= PARAMS_KEPT then params_kept, params_count = {}, 0 end
+	t = params_kept
+	local path = {spec, c, l, w, b}
+	for i = 1, 5 do
+		local n = t[path[i]]
+		if n == nil then n = {}; t[path[i]] = n end
+		t = n
+	end
+	t[p] = a
+	params_count = params_count + 1
+	return a
+end
+
 -- Now in us: s, or Redis TIME when s is empty. Read once per call, so that
 -- every rule of a call decides at the same instant; Redis TIME, not the
 -- gateway's clock, so that several gateways agree.
 local function clock(s, off)
-	local now, err = arg_int({s}, 1, 'now (microseconds)', 0, MAX, -1, off)
-	if err then return nil, err end
-	if now < 0 then
-		local t = redis.call('TIME')
-		now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	end
-	return now
+	if s ~= nil and s ~= '' then return arg_int({s}, 1, 'now (microseconds)', 0, MAX, nil, off) end
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- A time kept exactly, as "A" us or "A+R/D" (A + R/D us): at, r, d (d nil
--- for "A"), or nil when s is neither.
+-- for "A"), or nil when s is neither. (tonumber first: no number has a /.)
 local function parse_at(s)
-	local at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+	local at = tonumber(s)
+	if at ~= nil then return at, 0, nil end
+	local r, d
+	at, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
 	if at then return tonumber(at), tonumber(r), tonumber(d) end
-	at = tonumber(s)
-	if at == nil then return nil end
-	return at, 0, nil
+	return nil
 end
 
 -- now + ticks (a tick is 1/per_us us) as "A" or "A+R/D".
@@ -199,12 +231,12 @@ local function undo_at(key, u, now)
 	return true
 end
 
--- The override hash okey applied to a (parsed from argv with params(spec,
--- argv)): the arguments to use, the code (0 none, 1 applied, 2 unlimited,
--- 3 ignored) and, when ignored, why. Its fields stand in for argv's and go
--- through the same checks with this request's cost; a set that fails is
--- ignored as a whole.
-local function apply_override(spec, a, argv, okey)
+-- The override hash okey applied to a (the arguments COST LIMIT WINDOW_MS
+-- BURST PRECISION_MS = argv[base + 2 .. base + 6], parsed): the arguments
+-- to use, the code (0 none, 1 applied, 2 unlimited, 3 ignored) and, when
+-- ignored, why. Its fields stand in for argv's and go through the same
+-- checks with this request's cost; a set that fails is ignored as a whole.
+local function apply_override(spec, a, argv, base, okey)
 	local f = redis.pcall('HMGET', okey, 'limit', 'window_ms', 'burst',
 	    'precision_ms', 'unlimited')
 	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
@@ -216,49 +248,53 @@ local function apply_override(spec, a, argv, okey)
 		return a, 3, 'unlimited must be 1 or 0, got "' .. shown(f[5]) .. '"'
 	end
 	if not (f[1] or f[2] or f[3] or f[4]) then return a, 0 end
-	local o, why = params(spec, {nil, argv[2], f[1] or argv[3], f[2] or argv[4],
-	    f[3] or argv[5], f[4] or argv[6]})
+	local o, why = params_of(spec, argv[base + 2], f[1] or argv[base + 3],
+	    f[2] or argv[base + 4], f[3] or argv[base + 5], f[4] or argv[base + 6])
 	if not o then return a, 3, why end
 	o.now = a.now
 	return o, 1
 end
 
--- The seven reply fields of a decision d under a, counted or not: an allowed
--- rule that was not counted shows the state as it is, and no delay (the
--- request is not let through).
-local function fields(a, d, counted)
+-- The reply fields 1-7 of a decision d under a, counted or not, and the
+-- parameters used, fields 8-10: an allowed rule that was not counted shows
+-- the state as it is, and no delay (the request is not let through).
+-- Fields 11-13 are code, why, undo (why and undo may be nil: the reply
+-- ends before the first nil).
+local function row(a, d, counted, code, why, undo)
 	if d == nil then	-- unlimited: admitted, nothing read or counted
-		return {1, a.limit, a.limit, 0, 0, a.now, 0}
+		return {1, a.limit, a.limit, 0, 0, a.now, 0, a.window_ms, a.burst or 0,
+		    a.precision_ms or 0, code, why, undo}
 	end
-	if d.allowed and not counted then
-		return {1, d.kept_remaining, a.limit, d.kept_reset_ms, 0, a.now, 0}
+	if not d.allowed then
+		return {0, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms,
+		    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
 	end
-	return {d.allowed and 1 or 0, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms}
-end
-
--- Fields 8-11 (and 12 when the override was ignored): the parameters used.
-local function extend(t, a, code, why)
-	t[8], t[9], t[10], t[11] = a.window_ms, a.burst or 0, a.precision_ms or 0, code
-	if why then t[12] = 'override ignored: ' .. why end
-	return t
+	if not counted then
+		return {1, d.kept_remaining, a.limit, d.kept_reset_ms, 0, a.now, 0,
+		    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
+	end
+	return {1, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms,
+	    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
 end
 
 -- A standalone call: FCALL rlgate_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US
 -- COST LIMIT WINDOW_MS BURST PRECISION_MS, today's per-script contract.
 local function standalone(alg, keys, argv)
-	local a, err = params(alg.spec, argv)
+	local a, err = params_of(alg.spec, argv[2], argv[3], argv[4], argv[5], argv[6])
 	if not a then return redis.error_reply('rlgate: ' .. err) end
-	a.now, err = clock(argv[1])
+	local now
+	now, err = clock(argv[1])
 	if err then return redis.error_reply('rlgate: ' .. err) end
+	a.now = now
 	local code, why = 0, nil
-	if keys[2] then a, code, why = apply_override(alg.spec, a, argv, keys[2]) end
+	if keys[2] then a, code, why = apply_override(alg.spec, a, argv, 0, keys[2]) end
 	local d = nil
 	if code ~= 2 then
 		d = alg.check(a, keys[1])
 		if d.allowed then alg.commit(a, keys[1], d) end
 	end
-	local t = fields(a, d, true)
-	if keys[2] then extend(t, a, code, why) end
+	local t = row(a, d, true, code, why and 'override ignored: ' .. why)
+	if not keys[2] then t[8], t[9], t[10], t[11] = nil, nil, nil, nil end	-- 7 fields
 	return t
 end
 

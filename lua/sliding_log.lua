@@ -30,33 +30,29 @@ do
 		local now, cost, limit = a.now, a.cost, a.limit
 		local window_us = a.window_ms * 1000
 		local gone = num(now - window_us)	-- admissions at or before this have left
-		local d = {delay_ms = 0, retry_ms = 0, gone = gone}
 		-- A key of another type holds another algorithm's state (its rule
 		-- changed algorithm): it is replaced, as if it were missing.
 		local used = redis.pcall('ZCOUNT', key, '(' .. gone, '+inf')
-		local last = nil
+		local last, replace = nil, false
 		if type(used) == 'table' then
-			d.replace, used = true, 0
+			replace, used = true, 0
 		elseif used > 0 then
 			last = newest(key)	-- later than now only when the clock ran backwards
 		end
-		d.kept_remaining = limit - used
-		d.kept_reset_ms = last and cdiv(last + window_us - now, 1000) or 0
+		local kept_reset_ms = last and cdiv(last + window_us - now, 1000) or 0
 		if used + cost <= limit then
 			if last == nil or last < now then last = now end
-			d.allowed = true
-			d.remaining = limit - used - cost
-			d.reset_ms = cdiv(last + window_us - now, 1000)
-			return d
+			return {allowed = true, remaining = limit - used - cost,
+			    reset_ms = cdiv(last + window_us - now, 1000), retry_ms = 0, delay_ms = 0,
+			    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms,
+			    replace = replace, gone = gone, first = 0}
 		end
 		-- Denied: the need-th oldest admission in the window must leave first.
 		local need = used + cost - limit
 		local r = redis.call('ZRANGEBYSCORE', key, '(' .. gone, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
-		d.allowed = false
-		d.retry_ms = cdiv(tonumber(r[2]) + window_us - now, 1000)
-		d.remaining = math.max(0, limit - used)
-		d.reset_ms = d.kept_reset_ms
-		return d
+		return {allowed = false, remaining = math.max(0, limit - used),
+		    reset_ms = kept_reset_ms, retry_ms = cdiv(tonumber(r[2]) + window_us - now, 1000),
+		    delay_ms = 0, kept_remaining = limit - used, kept_reset_ms = kept_reset_ms}
 	end
 
 	function A.commit(a, key, d)
@@ -83,7 +79,11 @@ do
 			left = left - #z / 2
 		end
 		redis.call('PEXPIRE', key, d.reset_ms + 1)
-		return stamp .. ':' .. num(first) .. ':' .. num(a.cost)
+		d.first = first
+	end
+
+	function A.token(a, d)
+		return num(a.now) .. ':' .. num(d.first) .. ':' .. num(a.cost)
 	end
 
 	function A.undo_parse(s)

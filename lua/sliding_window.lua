@@ -37,9 +37,9 @@ do
 
 		-- A key of another type holds another algorithm's state (its rule
 		-- changed algorithm): it is replaced, as if it were missing.
-		local d = {delay_ms = 0, retry_ms = 0, current = current}
 		local all = redis.pcall('HGETALL', key)
-		if all.err then d.replace = true; all = {} end
+		local replace = false
+		if all.err then replace = true; all = {} end
 		local used, newest, old, live = 0, nil, {}, {}
 		for i = 1, #all, 2 do
 			local j, n = tonumber(all[i]), tonumber(all[i + 1])
@@ -52,27 +52,24 @@ do
 				if newest == nil or j > newest then newest = j end
 			end
 		end
-		d.old = old
-		d.kept_remaining = limit - used
-		d.kept_reset_ms = newest and ms_until_out(newest) or 0
+		local kept_reset_ms = newest and ms_until_out(newest) or 0
 		if used + cost <= limit then
-			d.allowed = true
-			d.remaining = limit - used - cost
 			if newest == nil or current > newest then newest = current end
-			d.reset_ms = ms_until_out(newest)
-			return d
+			return {allowed = true, remaining = limit - used - cost,
+			    reset_ms = ms_until_out(newest), retry_ms = 0, delay_ms = 0,
+			    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms,
+			    replace = replace, old = old, current = current}
 		end
 		-- Denied: the oldest blocks must drop out until cost fits.
 		table.sort(live, function(x, y) return x[1] < y[1] end)
-		local need, freed = used + cost - limit, 0
+		local need, freed, retry_ms = used + cost - limit, 0, 0
 		for _, b in ipairs(live) do
 			freed = freed + b[2]
-			if freed >= need then d.retry_ms = ms_until_out(b[1]); break end
+			if freed >= need then retry_ms = ms_until_out(b[1]); break end
 		end
-		d.allowed = false
-		d.remaining = math.max(0, limit - used)
-		d.reset_ms = d.kept_reset_ms
-		return d
+		return {allowed = false, remaining = math.max(0, limit - used),
+		    reset_ms = kept_reset_ms, retry_ms = retry_ms, delay_ms = 0,
+		    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms}
 	end
 
 	function A.commit(a, key, d)
@@ -83,6 +80,9 @@ do
 		end
 		redis.call('HINCRBY', key, num(d.current), a.cost)
 		redis.call('PEXPIRE', key, d.reset_ms + 1)
+	end
+
+	function A.token(a, d)
 		return num(d.current) .. ':' .. num(a.cost)
 	end
 

@@ -27,16 +27,18 @@ do
 	local A = {spec = {limit_max = 1e9, burst = 'bucket'}}
 
 	-- Stored tokens "Q" or "Q+R/S" as units of scale (rounded down if the
-	-- parameters changed since it was written); nil when neither.
+	-- parameters changed since it was written); nil when neither. (tonumber
+	-- first: no number has a /.)
 	local function parse_tokens(s, scale)
-		local q, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
+		local q = tonumber(s)
+		if q then return q * scale end
+		local r, d
+		q, r, d = string.match(s, '^(%d+)%+(%d+)/(%d+)$')
 		if q then
 			q, r, d = tonumber(q), tonumber(r), tonumber(d)
 			if d == scale then return q * scale + r end
 			return q * scale + math.floor(r / d * scale)
 		end
-		q = tonumber(s)
-		if q then return q * scale end
 		return nil
 	end
 	local function format_tokens(units, scale)
@@ -49,11 +51,11 @@ do
 	function A.check(a, key)
 		local now, scale, rate = a.now, a.scale, a.rate
 		local capacity = a.burst * scale	-- in units
-		local d = {delay_ms = 0, retry_ms = 0}
 		-- A key of another type holds another algorithm's state (its rule
 		-- changed algorithm): it is replaced, as if it were missing.
 		local h = redis.pcall('HMGET', key, 'tokens', 'ts')
-		if h.err then d.replace = true; h = {} end
+		local replace = false
+		if h.err then replace = true; h = {} end
 		local units, ts = nil, tonumber(h[2])
 		if h[1] then units = parse_tokens(h[1], scale) end
 		if units == nil or ts == nil then
@@ -74,28 +76,28 @@ do
 			end
 			t = now
 		end
-		d.t = t
-		d.kept_remaining = fdiv(units, scale)
-		d.kept_reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
+		local kept_remaining = fdiv(units, scale)
+		local kept_reset_ms = cdiv((t - now) + cdiv(capacity - units, rate), 1000)
 		local need = a.cost * scale
 		if units >= need then
-			d.allowed = true
-			d.units = units - need
-			d.remaining = fdiv(d.units, scale)
-			d.reset_ms = cdiv((t - now) + cdiv(capacity - d.units, rate), 1000)
-			return d
+			local left = units - need
+			return {allowed = true, remaining = fdiv(left, scale),
+			    reset_ms = cdiv((t - now) + cdiv(capacity - left, rate), 1000),
+			    retry_ms = 0, delay_ms = 0, kept_remaining = kept_remaining,
+			    kept_reset_ms = kept_reset_ms, replace = replace, units = left, t = t}
 		end
-		d.allowed = false
-		d.remaining = d.kept_remaining
-		d.reset_ms = d.kept_reset_ms
-		d.retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000)
-		return d
+		return {allowed = false, remaining = kept_remaining, reset_ms = kept_reset_ms,
+		    retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000), delay_ms = 0,
+		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
 	end
 
 	function A.commit(a, key, d)
 		if d.replace then redis.call('DEL', key) end
 		redis.call('HSET', key, 'tokens', format_tokens(d.units, a.scale), 'ts', num(d.t))
 		redis.call('PEXPIRE', key, d.reset_ms + 1)
+	end
+
+	function A.token(a, d)
 		return num(d.t) .. ':' .. num(a.cost * a.scale) .. ':' ..
 		    num(a.burst * a.scale - d.units) .. ':' .. num(a.scale) .. ':' .. num(a.rate)
 	end

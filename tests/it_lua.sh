@@ -3,8 +3,8 @@
 # tests/tools/lua_check drives it with a virtual clock (hand-computed
 # sequences, randomised arrivals against a model in C, the promises,
 # retry_after, argument errors, TTLs, overrides) through the standalone
-# functions, through rlgate_decide with one rule (and rlgate_undo against a
-# twin key), and through the gateway's transitional EVAL scripts; then
+# functions and through rlgate_decide with one rule (and rlgate_undo against
+# a twin key); then
 # redis-cli checks the usage shown in lua/README.md, rlgate_decide with
 # several rules and rlgate_undo, and that no algorithm redefines the prelude.
 # LUA_SEED=N repeats a run; LUA_CHECK_N=N sets the requests per random run.
@@ -125,9 +125,10 @@ decide() {
 			printf "\n"
 		}'
 }
-# narrow (3 per minute) and wide (5 per minute), the same request to both.
+# narrow (3 per minute) and wide (5 per minute), the same request to both
+# (flag u: with undo tokens).
 narrow_wide() { decide 2 'rl:{narrow:ip}' 'rl:{wide:ip}' "$version" 1000000 \
-	fixed_window - 1 3 60000 '' '' fixed_window - 1 5 60000 '' ''; }
+	fixed_window u 1 3 60000 '' '' fixed_window u 1 5 60000 '' ''; }
 is "narrow/wide 1: both count" "1 | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 4 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
 narrow_wide > /dev/null
 is "narrow/wide 3: both count" "1 | 1 0 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 2 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
@@ -135,6 +136,9 @@ is "narrow/wide 4: narrow denies, wide would admit: nothing counted, wide shows 
 	"0 | 0 0 3 60000 60000 1000000 0 60000 0 0 0 \"\" - | 1 2 5 60000 0 1000000 0 60000 0 0 0 \"\" -" "$(narrow_wide)"
 for i in 5 6 7 8 9 10; do narrow_wide > /dev/null; done
 is "narrow/wide: of 10 requests 3 were counted: wide's count is 3" "3" "$(rcli hget 'rl:{wide:ip}' count)"
+is "without flag u, a counted rule gives no undo token (flag u on the other)" \
+	"1 | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" - | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" undo" \
+	"$(decide 2 'rl:{nou:a}' 'rl:{nou:b}' '' 1000000 fixed_window - 1 3 60000 '' '' fixed_window u 1 3 60000 '' '')"
 is "wide alone still admits 2 (the 4th and 5th of its 5)" "1 1 5 60000 0 1000000 0 | 1 0 5 60000 0 1000000 0 | 0 0 5 60000 60000 1000000 0" \
 	"$(for i in 1 2 3; do fc fixed_window 'rl:{wide:ip}' 1000000 1 5 60000 '' ''; echo; done | paste -sd'|' | sed 's/|/ | /g')"
 
@@ -173,12 +177,12 @@ rcli hset 'rl:{ov:b}:override' unlimited 1 > /dev/null
 is "flag o: the override's limit 7; unlimited admits without an undo token" \
 	"1 | 1 6 7 143 0 1000000 0 1000 7 0 1 \"\" undo | 1 3 3 0 0 1000000 0 1000 0 0 2 \"\" -" \
 	"$(decide 4 'rl:{ov:a}' 'rl:{ov:a}:override' 'rl:{ov:b}' 'rl:{ov:b}:override' "" 1000000 \
-		gcra o 1 7 1000 '' '' fixed_window o 1 3 1000 '' '')"
+		gcra ou 1 7 1000 '' '' fixed_window uo 1 3 1000 '' '')"
 is "unlimited: nothing written" "0" "$(rcli exists 'rl:{ov:b}')"
 rcli hset 'rl:{ov:c}:override' limit 0 > /dev/null
 is "an ignored override says why in field 12" \
 	"1 | 1 2 3 1000 0 1000000 0 1000 0 100 3 override ignored: limit must be at least 1, got 0 undo" \
-	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 sliding_window o 1 3 1000 '' '')"
+	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 sliding_window ou 1 3 1000 '' '')"
 
 # Errors: one sentence naming the rule; nothing written.
 err() { rcli FCALL rlgate_decide "$@" 2>&1; }
@@ -192,7 +196,7 @@ is "a missing argument says where it is" "rlgate: rule 2 (gcra): limit is missin
 	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 fixed_window - 1 3 1000 '' '' gcra - 1 '' 1000 '' '')"
 is "an unknown algorithm" "rlgate: rule 1 (sliding_door): unknown algorithm: use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
 	"$(err 1 'rl:{e:1}' '' 1000000 sliding_door - 1 3 1000 '' '')"
-is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run) and o (override key), or - for none, got \"x\"" \
+is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run), o (override key) and u (undo token), or - for none, got \"x\"" \
 	"$(err 1 'rl:{e:1}' '' 1000000 gcra x 1 3 1000 '' '')"
 is "too few keys for flag o" "rlgate: rule 1 (gcra): no key left for it: each rule takes its state key, and its override key after it with flag o (1 keys given)" \
 	"$(err 1 'rl:{e:1}' '' 1000000 gcra o 1 3 1000 '' '')"
@@ -204,6 +208,17 @@ is "arguments not 2 + 7 per rule" "rlgate: rlgate_decide takes VERSION, NOW_US a
 is "a bad clock" "rlgate: now (microseconds) must be an integer, got \"soon\"" \
 	"$(err 1 'rl:{e:1}' '' soon gcra - 1 3 1000 '' '')"
 is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl:{e:2}')"
+# The library keeps the arguments it parsed (params_of), at most 4096 sets:
+# 30000 different limits leave its memory about as 4096 do (each set kept
+# costs about 700 bytes: 30000 kept would take over 20 MB).
+vm_mem() { rcli info memory | tr -d '\r' | sed -n 's/^used_memory_vm_functions:\(.*\)/\1/p'; }
+m0=$(vm_mem)
+awk 'BEGIN { for (i = 1; i <= 30000; i++) printf "FCALL rlgate_decide 1 rl:{kept} \"\" 1000000 fixed_window - 1 %d 60000 \"\" \"\"\n", i }' |
+	rcli > "$T/kept.out"
+m1=$(vm_mem)
+is "30000 argument sets: 30000 replies of 14 lines, no error" "420000 0" \
+	"$(wc -l < "$T/kept.out") $(grep -c rlgate: "$T/kept.out")"
+check "30000 argument sets: the library's memory grew by less than 8 MB ($((m1 - m0)) bytes)" [ $((m1 - m0)) -lt 8000000 ]
 
 # 4. rlgate_undo, per algorithm: a request decided then undone leaves the
 # same state as one never sent: the same replies afterwards as a twin key.
@@ -212,7 +227,7 @@ is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl
 undo_case() {
 	local alg=$1 prec=$2 burst=$3 x="rl:{undo:$1:x}" y="rl:{undo:$1:y}" tok out_x out_y t k
 	for k in "$x" "$y"; do decide 1 "$k" '' 1000000 "$alg" - 2 10 100000 "$burst" "$prec" > /dev/null; done
-	tok=$(rcli FCALL rlgate_decide 1 "$x" '' 1500000 "$alg" - 3 10 100000 "$burst" "$prec" | sed -n 14p)
+	tok=$(rcli FCALL rlgate_decide 1 "$x" '' 1500000 "$alg" u 3 10 100000 "$burst" "$prec" | sed -n 14p)
 	check "$alg: the counted request has an undo token ($tok)" [ -n "$tok" ]
 	is "$alg: rlgate_undo takes it back: 1 rule" "1" "$(rcli FCALL rlgate_undo 1 "$x" 2500000 "$alg" "$tok")"
 	out_x= out_y=
@@ -239,11 +254,11 @@ is "undo: keys and arguments must match" \
 # Never more than is there: a gcra request undone after its time has passed
 # takes nothing; a fixed_window token of a closed window touches nothing.
 rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
-tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:late}' '' 1000000 fixed_window - 1 3 1000 '' '' | sed -n 14p)
+tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:late}' '' 1000000 fixed_window u 1 3 1000 '' '' | sed -n 14p)
 rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
 is "fixed_window: undo after its window closed: nothing taken from the new window" "0 1" \
 	"$(rcli FCALL rlgate_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
-tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:lateg}' '' 1000000 gcra - 1 10 1000 '' '' | sed -n 14p)
+tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:lateg}' '' 1000000 gcra u 1 10 1000 '' '' | sed -n 14p)
 is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL rlgate_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
 
 # 5. The prelude holds what the algorithms share: no algorithm (nor

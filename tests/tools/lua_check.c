@@ -213,7 +213,7 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 		argv[n++] = rlg_library_version;
 		argv[n++] = now;
 		argv[n++] = alg_names[a];
-		argv[n++] = okey == NULL ? "-" : "o";
+		argv[n++] = okey == NULL ? "u" : "ou";	/* with undo tokens */
 		for (i = 1; i < 6; i++)
 			argv[n++] = args[i];
 		return n;
@@ -1263,7 +1263,7 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 {
 	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256];
 	const char *argv[16] = { "FCALL", "rlgate_decide", "1", key, "", n,
-	    alg_names[a], "-", c, l, w, b, pr };
+	    alg_names[a], "u", c, l, w, b, pr };
 	const char *uargv[8] = { "FCALL", "rlgate_undo", "1", key, u, alg_names[a], tok };
 	redisReply *r, *e;
 	long long undone;
