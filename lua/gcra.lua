@@ -30,26 +30,10 @@ do
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local tau = a.burst * interval			-- capacity, in ticks
-		-- A key of another type holds another algorithm's state (its rule
-		-- changed algorithm): it is replaced, as if it were missing (SET
-		-- replaces a key of any type).
-		local stored = redis.pcall('GET', key)
-		if type(stored) == 'table' then stored = false end
-		-- Ticks from now until the stored TAT (0 when it is past), at most
-		-- tau (more only after a parameter change: tokens never go below 0).
-		local w = 0
-		local at, r, den = nil, 0, nil
-		if stored then at, r, den = parse_at(stored) end
-		if at ~= nil then
-			if den ~= nil and den ~= ticks_per_us then r = math.ceil(r / den * ticks_per_us) end
-			if at < now or (at == now and r == 0) then
-				w = 0
-			elseif at - now > cdiv(tau, ticks_per_us) then
-				w = tau
-			else
-				w = math.min(tau, (at - now) * ticks_per_us + r)
-			end
-		end
+		-- Ticks from now until the stored TAT, at most tau (more only after
+		-- a parameter change: tokens never go below 0). A key of another
+		-- type (the rule changed algorithm) counts as missing.
+		local w = ticks_ahead(key, now, ticks_per_us, tau)
 		local per_ms = ticks_per_us * 1000
 		local need = cost * interval
 		local kept_remaining = fdiv(tau - w, interval)

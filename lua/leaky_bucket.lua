@@ -37,27 +37,12 @@ do
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local max_wait = a.burst * interval		-- in ticks
-		-- A key of another type holds another algorithm's state (its rule
-		-- changed algorithm): it is replaced, as if it were missing (SET
-		-- replaces a key of any type).
-		local stored = redis.pcall('GET', key)
-		if type(stored) == 'table' then stored = false end
-		-- Ticks from now until the stored Q (0 when it is past). A Q written
-		-- with these parameters is at most (burst + its cost) * T ahead, below
-		-- 2^52 ticks; the cap at 2^52 only guards against a Q written with others.
-		local w = 0
-		local at, r, den = nil, 0, nil
-		if stored then at, r, den = parse_at(stored) end
-		if at ~= nil then
-			if den ~= nil and den ~= ticks_per_us then r = math.ceil(r / den * ticks_per_us) end
-			if at < now or (at == now and r == 0) then
-				w = 0
-			elseif at - now >= fdiv(MAX, ticks_per_us) then
-				w = MAX
-			else
-				w = (at - now) * ticks_per_us + r
-			end
-		end
+		-- Ticks from now until the stored Q. A Q written with these
+		-- parameters is at most (burst + its cost) * T ahead, below 2^52
+		-- ticks; the cap at 2^52 only guards against a Q written with
+		-- others. A key of another type (the rule changed algorithm) counts
+		-- as missing.
+		local w = ticks_ahead(key, now, ticks_per_us, MAX)
 		local per_ms = ticks_per_us * 1000
 		local kept_remaining = w <= max_wait and math.max(0, fdiv(max_wait - w, interval) + 1) or 0
 		local kept_reset_ms = cdiv(w, per_ms)

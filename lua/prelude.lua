@@ -188,6 +188,21 @@ local function parse_at(s)
 	return nil
 end
 
+-- Ticks (1/ticks_per_us us each) from now until the time stored at key ("A"
+-- or "A+R/D" us, as format_at writes it): 0 when it is past or the key holds
+-- none (missing, or another algorithm's state, which SET replaces), and never
+-- more than cap (a time written with other parameters may lie further ahead).
+local function ticks_ahead(key, now, ticks_per_us, cap)
+	local s = redis.pcall('GET', key)
+	if type(s) ~= 'string' then return 0 end
+	local at, r, den = parse_at(s)
+	if at == nil then return 0 end
+	if den ~= nil and den ~= ticks_per_us then r = math.ceil(r / den * ticks_per_us) end
+	if at < now or (at == now and r == 0) then return 0 end
+	if at - now > cdiv(cap, ticks_per_us) then return cap end
+	return math.min(cap, (at - now) * ticks_per_us + r)
+end
+
 -- now + ticks (a tick is 1/per_us us) as "A" or "A+R/D".
 local function format_at(now, ticks, per_us)
 	local us = fdiv(ticks, per_us)
