@@ -281,15 +281,7 @@ cat > "$T/cluster.ini" <<EOF2
 workers = 2
 status_path = /rlgate-status
 
-[redis]
-mode = cluster
-address = 127.0.0.1:$CLUSTER_SEED
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit "mode = cluster" "address = 127.0.0.1:$CLUSTER_SEED")
 
 [rule:$N]
 host = nw.test

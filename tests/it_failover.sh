@@ -186,17 +186,7 @@ cat > "$T/cluster.ini" <<EOF
 [gateway]
 workers = 2
 
-[redis]
-mode = cluster
-address = 127.0.0.1:$VICTIM 127.0.0.1:${M[1]}
-; exact counts and "no error" below: a loaded machine must not turn a slow
-; answer into on_error (a killed server refuses at once, whatever these)
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit "mode = cluster" "address = 127.0.0.1:$VICTIM 127.0.0.1:${M[1]}")
 $(rules_ini)
 EOF
 check "rlgate -t accepts the cluster configuration" "$RLGATE" -t -c "$T/cluster.ini"
@@ -368,16 +358,8 @@ cat > "$T/sentinel.ini" <<EOF
 [gateway]
 workers = 2
 
-[redis]
-mode = sentinel
-address = $(printf '127.0.0.1:%s ' "${SENTINEL_PORTS[@]}")
-master_name = mymaster
-connect_timeout = 1s
-timeout = 2s
-
-[audit]
-database = $AUDIT_DB
-flush_interval = 20ms
+$(ini_redis_audit "mode = sentinel" "address = $(printf '127.0.0.1:%s ' "${SENTINEL_PORTS[@]}")" \
+    "master_name = mymaster")
 $(rules_ini)
 EOF
 check "rlgate -t accepts the Sentinel configuration" "$RLGATE" -t -c "$T/sentinel.ini"

@@ -338,16 +338,17 @@ rows_reach() {
 	[ "$sum" -ge "$n" ]
 }
 
-# ini_redis_audit: the [redis] and [audit] sections of the gateway tests'
-# rlgate.ini, for a heredoc ($(ini_redis_audit)): Redis at $REDIS_PORT with
-# timeouts a loaded test machine does not reach, so that exact counts never
-# turn into on_error decisions (a stopped Redis refuses at once, whatever
-# the timeout); rows to $AUDIT_DB every 20 ms. [audit] comes last: keys
-# written right after it are [audit]'s.
+# ini_redis_audit [LINE...]: the [redis] and [audit] sections of the gateway
+# tests' rlgate.ini, for a heredoc ($(ini_redis_audit)): Redis where the
+# LINEs say (mode, address, master_name; default: the single server at
+# $REDIS_PORT), with timeouts a loaded test machine does not reach, so that
+# exact counts never turn into on_error decisions (a stopped or killed Redis
+# refuses at once, whatever the timeout); rows to $AUDIT_DB every 20 ms.
+# [audit] comes last: keys written right after it are [audit]'s.
 ini_redis_audit() {
+	echo "[redis]"
+	if [ $# -eq 0 ]; then echo "address = 127.0.0.1:$REDIS_PORT"; else printf '%s\n' "$@"; fi
 	cat <<-EOF
-	[redis]
-	address = 127.0.0.1:$REDIS_PORT
 	connect_timeout = 1s
 	timeout = 2s
 
