@@ -65,6 +65,8 @@ struct loop {
 	struct metrics_worker *metrics;
 	struct conn	*conns;
 	size_t		 nconns;
+	struct conn	*spares;	/* closed, kept for the next ones */
+	size_t		 nspares;
 	struct conn	**ready, **batch;	/* complete requests */
 	size_t		 nready, cap;
 	struct job	*jobs;		/* the batch's, cap of them */
@@ -90,12 +92,53 @@ static char		 wake_tag;		/* epoll data of the eventfd */
 
 static void	progress(struct loop *, struct conn *);
 
+/*
+ * A connection for fd, one of the loop's spares when there is one: most
+ * web servers open a connection per request, and a spare's buffers are
+ * already there.
+ */
+static struct conn *
+conn_new(struct loop *L, int fd)
+{
+	struct conn *c = L->spares;
+
+	if (c != NULL) {
+		L->spares = c->next;
+		L->nspares--;
+	} else if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->fd = fd;
+	c->prev = NULL;
+	c->next = L->conns;
+	if (L->conns != NULL)
+		L->conns->prev = c;
+	L->conns = c;
+	L->nconns++;
+	return c;
+}
+
+/* Frees c, and what it holds. */
+static void
+conn_free(struct conn *c)
+{
+	wire_free(&c->w);
+	free(c->in);
+	free(c);
+}
+
+/*
+ * Closes c and keeps it as a spare, with its buffers as long as they are
+ * their first size. A loop takes at most MAX_EVENTS connections a
+ * wake-up, so that many spares serve a steady load without allocating.
+ */
 static void
 conn_close(struct loop *L, struct conn *c)
 {
+	struct wire w;
+	unsigned char *in;
+	size_t in_cap;
+
 	close(c->fd);
-	wire_free(&c->w);
-	free(c->in);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -103,7 +146,26 @@ conn_close(struct loop *L, struct conn *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	L->nconns--;
-	free(c);
+	if (L->nspares >= MAX_EVENTS) {
+		conn_free(c);
+		return;
+	}
+	if (c->in_cap > IN_FIRST) {
+		free(c->in);
+		c->in = NULL;
+		c->in_cap = 0;
+	}
+	wire_reset(&c->w);
+	w = c->w;
+	in = c->in;
+	in_cap = c->in_cap;
+	memset(c, 0, sizeof(*c));
+	c->w = w;
+	c->in = in;
+	c->in_cap = in_cap;
+	c->next = L->spares;
+	L->spares = c;
+	L->nspares++;
 }
 
 /*
@@ -459,16 +521,10 @@ accept_some(struct loop *L)
 			}
 			return;
 		}
-		if ((c = calloc(1, sizeof(*c))) == NULL) {
+		if ((c = conn_new(L, fd)) == NULL) {
 			close(fd);
 			continue;
 		}
-		c->fd = fd;
-		c->next = L->conns;
-		if (L->conns != NULL)
-			L->conns->prev = c;
-		L->conns = c;
-		L->nconns++;
 		/* The web server has usually written the request already. */
 		conn_read(L, c);
 	}
@@ -555,6 +611,12 @@ loop_free(struct loop *L)
 		close(L->wake);
 	limiter_free(L->lim);
 	metrics_worker_free(L->metrics);
+	while (L->spares != NULL) {
+		struct conn *c = L->spares;
+
+		L->spares = c->next;
+		conn_free(c);
+	}
 	free(L->ready);
 	free(L->batch);
 	free(L->jobs);

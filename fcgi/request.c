@@ -280,21 +280,41 @@ simplify_path(char *path)
 	*out = '\0';
 }
 
+/* Writes v in lower-case hex at out, width digits at least; returns the end. */
+static char *
+put_hex(char *out, unsigned long long v, int width)
+{
+	char tmp[16];
+	int n = 0;
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 0xf];
+		v >>= 4;
+	} while (v != 0);
+	while (n < width)
+		tmp[n++] = '0';
+	while (n > 0)
+		*out++ = tmp[--n];
+	return out;
+}
+
 int
 request_init(struct request *r, char **envp, const struct conf *c,
     const char **errstr)
 {
-	const char *role, *uri, *q;
-	char raw[RLG_MAX_PATH];
+	const char *role, *uri, *q, *raw;
+	char cgi[RLG_MAX_PATH];
 	size_t plen;
 	long n;
+	char *id;
 
-	memset(r, 0, sizeof(*r));
+	/* Every field is set below; path first, for the audit of a 414. */
 	r->envp = envp;
+	r->path[0] = '\0';
 	pthread_once(&id_once, id_init);
-	snprintf(r->id, sizeof(r->id), "%016llx-%lx",
-	    (unsigned long long)id_prefix,
-	    (unsigned long)atomic_fetch_add(&id_counter, 1));
+	id = put_hex(r->id, id_prefix, 16);
+	*id++ = '-';
+	*put_hex(id, atomic_fetch_add(&id_counter, 1), 1) = '\0';
 
 	role = request_env(r, "FCGI_ROLE");
 	r->role = role != NULL && strcmp(role, "AUTHORIZER") == 0 ?
@@ -307,6 +327,7 @@ request_init(struct request *r, char **envp, const struct conf *c,
 	client_ip(r, c);
 
 	r->query = "";
+	r->query_len = 0;
 	if ((uri = request_env(r, "REQUEST_URI")) != NULL && *uri != '\0') {
 		q = strchr(uri, '?');
 		plen = q != NULL ? (size_t)(q - uri) : strlen(uri);
@@ -314,38 +335,37 @@ request_init(struct request *r, char **envp, const struct conf *c,
 			r->query = q + 1;
 			r->query_len = strlen(q + 1);
 		}
-		if (plen >= sizeof(raw)) {
-			*errstr = "REQUEST_URI is too long";
-			return 414;
-		}
-		memcpy(raw, uri, plen);
-		raw[plen] = '\0';
+		raw = uri;
 	} else {
 		/* Plain CGI: the server split the URI for us. */
 		const char *sn = request_env(r, "SCRIPT_NAME");
 		const char *pi = request_env(r, "PATH_INFO");
 		const char *qs = request_env(r, "QUERY_STRING");
 
-		if (snprintf(raw, sizeof(raw), "%s%s", sn ? sn : "",
-		    pi ? pi : "") >= (int)sizeof(raw)) {
-			*errstr = "SCRIPT_NAME and PATH_INFO are too long";
-			return 414;
-		}
+		plen = (size_t)snprintf(cgi, sizeof(cgi), "%s%s",
+		    sn ? sn : "", pi ? pi : "");
 		if (qs != NULL) {
 			r->query = qs;
 			r->query_len = strlen(qs);
 		}
+		raw = cgi;
 	}
-	if (raw[0] == '\0')
-		strcpy(raw, "/");
-	if ((n = request_decode(raw, strlen(raw), 0, r->path,
-	    sizeof(r->path))) < 0) {
+	if (plen >= RLG_MAX_PATH) {
+		*errstr = raw == uri ? "REQUEST_URI is too long" :
+		    "SCRIPT_NAME and PATH_INFO are too long";
+		return 414;
+	}
+	if (plen == 0) {
+		raw = "/";
+		plen = 1;
+	}
+	if ((n = request_decode(raw, plen, 0, r->path, sizeof(r->path))) < 0) {
 		*errstr = "the request path is too long";
 		return 414;
 	}
 	if (strlen(r->path) != (size_t)n) {
 		/* The audit shows the path as it came, not cut at the NUL. */
-		snprintf(r->path, sizeof(r->path), "%s", raw);
+		snprintf(r->path, sizeof(r->path), "%.*s", (int)plen, raw);
 		*errstr = "the request path contains %00";
 		return 400;
 	}

@@ -62,6 +62,14 @@ struct wire {
 void	wire_free(struct wire *w);
 
 /*
+ * Makes w as a new connection's (all zero) but keeps its buffers, up to
+ * WIRE_KEEP_BYTES each, for the next connection: a connection per request
+ * (lighttpd's and Apache's default) need not allocate them every time.
+ */
+#define WIRE_KEEP_BYTES	16384
+void	wire_reset(struct wire *w);
+
+/*
  * Takes the complete records at the start of buf[0..len) and returns how
  * many bytes it used (0: no complete record there yet), stopping after the
  * record that makes the request READY. Management records (GET_VALUES,

@@ -996,6 +996,47 @@ test_unfindable_names_skipped(void **state)
 	free(p.b);
 }
 
+/*
+ * A reset wire is a new connection's: a spare connection reused after a
+ * refused request with FCGI_KEEP_CONN reads the next one as new, keeping
+ * no refusal, id, flag or param of the last, and reuses its buffers.
+ */
+static void
+test_reset_forgets_the_last_request(void **state)
+{
+	struct bytes in = { 0 }, in2 = { 0 }, p = { 0 }, p2 = { 0 };
+	struct wire w = { 0 };
+	char *params;
+
+	(void)state;
+	nvn(&p, "REMOTE_ADDR", 11, "10.0.0.1\0tail", 13);
+	request(&in, 7, WIRE_RESPONDER, FCGI_KEEP_CONN, &p);
+	assert_int_equal(feed(&w, &in), in.len);
+	assert_int_equal(w.refused_status, 400);
+	assert_int_equal(wire_reply(&w, "x", 1), 0);
+	params = w.params;
+	wire_reset(&w);
+	assert_int_equal(w.out_len, 0);
+	assert_ptr_equal(w.params, params);
+
+	nv(&p2, "REQUEST_URI", "/next");
+	request(&in2, 1, WIRE_AUTHORIZER, 0, &p2);
+	assert_int_equal(feed(&w, &in2), in2.len - 8);	/* not the STDIN */
+	assert_int_equal(w.state, WIRE_READY);
+	assert_int_equal(w.id, 1);
+	assert_int_equal(w.role, WIRE_AUTHORIZER);
+	assert_int_equal(w.keep, 0);
+	assert_null(w.refused);
+	assert_int_equal(w.refused_status, 0);
+	assert_env(&w, (const char *const []){ "FCGI_ROLE=AUTHORIZER",
+	    "REQUEST_URI=/next", NULL });
+	wire_free(&w);
+	free(in.b);
+	free(in2.b);
+	free(p.b);
+	free(p2.b);
+}
+
 int
 main(void)
 {
@@ -1021,6 +1062,7 @@ main(void)
 		cmocka_unit_test(test_params_too_long),
 		cmocka_unit_test(test_too_many_params),
 		cmocka_unit_test(test_unfindable_names_skipped),
+		cmocka_unit_test(test_reset_forgets_the_last_request),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
