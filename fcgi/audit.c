@@ -55,12 +55,21 @@
 /* Longer strings are cut: a row SQLite refuses would block the queue. */
 #define AUDIT_TEXT_MAX		65536
 
-#define INSERT_SQL \
-	"INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, " \
-	"allowed, reason, cost, limit_value, window_ms, burst, remaining, " \
-	"retry_after_ms, delay_ms, method, path, client_ip, status, " \
-	"latency_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, " \
-	"?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+/*
+ * The INSERT of n rows: INSERT_HEAD, then n INSERT_ROWs less the last comma;
+ * each "?" takes the next number, AUDIT_ROW_PARAMS to a row. OR FAIL: a
+ * refused row ends the statement without undoing the rows it already wrote,
+ * so SQLite keeps no statement journal (a copy of every page a statement of
+ * several rows changes, to undo it); write_rows() rolls the whole
+ * transaction back after any failure.
+ */
+#define INSERT_HEAD \
+	"INSERT OR FAIL INTO decisions (ts_ms, request_id, rule, key, " \
+	"algorithm, allowed, reason, cost, limit_value, window_ms, burst, " \
+	"remaining, retry_after_ms, delay_ms, method, path, client_ip, " \
+	"status, latency_us) VALUES "
+#define INSERT_ROW		"(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?),"
+#define AUDIT_ROW_PARAMS	19
 
 /* The strings of a row, in the order they are packed. */
 enum {
@@ -89,7 +98,9 @@ struct audit {
 
 	/* Writer thread only (and audit_open() before the thread starts). */
 	sqlite3			*db;		/* NULL: reopen first */
-	sqlite3_stmt		*insert, *begin, *commit, *rollback;
+	sqlite3_stmt		*insert;	/* one row */
+	sqlite3_stmt		*insert_group;	/* AUDIT_INSERT_ROWS rows */
+	sqlite3_stmt		*begin, *commit, *rollback;
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, busy_wait() */
 	int			 err_busy;	/* failed on another's lock */
@@ -205,12 +216,32 @@ static void
 db_close(struct audit *a)
 {
 	sqlite3_finalize(a->insert);
+	sqlite3_finalize(a->insert_group);
 	sqlite3_finalize(a->begin);
 	sqlite3_finalize(a->commit);
 	sqlite3_finalize(a->rollback);
-	a->insert = a->begin = a->commit = a->rollback = NULL;
+	a->insert = a->insert_group = NULL;
+	a->begin = a->commit = a->rollback = NULL;
 	sqlite3_close(a->db);
 	a->db = NULL;
+}
+
+/* Prepares the INSERT of rows rows into *st; returns SQLite's code. */
+static int
+prepare_insert(sqlite3 *db, int rows, sqlite3_stmt **st)
+{
+	char sql[sizeof(INSERT_HEAD) + AUDIT_INSERT_ROWS * sizeof(INSERT_ROW)];
+	size_t len = sizeof(INSERT_HEAD) - 1;
+	int i;
+
+	memcpy(sql, INSERT_HEAD, len);
+	for (i = 0; i < rows; i++) {
+		memcpy(sql + len, INSERT_ROW, sizeof(INSERT_ROW) - 1);
+		len += sizeof(INSERT_ROW) - 1;
+	}
+	sql[len - 1] = '\0';	/* the last row's comma */
+	return sqlite3_prepare_v3(db, sql, (int)len, SQLITE_PREPARE_PERSISTENT,
+	    st, NULL);
 }
 
 /*
@@ -266,8 +297,9 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) !=
 	    SQLITE_OK)
 		goto fail;
-	if (sqlite3_prepare_v3(a->db, INSERT_SQL, -1, SQLITE_PREPARE_PERSISTENT,
-	    &a->insert, NULL) != SQLITE_OK ||
+	if (prepare_insert(a->db, 1, &a->insert) != SQLITE_OK ||
+	    prepare_insert(a->db, AUDIT_INSERT_ROWS, &a->insert_group) !=
+	    SQLITE_OK ||
 	    sqlite3_prepare_v2(a->db, "BEGIN IMMEDIATE", -1, &a->begin,
 	    NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(a->db, "COMMIT", -1, &a->commit, NULL) !=
@@ -323,34 +355,58 @@ bind_opt(sqlite3_stmt *st, int col, int64_t v)
 	return sqlite3_bind_int64(st, col, v);
 }
 
+/* Binds q to the parameters of st that follow parameter p. */
 static int
-bind_row(sqlite3_stmt *st, const struct qrow *q)
+bind_row(sqlite3_stmt *st, int p, const struct qrow *q)
 {
 	const struct audit_row *r = &q->r;
 	int rc = 0;
 
 	/* Every parameter is bound for every row: none keeps a freed row's
 	 * pointer in use. */
-	rc |= sqlite3_bind_int64(st, 1, r->ts_ms);
-	rc |= bind_text(st, 2, r->request_id, q->len[T_REQUEST_ID]);
-	rc |= bind_text(st, 3, r->rule, q->len[T_RULE]);
-	rc |= bind_text(st, 4, r->key, q->len[T_KEY]);
-	rc |= bind_text(st, 5, r->algorithm, q->len[T_ALGORITHM]);
-	rc |= sqlite3_bind_int(st, 6, r->allowed);
-	rc |= bind_text(st, 7, r->reason, q->len[T_REASON]);
-	rc |= bind_opt(st, 8, r->cost);
-	rc |= bind_opt(st, 9, r->limit_value);
-	rc |= bind_opt(st, 10, r->window_ms);
-	rc |= bind_opt(st, 11, r->burst);
-	rc |= bind_opt(st, 12, r->remaining);
-	rc |= bind_opt(st, 13, r->retry_after_ms);
-	rc |= bind_opt(st, 14, r->delay_ms);
-	rc |= bind_text(st, 15, r->method, q->len[T_METHOD]);
-	rc |= bind_text(st, 16, r->path, q->len[T_PATH]);
-	rc |= bind_text(st, 17, r->client_ip, q->len[T_CLIENT_IP]);
-	rc |= bind_opt(st, 18, r->status);
-	rc |= bind_opt(st, 19, r->latency_us);
+	rc |= sqlite3_bind_int64(st, p + 1, r->ts_ms);
+	rc |= bind_text(st, p + 2, r->request_id, q->len[T_REQUEST_ID]);
+	rc |= bind_text(st, p + 3, r->rule, q->len[T_RULE]);
+	rc |= bind_text(st, p + 4, r->key, q->len[T_KEY]);
+	rc |= bind_text(st, p + 5, r->algorithm, q->len[T_ALGORITHM]);
+	rc |= sqlite3_bind_int(st, p + 6, r->allowed);
+	rc |= bind_text(st, p + 7, r->reason, q->len[T_REASON]);
+	rc |= bind_opt(st, p + 8, r->cost);
+	rc |= bind_opt(st, p + 9, r->limit_value);
+	rc |= bind_opt(st, p + 10, r->window_ms);
+	rc |= bind_opt(st, p + 11, r->burst);
+	rc |= bind_opt(st, p + 12, r->remaining);
+	rc |= bind_opt(st, p + 13, r->retry_after_ms);
+	rc |= bind_opt(st, p + 14, r->delay_ms);
+	rc |= bind_text(st, p + 15, r->method, q->len[T_METHOD]);
+	rc |= bind_text(st, p + 16, r->path, q->len[T_PATH]);
+	rc |= bind_text(st, p + 17, r->client_ip, q->len[T_CLIENT_IP]);
+	rc |= bind_opt(st, p + 18, r->status);
+	rc |= bind_opt(st, p + 19, r->latency_us);
 	return rc;
+}
+
+/*
+ * Inserts rows[0..n), n being 1 or AUDIT_INSERT_ROWS, with one statement:
+ * what a statement costs besides its rows (step, reset, halt) is paid once
+ * for the group. Returns SQLITE_OK, or SQLite's code with the statement
+ * left for write_rows() to reset.
+ */
+static int
+insert_rows(struct audit *a, struct qrow **rows, size_t n)
+{
+	sqlite3_stmt *st = n == 1 ? a->insert : a->insert_group;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++)
+		if ((rc = bind_row(st, (int)i * AUDIT_ROW_PARAMS, rows[i])) !=
+		    SQLITE_OK)
+			return rc;
+	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
+		return rc;
+	sqlite3_reset(st);
+	return SQLITE_OK;
 }
 
 /*
@@ -503,7 +559,7 @@ static long long
 write_rows(struct audit *a, struct qrow **rows, size_t n)
 {
 	long long stop;
-	size_t i;
+	size_t i, step, check_at = 1023;
 	int rc, e, moved = 0;
 
 	if (a->pattern != NULL) {
@@ -551,15 +607,17 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 	if ((rc = sqlite3_step(a->begin)) != SQLITE_DONE)
 		goto fail;
 	stop = mono_ms() + AUDIT_TXN_MS;
-	for (i = 0; i < n; i++) {
-		/* Commit early rather than make another process time out. */
-		if (i % 1024 == 1023 && mono_ms() >= stop)
-			break;
-		if ((rc = bind_row(a->insert, rows[i])) != SQLITE_OK)
+	for (i = 0; i < n; i += step) {
+		/* Commit early rather than make another process time out;
+		 * the clock is read every 1024 rows or so. */
+		if (i >= check_at) {
+			if (mono_ms() >= stop)
+				break;
+			check_at += 1024;
+		}
+		step = n - i >= AUDIT_INSERT_ROWS ? AUDIT_INSERT_ROWS : 1;
+		if ((rc = insert_rows(a, rows + i, step)) != SQLITE_OK)
 			goto fail;
-		if ((rc = sqlite3_step(a->insert)) != SQLITE_DONE)
-			goto fail;
-		sqlite3_reset(a->insert);
 	}
 	if ((rc = sqlite3_step(a->commit)) != SQLITE_DONE)
 		goto fail;
@@ -582,6 +640,7 @@ write_rows(struct audit *a, struct qrow **rows, size_t n)
 fail:
 	err_from_db(a->db, rc, a->err, sizeof(a->err));
 	sqlite3_reset(a->insert);
+	sqlite3_reset(a->insert_group);
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 	if (!sqlite3_get_autocommit(a->db)) {

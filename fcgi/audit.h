@@ -115,6 +115,9 @@ struct audit_row {
  *   the room a checkpoint may need is kept.
  */
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) */
+/* Rows written by one INSERT statement; a transaction's rows after its last
+ * full group go one to a statement. */
+#define AUDIT_INSERT_ROWS	16
 
 struct audit;
 

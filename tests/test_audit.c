@@ -1,11 +1,11 @@
 /*
  * test_audit: the audit writer against real SQLite files in a mkdtemp
  * directory: exact rows and NULLs from several threads, WAL, back-pressure,
- * checkpoints off the writer, a database locked by another connection, a full disk (RLIMIT_FSIZE and
- * a full tmpfs), a
- * read-only file (the immutable attribute, which stops root too), a removed
- * file, two processes sharing one file, and shutdown. Also log's line
- * format (log.c has no test file of its own).
+ * checkpoints off the writer, a database locked by another connection, a
+ * full disk (RLIMIT_FSIZE and a full tmpfs), a read-only file (the
+ * immutable attribute, which stops root too), a removed file, two
+ * processes sharing one file, rows grouped to a statement, and shutdown.
+ * Also log's line format (log.c has no test file of its own).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1291,6 +1291,69 @@ test_close_gives_up(void **state)
 	assert_int_equal(db_int(f->path, "SELECT count(*) FROM decisions"), 0);
 }
 
+/*
+ * Rows go AUDIT_INSERT_ROWS to a statement, the rest one to a statement.
+ * A transaction of two groups and one row, refused by a trigger first at a
+ * row inside the first group and then at its last row (the single one), is
+ * rolled back whole each time; once the trigger lets them pass, every row
+ * is written once, in push order, with its own values.
+ */
+static void
+test_grouped_rows_once_in_order(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 2 * AUDIT_INSERT_ROWS + 1;
+	char err[512], sql[128], want[32], *log;
+	struct audit *a;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	long long failures;
+	int i = 0;
+
+	capture_start();
+	assert_non_null(a = audit_open(f->path, 1000, n, 60000, err,
+	    sizeof(err)));
+	db = db_open(f->path);
+	db_exec(db, "CREATE TABLE refuse (request_id TEXT); "
+	    "CREATE TRIGGER refuse_row BEFORE INSERT ON decisions "
+	    "WHEN NEW.request_id IN (SELECT request_id FROM refuse) "
+	    "BEGIN SELECT RAISE(ABORT, 'row refused'); END");
+	snprintf(sql, sizeof(sql), "INSERT INTO refuse VALUES ('t0-%d')",
+	    AUDIT_INSERT_ROWS / 2);
+	db_exec(db, sql);
+	push_range(a, 0, 0, n);
+	assert_true(wait_failures(a, 1, 5000) >= 1);
+	snprintf(sql, sizeof(sql), "UPDATE refuse SET request_id = 't0-%d'",
+	    n - 1);
+	db_exec(db, sql);
+	/* The second failure from now began after the change. */
+	failures = stats(a).failures + 2;
+	assert_true(wait_failures(a, failures, 5000) >= failures);
+	assert_int_equal(stats(a).written, 0);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM decisions"), 0);
+
+	db_exec(db, "DELETE FROM refuse");
+	assert_int_equal(wait_written(a, n, 5000), n);
+	assert_int_equal(audit_close(a, 1000), 0);
+	log = capture_end();
+	assert_int_equal(count_lines(log, "error: audit:", "row refused"), 1);
+	snprintf(want, sizeof(want), "recovered, %d rows written", n);
+	assert_int_equal(count_lines(log, "info: audit:", want), 1);
+	free(log);
+
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT request_id FROM "
+	    "decisions ORDER BY id", -1, &st, NULL), SQLITE_OK);
+	for (; sqlite3_step(st) == SQLITE_ROW; i++) {
+		snprintf(want, sizeof(want), "t0-%d", i);
+		assert_string_equal((const char *)sqlite3_column_text(st, 0),
+		    want);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_int_equal(i, n);
+	check_rows(f->path, 1, n);
+}
+
 static void
 test_batch_and_flush_interval(void **state)
 {
@@ -1474,6 +1537,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_keep_deletes_old_files,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_and_flush_interval,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(test_grouped_rows_once_in_order,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 		    setup, teardown),
