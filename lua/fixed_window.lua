@@ -16,7 +16,13 @@
 -- simultaneous requests against 100 per second: exactly 100 admitted). Across
 -- a window boundary up to 2 x limit may pass in a short time: the price of
 -- this algorithm (see sliding_log, sliding_window).
--- TTL: reset_ms + 1 on every admission: the key vanishes when its window closes.
+-- TTL: the key vanishes when its window closes: PEXPIRE reset_ms + 1 when a
+-- request opens a window, which makes the key expire 1 or 2 ms after the
+-- window's last millisecond. An admission in the window the key holds writes
+-- only its count when PEXPIRETIME says the key already expires then (as that
+-- PEXPIRE set it); else (the window's length changed since, the TTL was
+-- removed, the clock is NOW_US's) it sets reset_ms + 1 too. After every
+-- admission PTTL is therefore reset_ms + 1, give or take 1 ms (Redis's clock).
 -- Undo token "start:cost": the count of that window goes down by cost (never
 -- below 0, the key deleted at 0); a newer window (another start) is left alone.
 -- Exact when no other request was counted in the window since; else the
@@ -34,8 +40,9 @@ do
 		local replace = false
 		if h.err then replace = true; h = {} end
 		local start, count = tonumber(h[1]), tonumber(h[2])
+		local held = h[1]	-- the key's start: its window is this one (a string)
 		if start == nil or count == nil or now >= start + window_us then
-			start, count = now, 0	-- the previous window closed: this request opens one
+			start, count, held = now, 0, nil	-- the previous window closed: this request opens one
 		end
 		local reset_ms = cdiv(start + window_us - now, 1000)
 		local allowed, remaining, retry_ms = true, limit - count - cost, 0
@@ -45,13 +52,27 @@ do
 		return {allowed = allowed, remaining = remaining, reset_ms = reset_ms,
 		    retry_ms = retry_ms, delay_ms = 0, kept_remaining = limit - count,
 		    kept_reset_ms = count > 0 and reset_ms or 0, replace = replace,
-		    start = start, count = count}
+		    start = start, count = count, held = held}
 	end
 
 	function A.commit(a, key, d)
+		-- The key holds this window (its start as the library writes it):
+		-- the count alone changes, and the TTL its opening set still ends
+		-- the window, as PEXPIRETIME shows (unless the window's length
+		-- changed since). Saves a PEXPIRE and the start's HSET on most
+		-- admissions.
+		if d.held and string.find(d.held, '^[1-9]%d*$') then
+			local last_ms = fdiv(d.start + a.window_ms * 1000 - 1, 1000)
+			local at = redis.call('PEXPIRETIME', key)
+			redis.call('HSET', key, 'count', num(d.count + a.cost))
+			if at ~= last_ms + 1 and at ~= last_ms + 2 then
+				redis.call('PEXPIRE', key, num(d.reset_ms + 1))
+			end
+			return
+		end
 		if d.replace then redis.call('DEL', key) end
 		redis.call('HSET', key, 'start', num(d.start), 'count', num(d.count + a.cost))
-		redis.call('PEXPIRE', key, d.reset_ms + 1)
+		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 	end
 
 	function A.token(a, d)

@@ -50,7 +50,7 @@ do
 	end
 
 	function A.commit(a, key, d)
-		redis.call('SET', key, format_at(a.now, d.w, a.rate), 'PX', d.reset_ms + 1)
+		redis.call('SET', key, format_at(a.now, d.w, a.rate), 'PX', num(d.reset_ms + 1))
 	end
 
 	function A.token(a, d)

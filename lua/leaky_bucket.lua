@@ -58,7 +58,7 @@ do
 	end
 
 	function A.commit(a, key, d)
-		redis.call('SET', key, format_at(a.now, d.q, a.rate), 'PX', d.reset_ms + 1)
+		redis.call('SET', key, format_at(a.now, d.q, a.rate), 'PX', num(d.reset_ms + 1))
 	end
 
 	function A.token(a, d)

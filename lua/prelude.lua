@@ -22,9 +22,10 @@
 --   token(a, d)            -> the undo token of what commit counted
 --   undo_parse(token)      -> u, or nil when the token is not this algorithm's
 --   undo(key, u, now)      -> true when it took something back
--- a is the parsed arguments: cost, limit, window_ms, burst, precision_ms,
--- now (us) and what the spec derives (scale, rate). It is shared between
--- calls (params_of): only now is set, per call; nothing else writes it.
+-- a is the parsed arguments: cost (and cost_s, its decimal string), limit,
+-- window_ms, burst, precision_ms, now (us) and what the spec derives (scale,
+-- rate). It is shared between calls (params_of): only now is set, per call;
+-- nothing else writes it.
 
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
 local EXACT = 9007199254740992	-- 2^53
@@ -32,6 +33,9 @@ local EXACT = 9007199254740992	-- 2^53
 -- The library's version, the sha1 of its source (fcgi/embed.sh puts it here).
 local VERSION = '@RLGATE_VERSION@'
 
+-- An integer as a decimal string. Arguments of redis.call go through it:
+-- Redis 7.0 prints a Lua number with snprintf("%.17g"), which costs more
+-- than this integer formatting does.
 local function num(s) return string.format('%d', s) end
 
 -- floor(a / b) for integers, b > 0, exact (corrects the rounded quotient).
@@ -77,6 +81,7 @@ local function params(spec, argv, off)
 	local a, err = {}, nil
 	a.cost, err = arg_int(argv, 2, 'cost', 1, 1e9, nil, off)
 	if err then return nil, err end
+	a.cost_s = num(a.cost)	-- as commands take it: a Lua number costs Redis a %.17g
 	a.limit, err = arg_int(argv, 3, 'limit', 1, spec.limit_max, nil, off)
 	if err then return nil, err end
 	a.window_ms, err = arg_int(argv, 4, 'window_ms', 1, 1e11, nil, off)
@@ -241,7 +246,7 @@ local function undo_at(key, u, now)
 	if left <= 0 then
 		redis.call('DEL', key)
 	else
-		redis.call('SET', key, format_at(now, left, u.d), 'PX', cdiv(left, u.d * 1000) + 1)
+		redis.call('SET', key, format_at(now, left, u.d), 'PX', num(cdiv(left, u.d * 1000) + 1))
 	end
 	return true
 end

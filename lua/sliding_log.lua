@@ -22,7 +22,7 @@ do
 
 	-- The newest logged time (nil when the log is empty).
 	local function newest(key)
-		local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+		local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
 		return tonumber(last[2])
 	end
 
@@ -78,7 +78,7 @@ do
 			redis.call('ZADD', key, unpack(z))
 			left = left - #z / 2
 		end
-		redis.call('PEXPIRE', key, d.reset_ms + 1)
+		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 		d.first = first
 	end
 

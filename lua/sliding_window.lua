@@ -78,8 +78,8 @@ do
 		for i = 1, #old, 1000 do
 			redis.call('HDEL', key, unpack(old, i, math.min(i + 999, #old)))
 		end
-		redis.call('HINCRBY', key, num(d.current), a.cost)
-		redis.call('PEXPIRE', key, d.reset_ms + 1)
+		redis.call('HINCRBY', key, num(d.current), a.cost_s)
+		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 	end
 
 	function A.token(a, d)
@@ -99,7 +99,7 @@ do
 		if n <= u.cost then
 			redis.call('HDEL', key, u.block)
 		else
-			redis.call('HINCRBY', key, u.block, -u.cost)
+			redis.call('HINCRBY', key, u.block, num(-u.cost))
 		end
 		return true
 	end

@@ -94,7 +94,7 @@ do
 	function A.commit(a, key, d)
 		if d.replace then redis.call('DEL', key) end
 		redis.call('HSET', key, 'tokens', format_tokens(d.units, a.scale), 'ts', num(d.t))
-		redis.call('PEXPIRE', key, d.reset_ms + 1)
+		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 	end
 
 	function A.token(a, d)
