@@ -127,9 +127,10 @@ conn_free(struct conn *c)
 }
 
 /*
- * Closes c and keeps it as a spare, with its buffers as long as they are
- * their first size. A loop takes at most MAX_EVENTS connections a
- * wake-up, so that many spares serve a steady load without allocating.
+ * Closes c and keeps it as a spare, with the buffers an ordinary request
+ * needs (input at its first size, wire_reset()'s). A loop takes at most
+ * MAX_EVENTS connections a wake-up, so that many spares serve a steady
+ * load without allocating.
  */
 static void
 conn_close(struct loop *L, struct conn *c)

@@ -65,6 +65,8 @@ void	wire_free(struct wire *w);
  * Makes w as a new connection's (all zero) but keeps its buffers, up to
  * WIRE_KEEP_BYTES each, for the next connection: a connection per request
  * (lighttpd's and Apache's default) need not allocate them every time.
+ * WIRE_KEEP_BYTES is twice the 8 KB header line Apache and nginx accept by
+ * default: a request with headers as servers usually allow them.
  */
 #define WIRE_KEEP_BYTES	16384
 void	wire_reset(struct wire *w);
