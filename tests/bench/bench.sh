@@ -34,7 +34,7 @@
 # (the table), RESULTS/latest-runs.csv (every run) and RESULTS/latest.json;
 # prints the change against the previous latest.csv.
 #
-# Knobs (environment): BENCH_ROUNDS (3), BENCH_SECONDS (5: per wrk run),
+# Knobs (environment): BENCH_ROUNDS (5), BENCH_SECONDS (5: per wrk run),
 # BENCH_CONNS (50), BENCH_ONE (1: the one-connection runs; 0 skips them),
 # BENCH_ONLY (the kinds, e.g. "floor rlgate-1 fastify"), BENCH_WORKERS (16:
 # allow_fcgi's threads), BENCH_PROCS (1: spawn-fcgi -F, rlgate processes),
@@ -45,7 +45,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 BENCH=$TOP/tests/bench
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 SECS=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNS:-50}
 ONE=${BENCH_ONE:-1}
