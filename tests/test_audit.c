@@ -535,7 +535,7 @@ test_full_queue_loses_rows(void **state)
 	struct audit *a;
 	sqlite3 *locker;
 	long long t0;
-	int i;
+	int i, lines;
 
 	assert_non_null(a = audit_open(f->path, 10, 1, 0, err, sizeof(err)));
 	locker = db_open(f->path);
@@ -567,9 +567,15 @@ test_full_queue_loses_rows(void **state)
 	assert_int_equal(audit_push(a, &r), 0);
 	assert_int_equal(audit_close(a, 2000), 0);
 	log = capture_end();
-	assert_int_equal(count_lines(log, "the queue is full (10 rows): 5 "
-	    "rows not recorded since the last line, 5 in all", NULL), 1);
-	assert_int_equal(count_lines(log, "not recorded", NULL), 1);
+	/*
+	 * The losses are logged once when the writer next looks (one line a
+	 * second at most), the rest at close: one line, or two when the
+	 * writer looked between two of the pushes above.
+	 */
+	assert_int_equal(count_lines(log, "the queue is full (10 rows): ",
+	    "rows not recorded since the last line, 5 in all"), 1);
+	lines = count_lines(log, "not recorded", NULL);
+	assert_true(lines == 1 || lines == 2);
 	free(log);
 	/* Rows 0..10, each once. */
 	check_rows(f->path, 1, 11);
