@@ -18,11 +18,12 @@
 -- this algorithm (see sliding_log, sliding_window).
 -- TTL: the key vanishes when its window closes: PEXPIRE reset_ms + 1 when a
 -- request opens a window, which makes the key expire 1 or 2 ms after the
--- window's last millisecond. An admission in the window the key holds writes
--- only its count when PEXPIRETIME says the key already expires then (as that
--- PEXPIRE set it); else (the window's length changed since, the TTL was
--- removed, the clock is NOW_US's) it sets reset_ms + 1 too. After every
--- admission PTTL is therefore reset_ms + 1, give or take 1 ms (Redis's clock).
+-- window's last millisecond (3 when Redis's clock passed a millisecond
+-- between the call's TIME and its PEXPIRE). An admission in the window the
+-- key holds writes only its count when PEXPIRETIME says the key expires
+-- then; else (the window's length changed since, the TTL was removed, the
+-- clock is NOW_US's) it sets reset_ms + 1 too. After every admission PTTL is
+-- therefore reset_ms + 1, give or take 2 ms (Redis's clock).
 -- Undo token "start:cost": the count of that window goes down by cost (never
 -- below 0, the key deleted at 0); a newer window (another start) is left alone.
 -- Exact when no other request was counted in the window since; else the
@@ -65,7 +66,7 @@ do
 			local last_ms = fdiv(d.start + a.window_ms * 1000 - 1, 1000)
 			local at = redis.call('PEXPIRETIME', key)
 			redis.call('HSET', key, 'count', num(d.count + a.cost))
-			if at ~= last_ms + 1 and at ~= last_ms + 2 then
+			if at < last_ms + 1 or at > last_ms + 3 then
 				redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 			end
 			return
