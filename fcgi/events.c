@@ -108,7 +108,6 @@ conn_new(struct loop *L, int fd)
 	} else if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
 	c->fd = fd;
-	c->prev = NULL;
 	c->next = L->conns;
 	if (L->conns != NULL)
 		L->conns->prev = c;

@@ -32,15 +32,14 @@ wire_free(struct wire *w)
 	memset(w, 0, sizeof(*w));
 }
 
-/* Frees a buffer that grew past what ordinary requests need. */
-static void
-keep_small(char **buf, size_t *cap)
+/* buf, or NULL once freed: a spare keeps WIRE_KEEP_BYTES of a buffer. */
+static void *
+spare(void *buf, size_t bytes)
 {
-	if (*cap > WIRE_KEEP_BYTES) {
-		free(*buf);
-		*buf = NULL;
-		*cap = 0;
-	}
+	if (bytes <= WIRE_KEEP_BYTES)
+		return buf;
+	free(buf);
+	return NULL;
 }
 
 void
@@ -48,20 +47,13 @@ wire_reset(struct wire *w)
 {
 	struct wire fresh;
 
-	keep_small(&w->params, &w->params_cap);
-	keep_small(&w->out, &w->out_cap);
-	if (w->env_cap * sizeof(*w->envp) > WIRE_KEEP_BYTES) {
-		free(w->envp);
-		w->envp = NULL;
-		w->env_cap = 0;
-	}
 	memset(&fresh, 0, sizeof(fresh));
-	fresh.params = w->params;
-	fresh.params_cap = w->params_cap;
-	fresh.envp = w->envp;
-	fresh.env_cap = w->env_cap;
-	fresh.out = w->out;
-	fresh.out_cap = w->out_cap;
+	if ((fresh.params = spare(w->params, w->params_cap)) != NULL)
+		fresh.params_cap = w->params_cap;
+	if ((fresh.envp = spare(w->envp, w->env_cap * sizeof(*w->envp))) != NULL)
+		fresh.env_cap = w->env_cap;
+	if ((fresh.out = spare(w->out, w->out_cap)) != NULL)
+		fresh.out_cap = w->out_cap;
 	*w = fresh;
 }
 

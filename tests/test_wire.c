@@ -999,14 +999,16 @@ test_unfindable_names_skipped(void **state)
 /*
  * A reset wire is a new connection's: a spare connection reused after a
  * refused request with FCGI_KEEP_CONN reads the next one as new, keeping
- * no refusal, id, flag or param of the last, and reuses its buffers.
+ * no refusal, id, flag or param of the last, and reuses its buffers (but
+ * not one grown past WIRE_KEEP_BYTES).
  */
 static void
 test_reset_forgets_the_last_request(void **state)
 {
-	struct bytes in = { 0 }, in2 = { 0 }, p = { 0 }, p2 = { 0 };
+	struct bytes in = { 0 }, in2 = { 0 }, in3 = { 0 }, p = { 0 },
+	    p2 = { 0 }, p3 = { 0 };
 	struct wire w = { 0 };
-	char *params;
+	char *params, *big;
 
 	(void)state;
 	nvn(&p, "REMOTE_ADDR", 11, "10.0.0.1\0tail", 13);
@@ -1030,11 +1032,27 @@ test_reset_forgets_the_last_request(void **state)
 	assert_int_equal(w.refused_status, 0);
 	assert_env(&w, (const char *const []){ "FCGI_ROLE=AUTHORIZER",
 	    "REQUEST_URI=/next", NULL });
+
+	/* A buffer grown past WIRE_KEEP_BYTES is not kept. */
+	big = calloc(1, WIRE_KEEP_BYTES + 1);
+	assert_non_null(big);
+	memset(big, 'c', WIRE_KEEP_BYTES);
+	nv(&p3, "HTTP_COOKIE", big);
+	request(&in3, 2, WIRE_AUTHORIZER, 0, &p3);
+	wire_reset(&w);
+	assert_int_equal(feed(&w, &in3), in3.len - 8);
+	assert_true(w.params_cap > WIRE_KEEP_BYTES);
+	wire_reset(&w);
+	assert_null(w.params);
+	assert_int_equal(w.params_cap, 0);
 	wire_free(&w);
+	free(big);
 	free(in.b);
 	free(in2.b);
+	free(in3.b);
 	free(p.b);
 	free(p2.b);
+	free(p3.b);
 }
 
 int
