@@ -9,6 +9,10 @@ MANDIR	?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 LIBEXECDIR ?= $(PREFIX)/lib/rlgate
 
+# The version has one source, the newest entry of debian/changelog (the
+# package's); fcgi/version.h carries it to the programs.
+VERSION	:= $(shell sed -n '1s/^rlgate (\([^-)]*\).*/\1/p' debian/changelog)
+
 CC	?= cc
 CFLAGS	?= -O2 -g
 WARN	 = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -74,6 +78,13 @@ all: $(PROGS)
 
 %.o: %.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+fcgi/version.h: debian/changelog
+	@test -n "$(VERSION)" || { echo "no version in debian/changelog" >&2; exit 1; }
+	printf '/* Made by make from debian/changelog: do not edit. */\n#define RLG_VERSION\t"%s"\n' \
+		'$(VERSION)' > $@.tmp && mv $@.tmp $@
+# Before the first build, -MMD has not yet said who includes it.
+fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/ctl.o: fcgi/version.h
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
@@ -181,7 +192,7 @@ install: all
 
 clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
-		tests/tools/*.o tests/tools/*.d fcgi/scripts.c lua/rlgate.lua $(PROGS) \
+		tests/tools/*.o tests/tools/*.d fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) \
 		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)
