@@ -216,5 +216,6 @@ clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
 		tests/tools/*.o tests/tools/*.d fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) \
 		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
+	rm -rf build/deb
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

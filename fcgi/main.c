@@ -451,8 +451,8 @@ main(int argc, char *argv[])
 		    listen_addr != NULL ? listen_addr : "fd 0");
 	else
 		log_info("rlgate %s: %d event loops, %zu rules, listening on "
-		    "%d sockets from systemd", RLG_VERSION, gateway_threads,
-		    c->nrules, nfd);
+		    "%d socket%s from systemd", RLG_VERSION, gateway_threads,
+		    c->nrules, nfd, nfd == 1 ? "" : "s");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)
