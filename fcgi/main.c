@@ -393,8 +393,8 @@ main(int argc, char *argv[])
 	cgi = listen_addr == NULL && nfd == 0 && !is_listener(0);
 	if (cgi && getenv("GATEWAY_INTERFACE") == NULL) {
 		fprintf(stderr, "rlgate: no listening socket on fd 0 and no "
-		    "listen address: use -s ADDR, [gateway] listen, or "
-		    "spawn-fcgi\n");
+		    "listen address: use -s ADDR, [gateway] listen, "
+		    "spawn-fcgi, or a systemd socket unit\n");
 		conf_free(c);
 		return 1;
 	}

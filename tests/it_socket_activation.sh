@@ -13,7 +13,8 @@
 #    before it (flush_interval 1h, a batch larger than the run), all after.
 # 4. A restart keeps the sockets: with rlgate stopped, clients connect (the
 #    kernel queues them, nothing is refused) and send requests; the next
-#    rlgate answers every one of them, each with its audit row.
+#    rlgate answers every one of them, each with its audit row; it was
+#    started with -s as well, which the passed sockets override.
 . "$(dirname "$0")/lib.sh"
 
 FCGI_RAW=$TOP/tests/tools/fcgi_raw
@@ -48,19 +49,19 @@ conf 5 > "$T/rlgate.ini"
 
 # The supervisor: started by systemd-socket-activate on the first
 # connection, with the sockets on fds 3 and 4; starts rlgate at once, then
-# again each time a line comes on the fifo. A subshell's $BASHPID is the PID
-# that rlgate has after exec.
+# again each time a line (more arguments for it) comes on the fifo. A
+# subshell's $BASHPID is the PID that rlgate has after exec.
 mkfifo "$T/ctl"
 cat > "$T/sup.sh" <<'EOF'
 #!/bin/bash
 T=$1 RLGATE=$2	# systemd-socket-activate passes no environment but LISTEN_*
 n=$LISTEN_FDS; unset LISTEN_PID LISTEN_FDS LISTEN_FDNAMES
-start() {
-	( export LISTEN_FDS=$n LISTEN_PID=$BASHPID; exec "$RLGATE" -c "$T/rlgate.ini" 2>> "$T/rlgate.log" ) &
+start() {	# [ARGS...]: rlgate's, after -c
+	( export LISTEN_FDS=$n LISTEN_PID=$BASHPID; exec "$RLGATE" -c "$T/rlgate.ini" "$@" 2>> "$T/rlgate.log" ) &
 	echo $! > "$T/rlgate.pid.tmp" && mv "$T/rlgate.pid.tmp" "$T/rlgate.pid"
 }
 start
-while read -r _ < "$T/ctl"; do start; done
+while read -r args < "$T/ctl"; do start $args; done
 EOF
 systemd-socket-activate -l "$SOCK" -l "127.0.0.1:$TCP_PORT" -- bash "$T/sup.sh" "$T" "$RLGATE" 2> "$T/activate.log" &
 SUP_PID=$!
@@ -134,12 +135,15 @@ queued() {
 check "6 connections queued while no rlgate runs (3 unix, 3 TCP)" wait_for 10 queued
 is "none answered yet" 0 "$(wc -l < "$T/answers")"
 rm -f "$T/rlgate.pid"
-echo start > "$T/ctl"
+# With -s too, as a unit's ExecStart might: the passed sockets win.
+echo "-s unix:$T/other.sock" > "$T/ctl"
 wait_for 10 test -s "$T/rlgate.pid"
 PIDS+=("$(rlgate_pid)")
 for p in "${CLIENTS[@]}"; do wait "$p"; done
 is "the next rlgate answers all 6: 200 each" "tcp 200 x3, unix 200 x3" \
 	"$(sort "$T/answers" | uniq -c | awk '{ printf "%s%s %s x%s", (NR > 1 ? ", " : ""), $2, $3, $1 }')"
+is "-s beside the passed sockets: ignored, and said" "1 no file" \
+	"$(grep -c "listening on the 2 sockets systemd passed; -s unix:$T/other.sock ignored" "$LOG") $([ -e "$T/other.sock" ] && echo file || echo no file)"
 kill -TERM "$(rlgate_pid)"
 while kill -0 "$(rlgate_pid)" 2>/dev/null; do sleep 0.05; done
 is "their 6 rows, written at the stop" 6 "$(rows "client_ip LIKE '10.0.1.%' OR client_ip LIKE '10.0.2.%'")"
