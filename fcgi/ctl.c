@@ -20,8 +20,7 @@
 #include "limiter.h"
 #include "redis.h"
 #include "rule.h"
-
-#define RLG_VERSION	"0.1.0"
+#include "version.h"	/* RLG_VERSION, made from debian/changelog */
 
 /* Exit statuses, as rlgate-ctl(8) documents them. */
 #define EXIT_DONE	0	/* the command did what it says */
