@@ -325,7 +325,7 @@ build_decide(struct limiter *l, const struct conf *c,
 
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_decide";
+	argv[1] = rlg_fn_decide;
 	alen[1] = strlen(argv[1]);
 	/* argv[2], the key count, once it is known. */
 	k = 3;
@@ -539,7 +539,7 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 		return 0;
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_undo";
+	argv[1] = rlg_fn_undo;
 	alen[1] = strlen(argv[1]);
 	argv[2] = put_num(l, pos, (long long)n, &alen[2]);
 	for (i = 0, k = 3; i < ci->n; i++)

@@ -115,8 +115,10 @@ int		 redis_conn_split_address(const char *addr, char *host,
  * a cluster); NULL with why in err. The caller frees it. */
 redisContext	*redis_conn_dial_node(const struct conf *c, const char *host,
 		    int port, char *err, size_t errlen);
-/* FUNCTION LOAD REPLACE of rlg_library on a blocking ctx, after checking
- * the server is Redis 7.0 or later. 0, or -1 with err set. */
+/* Makes sure rlg_library is on a blocking ctx: FCALL_RO of its version
+ * function, and FUNCTION LOAD (never REPLACE) only where it is not found.
+ * 0, or -1 with err set (another library under this build's name, NOPERM,
+ * a server before Redis 7.0). */
 int		 redis_conn_load_library(redisContext *ctx,
 		    long long timeout_ms, char *err, size_t errlen);
 
