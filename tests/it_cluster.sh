@@ -81,7 +81,7 @@ is "${L}_version answers on every master after FUNCTION FLUSH" 9 \
 # Another version's library (another build, during a rolling upgrade) is
 # left alone: this build's is loaded beside it, never in its place.
 redis-cli -p "$pA" FUNCTION LOAD "#!lua name=rlgate_000000000000
-redis.register_function('rlgate_000000000000_version', function() return 'old' end)" > /dev/null
+redis.register_function{function_name = 'rlgate_000000000000_version', flags = {'no-writes'}, callback = function() return 'old' end}" > /dev/null
 redis-cli -p "$pA" FUNCTION DELETE "$L" > /dev/null
 "$RC" -c "$T/c.ini" "$kA" FCALL_RO "${L}_version" 0 > "$T/ver.out"
 check "this build's library reloaded beside another version's, and the call answers" \
@@ -91,7 +91,7 @@ is "the other version's library is still there" old \
 # A library under this build's name that is not this build's (a name
 # collision, a hand-made one): not replaced, the call fails.
 redis-cli -p "$pA" FUNCTION LOAD REPLACE "#!lua name=$L
-redis.register_function('${L}_version', function() return redis.error_reply('rlgate: library version old, expected new') end)" > /dev/null
+redis.register_function{function_name = '${L}_version', flags = {'no-writes'}, callback = function() return redis.error_reply('rlgate: library version old, expected new') end}" > /dev/null
 "$RC" -c "$T/c.ini" "$kA" FCALL_RO "${L}_version" 0 > "$T/ver2.out"
 check "a library of this name but not this version: the call's error, not replaced" \
 	grep -q 'rlgate: library version old' "$T/ver2.out"
