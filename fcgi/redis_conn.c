@@ -311,16 +311,50 @@ load_error(char *err, size_t errlen, const char *what)
 }
 
 /*
+ * Asks the library which of the commands it runs the connection's ACL user
+ * may not run on a key under key_prefix (FCALL_RO LIB_acl): Redis's own
+ * error for those, at request time, does not name the command. 0, or -1
+ * with err naming them.
+ */
+static int
+acl_check(redisContext *ctx, long long timeout_ms, const char *key_prefix,
+    char *err, size_t errlen)
+{
+	char fn[64], key[RLG_REDIS_KEY_SIZE], why[320];
+	const char *argv[4] = { "FCALL_RO", fn, "0", key };
+	redisReply *rep = NULL;
+	int rc = 0;
+
+	snprintf(fn, sizeof(fn), "%s_acl", rlg_library_name);
+	snprintf(key, sizeof(key), "%s{rlgate:acl}", key_prefix);
+	if (redis_conn_command(ctx, timeout_ms, &rep, why, sizeof(why), 4,
+	    argv) == -1) {
+		load_error(err, errlen, why);
+		return -1;
+	}
+	if (rep->type == REDIS_REPLY_STRING && rep->len > 0) {
+		snprintf(err, errlen, "the ACL user may not run %s on keys "
+		    "%s*, which the rlgate library runs (README.md: \"A Redis "
+		    "user for rlgate\")", rep->str, key_prefix);
+		rc = -1;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+/*
  * Makes sure this build's library is on a blocking ctx: asks its version
  * function (FCALL_RO, so a user without FUNCTION LOAD runs a gateway on a
  * library loaded for it), and loads it only when that function is not
  * found, with FUNCTION LOAD and never REPLACE: other versions' libraries
  * stay, for the gateways still calling them; "already exists" (another
- * gateway of this build was first) is a success. 0, or -1 with err set.
+ * gateway of this build was first) is a success. Then checks the ACL
+ * user may run what the library runs on keys under key_prefix. 0, or -1
+ * with err set.
  */
 int
-redis_conn_load_library(redisContext *ctx, long long timeout_ms, char *err,
-    size_t errlen)
+redis_conn_load_library(redisContext *ctx, long long timeout_ms,
+    const char *key_prefix, char *err, size_t errlen)
 {
 	const char *vargv[3] = { "FCALL_RO", rlg_fn_version, "0" };
 	const char *largv[3] = { "FUNCTION", "LOAD", rlg_library };
@@ -339,7 +373,8 @@ redis_conn_load_library(redisContext *ctx, long long timeout_ms, char *err,
 			    rep->type == REDIS_REPLY_STRING ? rep->str : "?",
 			    rlg_library_version);
 		freeReplyObject(rep);
-		return same ? 0 : -1;
+		return same ? acl_check(ctx, timeout_ms, key_prefix, err,
+		    errlen) : -1;
 	}
 	if (ctx->err != 0 || strstr(why, "Function not found") == NULL) {
 		load_error(err, errlen, why);
@@ -351,7 +386,7 @@ redis_conn_load_library(redisContext *ctx, long long timeout_ms, char *err,
 		load_error(err, errlen, why);
 		return -1;
 	}
-	return 0;
+	return acl_check(ctx, timeout_ms, key_prefix, err, errlen);
 }
 
 /* ---- nodes ------------------------------------------------------------ */

@@ -117,10 +117,13 @@ redisContext	*redis_conn_dial_node(const struct conf *c, const char *host,
 		    int port, char *err, size_t errlen);
 /* Makes sure rlg_library is on a blocking ctx: FCALL_RO of its version
  * function, and FUNCTION LOAD (never REPLACE) only where it is not found.
- * 0, or -1 with err set (another library under this build's name, NOPERM,
- * a server before Redis 7.0). */
+ * Then asks the library whether the ACL user may run every command it runs
+ * on keys under key_prefix (FCALL_RO LIB_acl). 0, or -1 with err set
+ * (another library under this build's name, NOPERM, a command the user may
+ * not run, a server before Redis 7.0). */
 int		 redis_conn_load_library(redisContext *ctx,
-		    long long timeout_ms, char *err, size_t errlen);
+		    long long timeout_ms, const char *key_prefix, char *err,
+		    size_t errlen);
 
 /* Closes nd's connection, if any. */
 void		 redis_conn_node_close(struct node *nd);

@@ -24,6 +24,8 @@
 --   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
 -- FCALL_RO LIB_version 0: the library version.
+-- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
+--   user may not run on KEY, space separated ("" when none).
 -- FCALL LIB_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US COST LIMIT WINDOW_MS
 --     BURST PRECISION_MS: one rule on its own, the reply of 7 integers (11 or
 --     12 fields with an override key).
@@ -166,10 +168,38 @@ local function undo(keys, args)
 	return n
 end
 
+-- Every command the library runs, with arguments of its shape (K: the
+-- key): what LIB_acl asks Redis about. tests/it_lua.sh checks that it names
+-- every redis.call and redis.pcall of lua/*.lua.
+local CALLS = {{'TIME'}, {'GET', 'K'}, {'SET', 'K', '1'}, {'DEL', 'K'},
+    {'TYPE', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
+    {'HGET', 'K', 'f'}, {'HMGET', 'K', 'f'}, {'HGETALL', 'K'},
+    {'HSET', 'K', 'f', '1'}, {'HINCRBY', 'K', 'f', '1'}, {'HDEL', 'K', 'f'},
+    {'ZADD', 'K', '1', 'm'}, {'ZCOUNT', 'K', '0', '1'},
+    {'ZRANGE', 'K', '0', '1'}, {'ZRANGEBYSCORE', 'K', '0', '1'},
+    {'ZREM', 'K', 'm'}, {'ZREMRANGEBYSCORE', 'K', '0', '1'}}
+
+-- FCALL_RO LIB_acl 0 KEY: the commands of CALLS that the caller's ACL user
+-- may not run on KEY (a key under key_prefix), space separated; "" when
+-- none. Redis checks a script's commands against the caller's user, and
+-- its error does not name the command: the gateway asks this at start-up.
+local function acl(_, args)
+	local no = {}
+	for i = 1, #CALLS do
+		local c = CALLS[i]
+		local argv = {}
+		for j = 2, #c do argv[j - 1] = c[j] == 'K' and (args[1] or '') or c[j] end
+		if not redis.acl_check_cmd(c[1], unpack(argv)) then no[#no + 1] = c[1] end
+	end
+	return table.concat(no, ' ')
+end
+
 redis.register_function(LIB .. '_decide', decide)
 redis.register_function(LIB .. '_undo', undo)
 redis.register_function{function_name = LIB .. '_version', flags = {'no-writes'},
     callback = function() return VERSION end}
+redis.register_function{function_name = LIB .. '_acl', flags = {'no-writes'},
+    callback = acl}
 -- (A numeric loop: pairs is not there while a library loads.)
 for i = 1, #algorithm_names do
 	local name = algorithm_names[i]

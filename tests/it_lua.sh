@@ -335,6 +335,19 @@ is "fixed_window: undo after its window closed: nothing taken from the new windo
 tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:lateg}' '' 1000000 gcra u 1 10 1000 '' '' | sed -n 14p)
 is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL ${L}_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
 
+# LIB_acl: the commands of decide.lua's CALLS are every command the
+# library runs; it names those the caller's ACL user may not run on a key.
+runs=$(cat "$TOP"/lua/*.lua | grep -v '^[[:space:]]*--' | grep -o "redis\.p\{0,1\}call('[A-Za-z]*'" | sed "s/.*('//; s/'//" | tr a-z A-Z | sort -u | paste -sd' ')
+calls=$(sed -n '/^local CALLS = /,/}}$/p' "$TOP/lua/decide.lua" | grep -o "{'[A-Z]*'" | tr -d "{'" | sort -u | paste -sd' ')
+check "the library runs commands ($runs)" [ "$(echo $runs | wc -w)" -ge 15 ]
+is "CALLS lists every command the library runs" "$runs" "$calls"
+is "${L}_acl: the default user may run all of them" "" "$(rcli FCALL_RO "${L}_acl" 0 'rl:{acl}')"
+rcli ACL SETUSER acltest on '>pw' '~rl:*' -@all +fcall_ro +@read +@write -time -hincrby > /dev/null
+is "${L}_acl: a user without TIME and HINCRBY" "TIME HINCRBY" \
+	"$(redis-cli -p "$REDIS_PORT" --user acltest --pass pw --no-auth-warning FCALL_RO "${L}_acl" 0 'rl:{acl}')"
+is "${L}_acl: a key outside the user's pattern: none of them" "$(echo $calls | wc -w)" \
+	"$(redis-cli -p "$REDIS_PORT" --user acltest --pass pw --no-auth-warning FCALL_RO "${L}_acl" 0 'other' | wc -w)"
+
 # 5. The prelude holds what the algorithms share: no algorithm (nor
 # decide.lua) defines a function or a top-level local of the prelude again.
 prelude_names() { sed -n 's/^local function \([a-z_]*\).*/\1/p; s/^local \([a-zA-Z_, ]*\) =.*/\1/p' "$TOP/lua/prelude.lua" | tr ',' '\n' | tr -d ' ' | sort -u; }
