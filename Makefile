@@ -78,7 +78,8 @@ all: $(PROGS)
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
-# The library as one file: redis-cli -x FUNCTION LOAD REPLACE < lua/rlgate.lua
+# The library as one file: redis-cli -x FUNCTION LOAD < lua/rlgate.lua (its name,
+# rlgate_ and 12 hex digits of the version, is on its first line)
 lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
