@@ -46,7 +46,7 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
-CTL	 = fcgi/ctl.c
+CTL	 = fcgi/ctl.c fcgi/ctl_versions.c
 # The Lua library: the prelude, the algorithms (sorted), the functions.
 LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))

@@ -21,8 +21,8 @@
 #include "conf.h"
 #include "limiter.h"
 #include "redis.h"
+#include "ctl_versions.h"
 #include "rule.h"
-#include "scripts.h"
 
 #define RLG_VERSION	"0.1.0"
 
@@ -1048,160 +1048,6 @@ done:
 	return rc_exit;
 }
 
-/* ---- versions of the library -------------------------------------- */
-
-#define LIBS_MAX	64	/* libraries listed; more are not rlgate's */
-
-/* What versions collects: each rlgate_<12 hex> library and on how many
- * masters it is. */
-struct libs {
-	char		 name[LIBS_MAX][20];
-	int		 on[LIBS_MAX];
-	int		 n, masters;
-	const char	*drop;		/* unload: this one; prune: NULL */
-	int		 dropped;
-};
-
-/* rlgate_ and 12 lower-case hex digits: a library's name as fcgi/embed.sh
- * makes it. Libraries of other names are not rlgate's to touch. */
-static int
-is_lib_name(const char *s)
-{
-	return strncmp(s, "rlgate_", 7) == 0 && strlen(s) == 19 &&
-	    strspn(s + 7, "0123456789abcdef") == 12;
-}
-
-/* FUNCTION LIST LIBRARYNAME rlgate_*: the rlgate libraries on one master
- * into ls (a redis_master_fn). */
-static int
-list_master(void *arg, redisContext *rc, const char *address)
-{
-	struct libs *ls = arg;
-	const char *argv[4] = { "FUNCTION", "LIST", "LIBRARYNAME", "rlgate_*" };
-	redisReply *r, *lib;
-	size_t i, j;
-	int k;
-
-	if ((r = redisCommandArgv(rc, 4, argv, NULL)) == NULL ||
-	    r->type != REDIS_REPLY_ARRAY) {
-		complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
-		    rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str :
-		    "unexpected reply");
-		freeReplyObject(r);
-		return -1;
-	}
-	ls->masters++;
-	for (i = 0; i < r->elements; i++) {
-		lib = r->element[i];
-		for (j = 0; lib->type == REDIS_REPLY_ARRAY &&
-		    j + 1 < lib->elements; j += 2) {
-			const redisReply *v = lib->element[j + 1];
-
-			if (lib->element[j]->type != REDIS_REPLY_STRING ||
-			    strcmp(lib->element[j]->str, "library_name") != 0 ||
-			    v->type != REDIS_REPLY_STRING ||
-			    !is_lib_name(v->str))
-				continue;
-			for (k = 0; k < ls->n &&
-			    strcmp(ls->name[k], v->str) != 0; k++)
-				;
-			if (k == ls->n && ls->n < LIBS_MAX)
-				snprintf(ls->name[ls->n++], sizeof(ls->name[0]),
-				    "%s", v->str);
-			if (k < ls->n)
-				ls->on[k]++;
-		}
-	}
-	freeReplyObject(r);
-	return 0;
-}
-
-/* FUNCTION DELETE of ls->drop, or of every rlgate library but this
- * build's (prune), on one master (a redis_master_fn). A library this
- * master does not hold is no error: it was loaded where it was used. */
-static int
-delete_master(void *arg, redisContext *rc, const char *address)
-{
-	struct libs *ls = arg;
-	const char *argv[3] = { "FUNCTION", "DELETE", NULL };
-	struct libs here;
-	redisReply *r;
-	int k;
-
-	memset(&here, 0, sizeof(here));
-	if (list_master(&here, rc, address) == -1)
-		return -1;
-	for (k = 0; k < here.n; k++) {
-		if (strcmp(here.name[k], rlg_library_name) == 0 ||
-		    (ls->drop != NULL && strcmp(here.name[k], ls->drop) != 0))
-			continue;
-		argv[2] = here.name[k];
-		if ((r = redisCommandArgv(rc, 3, argv, NULL)) == NULL ||
-		    r->type == REDIS_REPLY_ERROR) {
-			complain("redis %s: FUNCTION DELETE %s: %s", address,
-			    here.name[k], r == NULL ? rc->errstr : r->str);
-			freeReplyObject(r);
-			return -1;
-		}
-		freeReplyObject(r);
-		printf("%s: unloaded %s\n", address, here.name[k]);
-		ls->dropped++;
-	}
-	return 0;
-}
-
-/*
- * versions: every rlgate library on the masters, one line each: its name,
- * on how many masters, and "this build" for rlgate-ctl's own (the gateway
- * built with it). unload LIBRARY, prune: FUNCTION DELETE on every master,
- * never this build's. A gateway whose library was taken loads it again at
- * its next request (FUNCTION LOAD, once per master).
- */
-static int
-cmd_versions(const struct conf *c, const char *cmd, const char *lib)
-{
-	struct libs ls;
-	struct redis *r;
-	char err[512];
-	int k, rc;
-
-	memset(&ls, 0, sizeof(ls));
-	if (lib != NULL && !is_lib_name(lib)) {
-		complain("\"%s\" is not an rlgate library's name (rlgate_ and "
-		    "12 hex digits, as versions lists them)", lib);
-		return EXIT_USAGE;
-	}
-	if (lib != NULL && strcmp(lib, rlg_library_name) == 0) {
-		complain("%s is this build's library: rlgate-ctl does not "
-		    "unload it (gateways of this build use it)", lib);
-		return EXIT_USAGE;
-	}
-	ls.drop = lib;
-	if ((r = redis_new()) == NULL) {
-		complain("out of memory");
-		return EXIT_USAGE;
-	}
-	err[0] = '\0';
-	rc = redis_each_master(r, c, strcmp(cmd, "versions") == 0 ?
-	    list_master : delete_master, &ls, err, sizeof(err));
-	redis_free(r);
-	if (rc == -1) {
-		if (err[0] != '\0')
-			complain("redis %s: %s", c->redis_address, err);
-		return EXIT_REDIS;
-	}
-	if (strcmp(cmd, "versions") == 0)
-		for (k = 0; k < ls.n; k++)
-			printf("%s\t%d/%d masters%s\n", ls.name[k], ls.on[k],
-			    ls.masters, strcmp(ls.name[k], rlg_library_name) ==
-			    0 ? "\tthis build" : "");
-	else if (lib != NULL && ls.dropped == 0) {
-		complain("%s is not loaded on any master", lib);
-		return EXIT_USAGE;
-	}
-	return EXIT_DONE;
-}
-
 static const struct rule *
 find_rule(const struct conf *c, const char *name)
 {
@@ -1218,7 +1064,7 @@ static int
 main_versions(const char *path, const char *cmd, int argc, char *argv[])
 {
 	struct conf *c;
-	char *errors = NULL;
+	char *errors = NULL, err[512];
 	int status;
 
 	if (argc != (strcmp(cmd, "unload") == 0 ? 2 : 1)) {
@@ -1232,7 +1078,15 @@ main_versions(const char *path, const char *cmd, int argc, char *argv[])
 		free(errors);
 		return EXIT_USAGE;
 	}
-	status = cmd_versions(c, cmd, argc == 2 ? argv[1] : NULL);
+	err[0] = '\0';
+	switch (ctl_versions(c, cmd, argc == 2 ? argv[1] : NULL, err,
+	    sizeof(err))) {
+	case 0: status = EXIT_DONE; break;
+	case -1: status = EXIT_USAGE; break;
+	default: status = EXIT_REDIS; break;
+	}
+	if (err[0] != '\0')
+		complain("%s", err);
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {
 		complain("standard output: %s", strerror(errno));
