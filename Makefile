@@ -52,7 +52,7 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
-CTL	 = fcgi/ctl.c
+CTL	 = fcgi/ctl.c fcgi/ctl_versions.c
 # The Lua library: the prelude, the algorithms (sorted), the functions.
 LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))
@@ -91,7 +91,8 @@ fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/ctl.o: fcgi/version.h
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
-# The library as one file: redis-cli -x FUNCTION LOAD REPLACE < lua/rlgate.lua
+# The library as one file: redis-cli -x FUNCTION LOAD < lua/rlgate.lua (its name,
+# rlgate_ and 12 hex digits of the version, is on its first line)
 lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 

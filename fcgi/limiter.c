@@ -1,6 +1,6 @@
 /*
  * limiter: a batch of requests in, their verdicts out. Each request's
- * rules become one FCALL rlgate_decide (one per hash slot in a cluster);
+ * rules become one FCALL <library>_decide (one per hash slot in a cluster);
  * the batch's calls go out in one redis_run(). The deny cache answers in
  * front of Redis, and an undo round keeps a request's rules all-or-nothing
  * when they live on several cluster nodes. Which node a call goes to, and
@@ -26,7 +26,7 @@
 					 * overrides, failed undos */
 
 /*
- * FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
+ * FCALL <library>_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
  * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua). A rule
  * takes at most 2 keys and 7 arguments; its bytes are one key buffer (the
  * override key, whose beginning is the state key) and 5 numbers.
@@ -304,7 +304,7 @@ put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
 }
 
 /*
- * Writes the rlgate_decide call of the n rules rix[first..) of request rq
+ * Writes the <library>_decide call of the n rules rix[first..) of request rq
  * into call k: its arguments from *a on (argv, argvlen), its bytes from
  * *pos on. The state keys are noted for a later undo.
  */
@@ -325,7 +325,7 @@ build_decide(struct limiter *l, const struct conf *c,
 
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_decide";
+	argv[1] = rlg_fn_decide;
 	alen[1] = strlen(argv[1]);
 	/* argv[2], the key count, once it is known. */
 	k = 3;
@@ -492,9 +492,9 @@ read_decide(struct limiter *l, const struct redis_call *call,
 	}
 	return 0;
 bad:
-	log_error("rule %s: redis: the reply of rlgate_decide is not %zu "
+	log_error("rule %s: redis: the reply of %s is not %zu "
 	    "rules' verdicts (is the library lua/decide.lua loaded?)",
-	    rq->m[l->rix[ci->first]].rule->name, ci->n);
+	    rq->m[l->rix[ci->first]].rule->name, rlg_fn_decide, ci->n);
 	return -2;
 }
 
@@ -539,7 +539,7 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 		return 0;
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_undo";
+	argv[1] = rlg_fn_undo;
 	alen[1] = strlen(argv[1]);
 	argv[2] = put_num(l, pos, (long long)n, &alen[2]);
 	for (i = 0, k = 3; i < ci->n; i++)

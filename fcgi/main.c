@@ -434,7 +434,7 @@ main(int argc, char *argv[])
 		audit_keep(gateway_audit, c->audit_keep_ms);
 	}
 	{
-		char errbuf[256];
+		char errbuf[512];
 
 		if (limiter_probe(c, errbuf, sizeof(errbuf)) == -1)
 			log_warn("redis %s: %s; starting anyway (on_error "
