@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -245,6 +246,32 @@ prepare_insert(sqlite3 *db, int rows, sqlite3_stmt **st)
 }
 
 /*
+ * Creates path, empty, RLG_AUDIT_FILE_MODE whatever the umask, unless it
+ * exists (then it keeps the mode it has: the operator's). SQLite gives
+ * the -wal, -shm and journal files it creates the mode of the database
+ * file, so they are private too. Returns 0, or -1 with errno set.
+ */
+static int
+db_create(const char *path)
+{
+	int fd, saved;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    RLG_AUDIT_FILE_MODE);
+	if (fd == -1)
+		return errno == EEXIST ? 0 : -1;
+	if (fchmod(fd, RLG_AUDIT_FILE_MODE) == -1) {
+		saved = errno;
+		close(fd);
+		unlink(path);
+		errno = saved;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/*
  * Opens a->path in WAL mode with the schema and prepares the statements.
  * Used at start and again by the writer when the file was replaced or a
  * write failed in a way the connection may not survive. Returns 0, or -1
@@ -259,6 +286,12 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	char sql[128], msg[400];
 	int rc, busy = 0;
 
+	if (db_create(a->path) == -1) {
+		snprintf(errbuf, errlen, "%s: cannot create: %s", a->path,
+		    strerror(errno));
+		a->err_busy = 0;
+		return -1;
+	}
 	rc = sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK)
