@@ -246,6 +246,19 @@ prepare_insert(sqlite3 *db, int rows, sqlite3_stmt **st)
 }
 
 /*
+ * The last connection to close keeps the -wal (emptied) and -shm files:
+ * a report reader of the files' group, who may not create files in the
+ * directory, can open a WAL database only where they exist.
+ */
+static void
+keep_wal(sqlite3 *db)
+{
+	int persist = 1;
+
+	sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+}
+
+/*
  * Creates path, empty, RLG_AUDIT_FILE_MODE whatever the umask, unless it
  * exists (then it keeps the mode it has: the operator's). SQLite gives
  * the -wal, -shm and journal files it creates the mode of the database
@@ -341,6 +354,7 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	    SQLITE_OK)
 		goto fail;
 	a->busy_ms = AUDIT_BUSY_MS;
+	keep_wal(a->db);
 	/* One connection a CGI request: closing the last one would copy the
 	 * WAL into the database and delete it, with a sync each time.
 	 * write_rows() checkpoints when the WAL is due instead. */
@@ -511,9 +525,11 @@ ckpt_main(void *arg)
 		 * has read it: before that a checkpoint does nothing. */
 		db = NULL;
 		if ((rc = sqlite3_open_v2(file, &db, SQLITE_OPEN_READWRITE |
-		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK)
+		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK) {
+			keep_wal(db);
 			rc = sqlite3_exec(db, "SELECT 1 FROM sqlite_schema "
 			    "LIMIT 1", NULL, NULL, NULL);
+		}
 		checkpoint(a, file, db, rc, 0);
 		sqlite3_close(db);
 		pthread_mutex_lock(&a->mu);
