@@ -189,4 +189,36 @@ run_m m_own 0 600 "$SIZE" || exit 1
 check "an object of rlgate's own, 0600, made first: used" [ "$(shm_of "$M_PID")" = "$OBJ" ]
 is "no refusal logged" 0 "$(grep -c refused "$T/m_own.log")"
 stop_m
+
+# ---- 4. A hostile Redis ---------------------------------------------------------
+# Another library named rlgate whose rlgate_decide answers what no
+# library of rlgate's would: rlgate decides as on_error (deny: 503) and
+# logs it, whatever the reply, and keeps serving.
+cat > "$T/h.ini" <<EOF
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+connect_timeout = 1s
+timeout = 2s
+on_error = deny
+
+[audit]
+database =
+
+[rule:open]
+path = /open/*
+limit = 1000000
+window = 1m
+EOF
+start_rlgate "$T/h.ini" hostile || exit 1
+is "the real library: served" "200" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
+for reply in "{1}" "{1, 'x'}" "{1, {1,2,3}}" "{1, {1,1,1,1,1,1,1,1,1,1,99}}" \
+    "{1, {1,'a','b','c','d','e','f','g','h','i','j'}}" "{1, {{1},{2},{3},{4},{5},{6},{7},{8},{9},{10},{11}}}"; do
+	rcli FUNCTION LOAD REPLACE "#!lua name=rlgate
+redis.register_function('rlgate_decide', function() return $reply end)
+redis.register_function('rlgate_version', function() return 'hostile' end)" > /dev/null
+	before=$(grep -c "the reply of rlgate_decide is not 1 rules' verdicts" "$T/hostile.log")
+	is "rlgate_decide answers $reply: on_error, 503" "503" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
+	is "and it is logged" $((before + 1)) "$(grep -c "the reply of rlgate_decide is not 1 rules' verdicts" "$T/hostile.log")"
+done
+check "rlgate still runs" kill -0 "$RLGATE_PID"
 finish

@@ -36,7 +36,7 @@ runuser -u www-data -- $(unit_cmd ExecStart) 2>>"$T/rlgate.log" &
 RLGATE_PID=$!
 PIDS+=("$RLGATE_PID")
 wait_for 10 test -S "$SOCK" || { echo "# rlgate did not start"; cat "$T/rlgate.log"; exit 1; }
-is "rlgate's socket is 0666" 666 "$(stat -c %a "$SOCK")"
+is "rlgate's socket is 0660 (socket_mode), www-data's (its group)" "660 www-data" "$(stat -c "%a %G" "$SOCK")"
 
 HTTP_PORT=$(free_port)
 ship_conf nginx.conf "$T/rlgate-site.conf" \
