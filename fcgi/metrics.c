@@ -221,8 +221,8 @@ metrics_worker_free(struct metrics_worker *w)
 	/* Where w lies says whose it is, not a flag in memory that other
 	 * processes share and could have written. The table is never
 	 * replaced once a worker counts (metrics_share()). */
-	if (table == NULL || w < &table->workers[0] ||
-	    w >= &table->workers[MAX_WORKERS]) {
+	if (table == NULL || (uintptr_t)w < (uintptr_t)&table->workers[0] ||
+	    (uintptr_t)w >= (uintptr_t)&table->workers[MAX_WORKERS]) {
 		free(w);
 		return;
 	}
