@@ -340,9 +340,14 @@ metrics_share(int listen_fd, struct conf *c)
 	/* The last process out removes the object: one that opened it
 	 * meanwhile finds it unlinked once it has the lock, and retries. */
 	for (tries = 0; tries < 10; tries++) {
-		if ((fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL |
-		    O_CLOEXEC, 0600)) == -1 && (errno != EEXIST ||
-		    (fd = shm_open(shm_name, O_RDWR | O_CLOEXEC, 0)) == -1))
+		/* Made here, or opened as it is and checked below. */
+		fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		    0600);
+		if (fd == -1 && errno == EEXIST)
+			fd = shm_open(shm_name, O_RDWR | O_CLOEXEC, 0);
+		if (fd == -1 && errno == ENOENT)
+			continue;	/* removed in between: make it */
+		if (fd == -1)
 			goto fail;
 		if (fstat(fd, &shm_st) == -1)
 			goto fail;
