@@ -161,6 +161,9 @@ shm_of() { ls -l "/proc/$1/fd" 2>/dev/null | grep -o '/dev/shm/rlgate-[0-9a-f]*'
 status_of() { "$@" "unix:$T/m.sock" "request 1 responder close GET /rlgate-status/metrics 127.0.0.1" 'wait-reply 1' |
 	sed -n 's/.*\\nrlgate_processes \([0-9]*\)\\n.*/\1/p'; }
 
+# An object made here and left by a failed check goes too.
+OBJ=
+trap 'cleanup; [ -n "$OBJ" ] && rm -f "$OBJ"' EXIT
 run_m m0 0 600 0 || exit 1
 check "rlgate made its object, the name the test computes ($OBJ)" [ "$(shm_of "$M_PID")" = "$OBJ" ]
 is "its object is 0600 root's" "600 0" "$(stat -c '%a %u' "$OBJ")"
