@@ -194,9 +194,10 @@ is "no refusal logged" 0 "$(grep -c refused "$T/m_own.log")"
 stop_m
 
 # ---- 4. A hostile Redis ---------------------------------------------------------
-# Another library named rlgate whose rlgate_decide answers what no
-# library of rlgate's would: rlgate decides as on_error (deny: 503) and
-# logs it, whatever the reply, and keeps serving.
+# Another library under this build's library name ($lib) whose decide
+# function answers what no library of rlgate's would: rlgate decides as
+# on_error (deny: 503) and logs it, whatever the reply, and keeps serving.
+lib=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
 cat > "$T/h.ini" <<EOF
 [redis]
 address = 127.0.0.1:$REDIS_PORT
@@ -216,12 +217,12 @@ start_rlgate "$T/h.ini" hostile || exit 1
 is "the real library: served" "200" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
 for reply in "{1}" "{1, 'x'}" "{1, {1,2,3}}" "{1, {1,1,1,1,1,1,1,1,1,1,99}}" \
     "{1, {1,'a','b','c','d','e','f','g','h','i','j'}}" "{1, {{1},{2},{3},{4},{5},{6},{7},{8},{9},{10},{11}}}"; do
-	rcli FUNCTION LOAD REPLACE "#!lua name=rlgate
-redis.register_function('rlgate_decide', function() return $reply end)
-redis.register_function('rlgate_version', function() return 'hostile' end)" > /dev/null
-	before=$(grep -c "the reply of rlgate_decide is not 1 rules' verdicts" "$T/hostile.log")
-	is "rlgate_decide answers $reply: on_error, 503" "503" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
-	is "and it is logged" $((before + 1)) "$(grep -c "the reply of rlgate_decide is not 1 rules' verdicts" "$T/hostile.log")"
+	rcli FUNCTION LOAD REPLACE "#!lua name=$lib
+redis.register_function('${lib}_decide', function() return $reply end)
+redis.register_function('${lib}_version', function() return 'hostile' end)" > /dev/null
+	before=$(grep -c "the reply of ${lib}_decide is not 1 rules' verdicts" "$T/hostile.log")
+	is "${lib}_decide answers $reply: on_error, 503" "503" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
+	is "and it is logged" $((before + 1)) "$(grep -c "the reply of ${lib}_decide is not 1 rules' verdicts" "$T/hostile.log")"
 done
 check "rlgate still runs" kill -0 "$RLGATE_PID"
 finish
