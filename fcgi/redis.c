@@ -93,12 +93,14 @@ redis_node_address(const struct redis *r, int i)
 	return i >= 0 && i < r->nnodes ? r->nodes[i]->addr : "";
 }
 
-/* Room for n calls' state and their entries (each call may bring ASKING,
- * each node a FUNCTION LOAD and a WAIT). */
+/* Room for n calls' state and their entries in a round: each call and
+ * its ASKING, a WAIT per node with calls (at most n), a FUNCTION LOAD per
+ * node that asked for it (one known now, or one a redirect found: at most
+ * n more). */
 static int
 room(struct redis *r, size_t n)
 {
-	size_t ne = 2 * n + 2 * (size_t)r->nnodes + 1;
+	size_t ne = 4 * n + (size_t)r->nnodes + 1;
 
 	if (n > r->pendcap) {
 		struct pend *p = reallocarray(r->pend, n, sizeof(*p));

@@ -10,16 +10,19 @@
 #      denial stands; it stays counted on the master;
 #   2. a failover with a lagging replica, in a Redis Cluster of one master
 #      and its replica: a fixed_window key has 3 of its 5 admitted and
-#      held by the replica, the replica is stopped, 2 more requests come,
-#      the master is killed (-9), the replica resumes and takes over
-#      (CLUSTER FAILOVER TAKEOVER) with the count of 3, and admits 2 more:
+#      held by the replica, the replica is stopped and its link cut (so
+#      that nothing more reaches it), 2 more requests come, the master is
+#      killed (-9), the replica resumes and takes over (CLUSTER FAILOVER
+#      TAKEOVER) with the count of 3, gets a new replica, and admits 2 more:
 #      without replicas the report finds 7 admitted in one window of a
 #      limit of 5 (exit 1); with replicas = 1 the 2 were admitted by
 #      on_error, not counted: --verify exits 0 and reports them, and
 #      --strict counts them and finds the 7 (exit 1).
-# WAIT takes half of [redis] timeout (2 s here, so that a loaded machine
+#   3. replicas = 1 under Sentinel (a master, a replica, 3 Sentinels): the
+#      same WAIT on the master the Sentinels name.
+# WAIT takes half of [redis] timeout (1 s here, so that a loaded machine
 # never times a healthy replica out): each request that waits for the
-# stopped replica takes 1 s, and there are few.
+# stopped replica takes 0.5 s, and there are few.
 . "$(dirname "$0")/lib.sh"
 
 REPORT=$TOP/reports/rlgate-report
@@ -44,7 +47,7 @@ ini() {
 	$(printf '%s\n' "$@")
 	replicas = $n
 	connect_timeout = 1s
-	timeout = 2s
+	timeout = 1s
 
 	[audit]
 	database = $AUDIT_DB
@@ -78,6 +81,13 @@ stop_gateway() {
 	kill "$HTTPD_PID" 2>/dev/null; wait "$HTTPD_PID" 2>/dev/null
 	stop_rlgate
 }
+# acked PORT: a write on the master at PORT is acknowledged by a replica
+# (after a full sync the master streams to a replica, and WAIT counts it,
+# only once the replica's first ACK came: up to a second after its link
+# is up).
+acked() {
+	[ "$(printf 'SET rlgate-test-probe 1\nWAIT 1 200\n' | redis-cli -p "$1" | tail -1)" = 1 ]
+}
 # caught_up PORT KEY COUNT [READONLY]: the replica on PORT holds COUNT in
 # the fixed_window hash KEY.
 caught_up() {
@@ -87,12 +97,13 @@ caught_up() {
 
 # ---------------------------------------------------------------------------
 # 1. replicas = 1, the replica stopped
+SECONDS=0
 # Each server its own directory: a replica writes what it received to
 # dump.rdb there, which a server started later in it would load.
 M=$(free_port)
 mkdir -p "$T/m" "$T/r"
 redis-server --port "$M" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/m" \
-	--logfile "$T/redis-$M.log" &
+	--logfile "$T/redis-$M.log" --repl-diskless-sync-delay 0 &
 MPID=$!; PIDS+=("$MPID")
 R=$(free_port)
 redis-server --port "$R" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/r" \
@@ -101,6 +112,7 @@ RPID=$!; PIDS+=("$RPID")
 wait_for 10 redis-cli -p "$M" ping > /dev/null || exit 1
 wait_for 10 sh -c "redis-cli -p $R INFO replication | grep -q '^master_link_status:up'" ||
 	{ echo "# the replica did not connect"; exit 1; }
+wait_for 10 acked "$M" || { echo "# the replica does not acknowledge"; exit 1; }
 AUDIT_DB=$T/single.db
 ini "$T/single.ini" 1 "address = 127.0.0.1:$M"
 check "rlgate -t accepts replicas = 1" "$RLGATE" -t -c "$T/single.ini"
@@ -132,7 +144,7 @@ is "audit a:full: 5 counted, the denials limit rows (also while stopped)" \
 	"limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/0/429 limit/0/429" \
 	"$(reasons a full)"
 is "logged once (rate-limited), naming the master" 1 \
-	"$(grep -c "redis 127.0.0.1:$M: 0 of 1 replicas acknowledged within 1000 ms" "$T/rlgate-single.log")"
+	"$(grep -c "redis 127.0.0.1:$M: 0 of 1 replicas acknowledged within 500 ms" "$T/rlgate-single.log")"
 "$REPORT" --verify "$AUDIT_DB" > "$T/v-single.txt"; rc=$?
 is "report --verify: exit 0" 0 "$rc"
 check "report --verify: rule a, 2 admitted without a count" \
@@ -149,10 +161,16 @@ kill "$MPID" "$RPID" 2>/dev/null
 wait "$MPID" "$RPID" 2>/dev/null
 
 # ---------------------------------------------------------------------------
+echo "# section 1: $SECONDS s"; SECONDS=0
 # 2. A failover with a lagging replica, with and without replicas = 1.
 # failover N: a fresh one-master cluster (A, replica B), the run above,
 # then the report's exit status with and without --strict in V and VS.
-node() { mkdir -p "$T/node-$1" && start_cluster_node "$1" --dir "$T/node-$1"; }
+# node PORT: a cluster node; a replica's full sync starts at once (not
+# after the default 5 s wait for more replicas).
+node() {
+	mkdir -p "$T/node-$1" &&
+		start_cluster_node "$1" --dir "$T/node-$1" --repl-diskless-sync-delay 0
+}
 failover() {
 	local n=$1 A B C id i
 	AUDIT_DB=$T/failover-$n.db
@@ -165,6 +183,7 @@ failover() {
 	redis-cli -p "$B" CLUSTER REPLICATE "$id" > /dev/null
 	CLUSTER_PORTS=("$A" "$B")
 	wait_for 20 cluster_ready || { echo "# the cluster is not ready"; return 1; }
+	wait_for 10 acked "$A" || { echo "# the replica does not acknowledge"; return 1; }
 	ini "$T/failover-$n.ini" "$n" "mode = cluster" "address = 127.0.0.1:$A 127.0.0.1:$B"
 	gateway "$T/failover-$n.ini" "rlgate-failover-$n" || return 1
 
@@ -193,6 +212,7 @@ failover() {
 	redis-cli -p "$C" CLUSTER REPLICATE "$id" > /dev/null
 	CLUSTER_PORTS=("$B" "$C")
 	check "failover, replicas = $n: a new replica attached" wait_for 20 cluster_ready
+	check "failover, replicas = $n: and acknowledges" wait_for 10 acked "$B"
 	# The gateway's first call to the dead master may fail (on_error): warm
 	# it up on another rule until Redis decides again.
 	for i in $(seq 15); do
@@ -227,5 +247,23 @@ check "replicas = 1: --verify reports 2 admitted without a count" \
 is "replicas = 1: --verify --strict counts them: exit 1" 1 "$VS"
 check "replicas = 1: --strict finds the 7" grep -q "7 admitted" "$T/vs-1.txt"
 grep -i "violation\|admitted" "$T/vs-1.txt" | head -5 | sed 's/^/# /'
+
+# ---------------------------------------------------------------------------
+# 3. Under Sentinel: the WAIT goes to the master the Sentinels name.
+echo "# section 2: $SECONDS s"; SECONDS=0
+start_sentinel_set || { not_ok "the Sentinel set started"; finish; exit; }
+wait_for 10 acked "$SENTINEL_MASTER_PORT" || { not_ok "the Sentinel set's replica acknowledges"; finish; exit; }
+AUDIT_DB=$T/sentinel.db
+ini "$T/sentinel.ini" 1 "mode = sentinel" "master_name = mymaster" \
+	"address = $(printf '127.0.0.1:%s ' "${SENTINEL_PORTS[@]}")"
+gateway "$T/sentinel.ini" rlgate-sentinel || exit 1
+is "sentinel, replicas = 1: 2 admitted" "200 200" "$(codes a s 2)"
+is "sentinel: the replica holds them" 2 "$(redis-cli -p "$SENTINEL_REPLICA_PORT" HGET 'rl:{a:s}' count)"
+kill -STOP "${CLUSTER_PID[$SENTINEL_REPLICA_PORT]}"
+is "sentinel: replica stopped: on_error = allow admits" 200 "$(codes a s 1)"
+kill -CONT "${CLUSTER_PID[$SENTINEL_REPLICA_PORT]}"
+stop_gateway
+is "sentinel: audit" "limit/1/200 limit/1/200 redis_error/1/200" "$(reasons a s)"
+echo "# section 3: $SECONDS s"
 
 finish
