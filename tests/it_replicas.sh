@@ -116,6 +116,11 @@ wait_for 10 acked "$M" || { echo "# the replica does not acknowledge"; exit 1; }
 AUDIT_DB=$T/single.db
 ini "$T/single.ini" 1 "address = 127.0.0.1:$M"
 check "rlgate -t accepts replicas = 1" "$RLGATE" -t -c "$T/single.ini"
+ini "$T/two.ini" 2 "address = 127.0.0.1:$M"
+"$TOP/tests/tools/redis_call" -c "$T/two.ini" -P > "$T/probe.out" 2> "$T/probe.err"
+check "start-up probe, replicas = 2 with 1 connected: a warning (and no error)" \
+	grep -q "warn: redis 127.0.0.1:$M: 1 replica connected, but \[redis\] replicas = 2: until 2 are, every request counted there follows on_error" "$T/probe.err"
+is "the probe passes all the same" "probe OK" "$(cat "$T/probe.out")"
 gateway "$T/single.ini" rlgate-single || exit 1
 
 is "replica up: 3 admitted" "200 200 200" "$(codes a k 3)"
@@ -143,6 +148,8 @@ is "audit d:k: the 503 is a redis_error row" "redis_error/0/503" "$(reasons d k)
 is "audit a:full: 5 counted, the denials limit rows (also while stopped)" \
 	"limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/0/429 limit/0/429" \
 	"$(reasons a full)"
+check "replicas = 1 with 1 connected: no start-up warning" \
+	sh -c "! grep -q 'replica connected' '$T/rlgate-single.log'"
 is "logged once (rate-limited), naming the master" 1 \
 	"$(grep -c "redis 127.0.0.1:$M: 0 of 1 replicas acknowledged within 500 ms" "$T/rlgate-single.log")"
 "$REPORT" --verify "$AUDIT_DB" > "$T/v-single.txt"; rc=$?
