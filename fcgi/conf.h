@@ -39,6 +39,7 @@
 #define RLG_MAX_RULE_NAME	64	/* bytes */
 #define RLG_MAX_KEY_PREFIX	64	/* bytes of [redis] key_prefix */
 #define RLG_MAX_REDIS_ADDRESSES	32	/* in [redis] address */
+#define RLG_MAX_REPLICAS	16	/* [redis] replicas */
 
 enum rlg_algorithm {
 	RLG_FIXED_WINDOW,
@@ -178,6 +179,9 @@ struct conf {
 	long long		 redis_timeout_ms;
 	char			*key_prefix;
 	enum rlg_on_error	 on_error;	/* ALLOW or DENY */
+	int			 redis_replicas;	/* WAIT for this many
+						 * after each decision
+						 * call; 0: none */
 
 	/* [audit] */
 	char			*audit_database;	/* NULL = no audit */

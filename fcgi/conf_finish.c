@@ -171,6 +171,13 @@ finish_redis(struct loader *l)
 		conf_error(l, l->seen[K_DATABASE], "redis", "database", "is %d, but "
 		    "Redis Cluster has only database 0; remove it or set 0",
 		    c->redis_database);
+	/* WAIT gets half the timeout (redis.c), and WAIT 0 would block. */
+	if (c->redis_replicas > 0 && c->redis_timeout_ms < 2 &&
+	    l->state[K_TIMEOUT] != KS_BAD)
+		conf_error(l, l->seen[K_REPLICAS], "redis", "replicas", "is %d, "
+		    "but timeout is %lld ms: WAIT for replicas takes half the "
+		    "timeout; set timeout = 2ms or more", c->redis_replicas,
+		    c->redis_timeout_ms);
 }
 
 /* Checks between keys of [gateway], [redis], [audit], and that there is a

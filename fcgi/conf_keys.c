@@ -173,6 +173,8 @@ const struct key conf_keys[NKEYS] = {
 	    C(redis_master_name), 0, 0, NULL, NULL, 1 },
 	[K_SENTINEL_PASSWORD] = { S_REDIS, "sentinel_password", set_password,
 	    C(redis_sentinel_password), 0, 0, NULL, NULL, 1 },
+	[K_REPLICAS] = { S_REDIS, "replicas", set_int, C(redis_replicas),
+	    0, RLG_MAX_REPLICAS, NULL, NULL, 0 },
 
 	[K_AUDIT_DATABASE] = { S_AUDIT, "database", set_string,
 	    C(audit_database), 0, 0, NULL, NULL, 1 },

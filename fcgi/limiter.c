@@ -66,6 +66,8 @@ struct limiter {
 static atomic_llong	ignored_logged_ms;	/* last "ignored" line */
 static atomic_long	ignored_quiet;		/* ignored since, not logged */
 static atomic_llong	undo_logged_ms;		/* last failed-undo line */
+static atomic_llong	wait_logged_ms;		/* last unreplicated line */
+static atomic_long	wait_quiet;		/* unreplicated since */
 
 struct limiter *
 limiter_new(void)
@@ -394,6 +396,8 @@ build_decide(struct limiter *l, const struct conf *c,
 	call->argv = argv;
 	call->argvlen = alen;
 	call->node = -1;
+	/* It counts when it admits: [redis] replicas must hold that. */
+	call->wait = 1;
 	*a += k;
 }
 
@@ -411,15 +415,42 @@ is_str(const redisReply *r)
 }
 
 /*
+ * A call that counted on a master where fewer than [redis] replicas
+ * acknowledged in time: said once per QUIET_LOG_MS process-wide, and
+ * counted.
+ */
+static void
+unreplicated(struct limiter *l, const struct conf *c,
+    const struct redis_call *call, const struct limiter_request *rq,
+    const struct call_info *ci)
+{
+	long quiet = 0;
+
+	metrics_replica_timeout(l->metrics);
+	if (!may_log(&wait_logged_ms, &wait_quiet, &quiet))
+		return;
+	log_warn("rule %s: redis %s: %d of %d replicas acknowledged within "
+	    "%lld ms (WAIT); the request follows on_error, as when Redis "
+	    "cannot answer (%ld more not logged in the last %d s)",
+	    rq->m[l->rix[ci->first]].rule->name, redis_node_address(l->redis,
+	    call->node), call->acked < 0 ? 0 : call->acked, c->redis_replicas,
+	    c->redis_timeout_ms / 2, quiet, QUIET_LOG_MS / 1000);
+}
+
+/*
  * Reads the reply of call ci into its rules' verdicts (and the undo
  * strings into l->undo). Returns 0; -1 when the call failed (the Redis
  * layer logged and counted that); -2 when Redis answered with an error
- * (a bad argument) or with what the library does not give (logged here).
- * The verdicts of a call that did not return 0 stay unanswered.
+ * (a bad argument) or with what the library does not give (logged here);
+ * -3 when it counted the request but fewer than c's replicas acknowledged
+ * it (logged and counted here): a failover now could lose that count, so
+ * the decision does not stand (a denial wrote nothing and stands). The
+ * verdicts of a call that did not return 0 stay unanswered.
  */
 static int
-read_decide(struct limiter *l, const struct redis_call *call,
-    const struct call_info *ci, const struct limiter_request *rq)
+read_decide(struct limiter *l, const struct conf *c,
+    const struct redis_call *call, const struct call_info *ci,
+    const struct limiter_request *rq)
 {
 	const redisReply *rep = call->reply, *ri, *why, *undo;
 	const struct match *m;
@@ -454,6 +485,11 @@ read_decide(struct limiter *l, const struct redis_call *call,
 			goto bad;
 	}
 	counted = rep->element[0]->integer != 0;
+	if (counted && c->redis_replicas > 0 &&
+	    call->acked < c->redis_replicas) {
+		unreplicated(l, c, call, rq, ci);
+		return -3;
+	}
 	for (i = 0; i < ci->n; i++) {
 		j = l->rix[ci->first + i];
 		m = &rq->m[j];
@@ -561,6 +597,8 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 		argv[k] = u->str;
 		alen[k++] = u->len;
 	}
+	/* No WAIT: an undo a failover loses leaves a count behind, less
+	 * admitted, never more. */
 	memset(call, 0, sizeof(*call));
 	call->key = argv[3];
 	call->keylen = alen[3];
@@ -726,7 +764,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	/* The layer counts the round trip and the calls that failed. */
 	redis_run(l->redis, c, l->calls, ncalls);
 	for (k = 0; k < ncalls; k++) {
-		if ((e = read_decide(l, &l->calls[k], &l->info[k],
+		if ((e = read_decide(l, c, &l->calls[k], &l->info[k],
 		    &r[l->info[k].req])) == -2)
 			metrics_redis_error(l->metrics);
 		if (e != 0)

@@ -116,7 +116,13 @@ void		 limiter_set_metrics(struct limiter *l,
  * the same call, and its verdict carries the parameters used; an ignored
  * (invalid) override is logged, at most once per 10 s per process. A call
  * that failed (no answer, not sent, or an error reply) leaves its rules'
- * verdicts unanswered: the caller applies on_error. Returns 0 when every
+ * verdicts unanswered: the caller applies on_error. So does a call that
+ * counted its request on a master where, with [redis] replicas = N > 0,
+ * fewer than N replicas acknowledged it in time (WAIT after the call in
+ * the same pipeline): it stays counted there (less admitted, never more),
+ * is logged at most once per 10 s per process and counted in /metrics
+ * (rlgate_redis_replica_timeouts_total); a call that only denied wrote
+ * nothing and stands. Returns 0 when every
  * rule was answered or skipped, -1 otherwise. Not thread safe: one
  * limiter per event loop.
  */

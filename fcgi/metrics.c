@@ -45,7 +45,7 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
 #define MAX_PROCS	256	/* processes sharing */
 #endif
-#define TABLE_MAGIC	"rlgate metrics table 1"
+#define TABLE_MAGIC	"rlgate metrics table 2"
 
 struct metrics_worker {
 	atomic_int		 pid;		/* owner; 0: free (counts stay) */
@@ -53,6 +53,7 @@ struct metrics_worker {
 	atomic_int		 busy;
 	atomic_ullong		 requests;
 	atomic_ullong		 redis_errors;
+	atomic_ullong		 replica_timeouts;
 	atomic_ullong		 lat_bucket[NBOUNDS + 1];	/* last: +Inf */
 	atomic_ullong		 lat_sum_us;
 	atomic_ullong		 lat_count;
@@ -594,6 +595,13 @@ metrics_redis_error(struct metrics_worker *w)
 		bump(&w->redis_errors, 1);
 }
 
+void
+metrics_replica_timeout(struct metrics_worker *w)
+{
+	if (w != NULL)
+		bump(&w->replica_timeouts, 1);
+}
+
 /* Slots a scrape reads: every one ever taken. */
 static int
 nworkers(void)
@@ -710,6 +718,7 @@ size_t
 metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 {
 	unsigned long long requests = 0, errors = 0, lat[NBOUNDS + 1] = { 0 };
+	unsigned long long unreplicated = 0;
 	unsigned long long sum_us = 0, lat_count = 0, cum, v;
 	struct out o = { out, 0, outlen };
 	struct metrics_worker *w;
@@ -722,6 +731,7 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 		w = &table->workers[i];
 		requests += get(&w->requests);
 		errors += get(&w->redis_errors);
+		unreplicated += get(&w->replica_timeouts);
 		for (b = 0; b <= NBOUNDS; b++)
 			lat[b] += get(&w->lat_bucket[b]);
 		sum_us += get(&w->lat_sum_us);
@@ -758,6 +768,10 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	metric(&o, "rlgate_redis_errors_total", "counter",
 	    "Calls to Redis that failed: connect, timeout, error reply.",
 	    (long long)errors);
+	metric(&o, "rlgate_redis_replica_timeouts_total", "counter",
+	    "Decision calls that counted on a master where fewer than "
+	    "[redis] replicas acknowledged in time (WAIT); their rules "
+	    "followed on_error.", (long long)unreplicated);
 	header(&o, "rlgate_redis_latency_seconds", "histogram",
 	    "Round trip of one pipelined decision call to Redis.");
 	for (b = 0, cum = 0; b < NBOUNDS; b++) {

@@ -82,6 +82,10 @@ void	 metrics_redis_latency(struct metrics_worker *w, long long us);
 /* One call to Redis that failed (connect, timeout, error reply). */
 void	 metrics_redis_error(struct metrics_worker *w);
 
+/* One decision call that counted on a master where fewer than [redis]
+ * replicas acknowledged it in time (its rules followed on_error). */
+void	 metrics_replica_timeout(struct metrics_worker *w);
+
 /* What the process knows beyond the counters, for a scrape. */
 struct redis_health;
 struct metrics_process {

@@ -27,10 +27,11 @@
 #define MAX_ROUNDS		16	/* round trips per run, all causes */
 #define TRYAGAIN_PAUSE_MS	10
 
-/* A reply a node owes this round: a call's, or ASKING's or FUNCTION
- * LOAD's. */
+/* A reply a node owes this round: a call's, or ASKING's, FUNCTION
+ * LOAD's or WAIT's. */
 #define ENT_ASKING	(-1)
 #define ENT_LOAD	(-2)
+#define ENT_WAIT	(-3)
 struct entry {
 	int		 call;
 	int		 next;
@@ -92,12 +93,14 @@ redis_node_address(const struct redis *r, int i)
 	return i >= 0 && i < r->nnodes ? r->nodes[i]->addr : "";
 }
 
-/* Room for n calls' state and their entries (each call may bring ASKING,
- * each node a FUNCTION LOAD). */
+/* Room for n calls' state and their entries in a round: each call and
+ * its ASKING, a WAIT per node with calls (at most n), a FUNCTION LOAD per
+ * node that asked for it (one known now, or one a redirect found: at most
+ * n more). */
 static int
 room(struct redis *r, size_t n)
 {
-	size_t ne = 2 * n + (size_t)r->nnodes + 1;
+	size_t ne = 4 * n + (size_t)r->nnodes + 1;
 
 	if (n > r->pendcap) {
 		struct pend *p = reallocarray(r->pend, n, sizeof(*p));
@@ -163,6 +166,8 @@ ent_add(struct redis *r, int k, int call)
 		r->ent[nd->tail].next = e;
 	else
 		nd->head = e;
+	if (nd->first < 0)
+		nd->first = e;
 	nd->tail = e;
 	nd->busy = 1;
 }
@@ -342,6 +347,25 @@ again:
 	*again = 1;
 }
 
+/*
+ * WAIT's reply on node nd: how many replicas hold every write of the
+ * round's pipeline, for each call of the round that asked (the entries
+ * read stay linked from nd->first). A call that goes again this run gets
+ * the number of its next round instead.
+ */
+static void
+wait_done(struct redis *r, struct redis_call *calls, struct node *nd,
+    redisReply *rep)
+{
+	int e, acked = rep->type == REDIS_REPLY_INTEGER &&
+	    rep->integer >= 0 && rep->integer < 1000 ? (int)rep->integer : -1;
+
+	for (e = nd->first; e >= 0; e = r->ent[e].next)
+		if (r->ent[e].call >= 0 && calls[r->ent[e].call].wait)
+			calls[r->ent[e].call].acked = acked;
+	freeReplyObject(rep);
+}
+
 /* Writes node k's pipeline. 0, or -1 (the node failed). */
 static int
 flush(struct node *nd)
@@ -449,6 +473,8 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 					freeReplyObject(rep);
 				else if (r->ent[e].call == ENT_LOAD)
 					load_done(nd, rep);
+				else if (r->ent[e].call == ENT_WAIT)
+					wait_done(r, calls, nd, rep);
 				else {
 					struct redis_call *cl =
 					    &calls[r->ent[e].call];
@@ -466,7 +492,8 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 }
 
 static void
-append(struct redis *r, int k, struct redis_call *call, int i)
+append(struct redis *r, const struct conf *c, int k, struct redis_call *call,
+    int i)
 {
 	struct node *nd = r->nodes[k];
 
@@ -487,6 +514,24 @@ append(struct redis *r, int k, struct redis_call *call, int i)
 	    call->argvlen);
 	ent_add(r, k, i);
 	call->node = k;
+	call->acked = -1;
+	if (call->wait && c->redis_replicas > 0)
+		nd->wait = 1;
+}
+
+/* WAIT last on each node whose pipeline may write: one per node and
+ * round, as WAIT covers every write its connection made before it. */
+static void
+append_waits(struct redis *r)
+{
+	const char *argv[3] = { "WAIT", r->wait_n, r->wait_ms };
+	int k;
+
+	for (k = 0; k < r->nnodes; k++)
+		if (r->nodes[k]->busy && r->nodes[k]->wait) {
+			redisAppendCommandArgv(r->nodes[k]->ctx, 3, argv, NULL);
+			ent_add(r, k, ENT_WAIT);
+		}
 }
 
 /* Routes and connects every call not done yet (pend's node); returns how
@@ -542,9 +587,17 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		calls[i].reply = NULL;
 		calls[i].status = RLG_CALL_UNSENT;
 		calls[i].node = -1;
+		calls[i].acked = -1;
 	}
 	if (n == 0)
 		return 0;
+	/* Half the timeout: WAIT answers (0 acknowledged, at worst) while
+	 * the round still waits for it; conf makes it 1 ms at least. */
+	if (c->redis_replicas > 0) {
+		snprintf(r->wait_n, sizeof(r->wait_n), "%d", c->redis_replicas);
+		snprintf(r->wait_ms, sizeof(r->wait_ms), "%lld",
+		    c->redis_timeout_ms / 2);
+	}
 	if (redis_deploy_prepare(r, c) == -1 || room(r, n) == -1)
 		return all_unsent(r, calls, n, NULL);
 	memset(r->pend, 0, n * sizeof(*r->pend));
@@ -567,7 +620,8 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		r->nent = 0;
 		for (k = 0; k < r->nnodes; k++) {
 			r->nodes[k]->head = r->nodes[k]->tail = -1;
-			r->nodes[k]->busy = 0;
+			r->nodes[k]->first = -1;
+			r->nodes[k]->busy = r->nodes[k]->wait = 0;
 		}
 		if (route_all(r, c, calls, n) > 0 && !looked &&
 		    c->redis_mode != RLG_REDIS_SINGLE &&
@@ -606,8 +660,9 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 				metrics_redis_error(r->metrics);
 				continue;
 			}
-			append(r, k, &calls[i], (int)i);
+			append(r, c, k, &calls[i], (int)i);
 		}
+		append_waits(r);
 		for (k = 0; k < r->nnodes; k++)
 			if (r->nodes[k]->busy && flush(r->nodes[k]) == -1) {
 				redis_conn_ctx_why(r->nodes[k]->ctx,

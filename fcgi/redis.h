@@ -50,6 +50,12 @@ struct redis_call {
 	int		 argc;	/* the command, borrowed during redis_run() */
 	const char	**argv;
 	const size_t	*argvlen;
+	int		 wait;	/* 1: it may write; with [redis] replicas
+				 * > 0 a WAIT follows it on its node, in the
+				 * same pipeline (one per node and round
+				 * trip, after the last such call: WAIT
+				 * covers every earlier write of its
+				 * connection) */
 	/* out: */
 	struct redisReply *reply;	/* the caller frees it
 				 * (freeReplyObject(), which takes NULL); may
@@ -58,6 +64,11 @@ struct redis_call {
 	enum rlg_call_status status;
 	int		 node;	/* the node it went to (redis_node_address()),
 				 * or -1 */
+	int		 acked;	/* wait set and [redis] replicas > 0: how
+				 * many replicas acknowledged the WAIT after
+				 * its answer (WAIT's reply); -1 when that
+				 * WAIT got no number (no answer in time, an
+				 * error) or none was sent */
 };
 
 /*
@@ -71,7 +82,11 @@ struct redis_call {
  * REPLACE: other versions' libraries stay; "already exists" is success;
  * in the same pipeline) and runs that call once more: that reply means
  * it did not run. A call that timed out or lost its
- * connection is never sent again. Follows a Sentinel failover
+ * connection is never sent again. With [redis] replicas = N > 0, each
+ * node whose pipeline holds a call with wait set gets WAIT N T after it,
+ * T half of c's timeout (so that WAIT answers within the round's
+ * timeout, and never blocks as WAIT 0 would): its reply fills those
+ * calls' acked; the layer does not judge it. Follows a Sentinel failover
  * (+switch-master, a lost connection, READONLY). A call whose node cannot
  * be reached before sending (it did not run) is routed again after the
  * slot map is read (the master asked for) once more in the same run, at

@@ -429,7 +429,7 @@ redis_conn_node_get(struct redis *r, const char *host, int port)
 	nd->port = port;
 	format_address(nd->addr, sizeof(nd->addr), host, port);
 	nd->h = redis_conn_health_get(nd->addr);
-	nd->head = nd->tail = -1;
+	nd->head = nd->tail = nd->first = -1;
 	return r->nnodes++;
 }
 

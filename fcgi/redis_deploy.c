@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "clock.h"
+#include "log.h"
 #include "metrics.h"
 #include "redis_int.h"
 #include "sentinel.h"
@@ -555,6 +556,32 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 	return ctx;
 }
 
+/*
+ * [redis] replicas: says (a warning, not an error: replicas may attach
+ * later) when the master at addr has fewer replicas connected, by ROLE:
+ * until it has them, every admission there follows on_error.
+ */
+static void
+probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
+{
+	const char *argv[1] = { "ROLE" };
+	redisReply *rep = NULL;
+	char why[256];
+	size_t n;
+
+	if (c->redis_replicas == 0 || redis_conn_command(ctx,
+	    c->redis_timeout_ms, &rep, why, sizeof(why), 1, argv) == -1)
+		return;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
+	    rep->element[2]->type == REDIS_REPLY_ARRAY &&
+	    (n = rep->element[2]->elements) < (size_t)c->redis_replicas)
+		log_warn("redis %s: %zu replica%s connected, but [redis] "
+		    "replicas = %d: until %d are, every request counted there "
+		    "follows on_error", addr, n, n == 1 ? "" : "s",
+		    c->redis_replicas, c->redis_replicas);
+	freeReplyObject(rep);
+}
+
 int
 redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 {
@@ -575,6 +602,12 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			return -1;
 		rc = redis_conn_load_library(ctx, c->redis_timeout_ms,
 		    c->key_prefix, errbuf, errlen);
+		if (rc == 0) {
+			if (c->redis_mode == RLG_REDIS_SENTINEL)
+				snprintf(why, sizeof(why), "%s:%d", host, port);
+			probe_replicas(c, ctx, c->redis_mode ==
+			    RLG_REDIS_SINGLE ? c->redis_address : why);
+		}
 		redisFree(ctx);
 		return rc;
 	}
@@ -596,7 +629,8 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		    c->key_prefix, why, sizeof(why)) == -1) {
 			tried(list, sizeof(list), r->nodes[k]->addr, why);
 			rc = -1;
-		}
+		} else
+			probe_replicas(c, ctx, r->nodes[k]->addr);
 		if (ctx != NULL)
 			redisFree(ctx);
 	}

@@ -49,6 +49,8 @@ struct node {
 	struct health	*h;
 	/* One run's round: the replies expected, in order. */
 	int		 head, tail;	/* into r->ent, -1: none */
+	int		 first;		/* the round's first entry, -1: none */
+	int		 wait;		/* a WAIT goes last, this round */
 	int		 load;		/* FUNCTION LOAD goes first */
 	int		 loaded;	/* it went, this run */
 	int		 checked;	/* its connection, this run */
@@ -80,6 +82,8 @@ struct redis {
 	size_t		 pendcap;
 	struct entry	*ent;
 	int		 nent, capent;
+	char		 wait_n[16];	/* WAIT's arguments, for the run */
+	char		 wait_ms[24];
 	struct pollfd	*pfd;
 	int		*pfdnode;
 	int		 cappfd;

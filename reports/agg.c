@@ -17,6 +17,7 @@ struct cell {
 	int64_t		 start_ms;
 	int64_t		 allowed;
 	int64_t		 denied;
+	int64_t		 unchecked;
 };
 
 struct cells {
@@ -79,7 +80,7 @@ cells_get(struct cells *c, uint32_t sid, int64_t start_ms)
 		c->v = v;
 		c->vcap = vcap;
 	}
-	c->v[c->n] = (struct cell){ sid, start_ms, 0, 0 };
+	c->v[c->n] = (struct cell){ sid, start_ms, 0, 0, 0 };
 	c->slots[i] = (uint32_t)c->n + 1;
 	return &c->v[c->n++];
 }
@@ -130,14 +131,17 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 	struct db_str rb = { 0 }, kb = { 0 };
 	int rc, ret = -1;
 
-	if ((st = db_select(d, f, a->by_key ? "ts_ms, allowed, rule, key" :
-	    "ts_ms, allowed, rule", "1", err, errlen)) == NULL)
+	/* Column 2: admitted without a count (Redis did not decide it). */
+	if ((st = db_select(d, f, a->by_key ? "ts_ms, allowed, "
+	    "reason = 'redis_error', rule, key" : "ts_ms, allowed, "
+	    "reason = 'redis_error', rule", "1", err, errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t ts = sqlite3_column_int64(st, 0);
 		int allowed = sqlite3_column_int(st, 1) != 0;
-		const char *rule = db_column_str(st, 2, &rb);
-		const char *key = a->by_key ? db_column_str(st, 3, &kb) : NULL;
+		int unchecked = allowed && sqlite3_column_int(st, 2) != 0;
+		const char *rule = db_column_str(st, 3, &rb);
+		const char *key = a->by_key ? db_column_str(st, 4, &kb) : NULL;
 		int64_t start = window_start(ts, a->width_ms);
 
 		/* Rows of one rule (and key) come in runs: skip the hash then. */
@@ -158,6 +162,7 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 			last->allowed++;
 		else
 			last->denied++;
+		last->unchecked += unchecked;
 		if (a->rows == 0 || ts < a->first_ms)
 			a->first_ms = ts;
 		if (a->rows == 0 || ts > a->last_ms)
@@ -312,9 +317,12 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 			goto oom;
 		for (size_t c = k; c < j; c++) {
 			s->wins[s->nwins++] = (struct win){ cells.v[c].start_ms,
-			    cells.v[c].allowed, cells.v[c].denied };
+			    cells.v[c].allowed, cells.v[c].denied,
+			    cells.v[c].unchecked };
 			s->allowed += cells.v[c].allowed;
 			s->denied += cells.v[c].denied;
+			s->unchecked += cells.v[c].unchecked;
+			a->unchecked += cells.v[c].unchecked;
 		}
 	}
 	qsort(a->series, a->nseries, sizeof(*a->series), cmp_series);

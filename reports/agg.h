@@ -2,7 +2,8 @@
  * agg: per-window throughput. One streaming pass over the decisions of all
  * databases (narrowed by the filter, through the indexes when a rule or a
  * time range is given) counts allowed and denied decisions per series and
- * window. A series is one rule, or one (rule, key) when by_key is set.
+ * window, and among the allowed ones those no limit checked (reason
+ * redis_error: admitted by on_error = allow, counted nowhere). A series is one rule, or one (rule, key) when by_key is set.
  */
 #ifndef RLG_REPORT_AGG_H
 #define RLG_REPORT_AGG_H
@@ -14,8 +15,11 @@
 
 struct win {
 	int64_t		 start_ms;	/* aligned to the report's width */
-	int64_t		 allowed;
+	int64_t		 allowed;	/* unchecked included */
 	int64_t		 denied;
+	int64_t		 unchecked;	/* admitted without a count: reason
+					 * redis_error, allowed (on_error =
+					 * allow) */
 };
 
 /* The rule's parameters as stored in its latest row (-1: not stored). */
@@ -35,6 +39,7 @@ struct series {
 	size_t		 nwins;
 	int64_t		 allowed;
 	int64_t		 denied;
+	int64_t		 unchecked;
 };
 
 struct agg {
@@ -43,6 +48,7 @@ struct agg {
 	struct series	*series;	/* sorted by rule, then key */
 	size_t		 nseries;
 	int64_t		 rows;		/* decisions counted */
+	int64_t		 unchecked;	/* admitted without a count, all series */
 	int64_t		 first_ms;	/* earliest and latest ts_ms counted */
 	int64_t		 last_ms;
 };

@@ -35,6 +35,7 @@
 #define COLOR_DENIED	"#c62828"
 #define COLOR_LIMIT	"#1565c0"
 #define COLOR_VIOL	"#ef6c00"
+#define COLOR_UNCHECKED	"#f9a825"
 
 static void
 page_start(FILE *fp, const char *title)
@@ -58,6 +59,8 @@ page_start(FILE *fp, const char *title)
 	    "svg .axis { stroke: #8c959f; stroke-width: 1; }\n"
 	    "svg .allowed { fill: " COLOR_ALLOWED "; }\n"
 	    "svg .denied { fill: " COLOR_DENIED "; }\n"
+	    "svg .unchecked { fill: " COLOR_UNCHECKED "; }\n"
+	    "p.unchecked { color: #8d6e00; }\n"
 	    "svg .limit { stroke: " COLOR_LIMIT "; stroke-width: 2; stroke-dasharray: 6 4; fill: none; }\n"
 	    "svg .bar:hover rect { opacity: 0.75; }\n"
 	    "svg .vband { fill: " COLOR_VIOL "; fill-opacity: 0.16; }\n"
@@ -120,6 +123,7 @@ struct bar {
 	int64_t		 start;
 	int64_t		 allowed;
 	int64_t		 denied;
+	int64_t		 unchecked;	/* of allowed: no limit counted them */
 };
 
 /* A run of windows [from, to) holding n violations. */
@@ -236,9 +240,10 @@ marks_of(const struct series *s, const struct verify *v, int64_t bin, size_t *n)
 	return m;
 }
 
-/* The legend; limit: the limit line's label, or NULL when none is drawn. */
+/* The legend; limit: the limit line's label, or NULL when none is drawn;
+ * unchecked: the chart shows admissions without a count. */
 static void
-legend(FILE *fp, const char *limit, int viol)
+legend(FILE *fp, const char *limit, int viol, int unchecked)
 {
 	int x = 0;
 
@@ -253,6 +258,12 @@ legend(FILE *fp, const char *limit, int viol)
 		fprintf(fp, "<line class=\"limit\" x1=\"%d\" x2=\"%d\" y1=\"6\" y2=\"6\"/>"
 		    "<text x=\"%d\" y=\"10\">%s</text>", x, x + 30, x + 36, limit);
 		x += 50 + 7 * (int)strlen(limit);
+	}
+	if (unchecked) {
+		fprintf(fp, "<rect class=\"unchecked\" x=\"%d\" y=\"0\" width=\"12\" "
+		    "height=\"12\"/><text x=\"%d\" y=\"10\">admitted without a count"
+		    "</text>", x, x + 18);
+		x += 190;
 	}
 	if (viol)
 		fprintf(fp, "<rect class=\"vband\" x=\"%d\" y=\"0\" width=\"12\" height=\"12\"/>"
@@ -285,9 +296,10 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 		int64_t b = window_start(s->wins[k].start_ms, bin);
 
 		if (nbars == 0 || bars[nbars - 1].start != b)
-			bars[nbars++] = (struct bar){ b, 0, 0 };
+			bars[nbars++] = (struct bar){ b, 0, 0, 0 };
 		bars[nbars - 1].allowed += s->wins[k].allowed;
 		bars[nbars - 1].denied += s->wins[k].denied;
+		bars[nbars - 1].unchecked += s->wins[k].unchecked;
 	}
 	t0 = bars[0].start;
 	t1v = bars[nbars - 1].start + bin;
@@ -326,6 +338,12 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 		fprintf(fp, "; each bar sums %" PRId64 " windows (%s)", bin / width_ms,
 		    window_format_duration(bin, bw, sizeof(bw)));
 	fputs("</p>\n", fp);
+	if (s->unchecked > 0)
+		fprintf(fp, "<p class=\"unchecked\">%" PRId64 " of the admitted without "
+		    "a count (reason redis_error: Redis did not decide, on_error = allow "
+		    "admitted)%s</p>\n", s->unchecked, v == NULL ? "" : v->strict ?
+		    "; --verify --strict replayed them as admitted" :
+		    "; --verify did not check them against the limit (--strict does)");
 	if (v != NULL && s->rule != NULL) {
 		if (nviol > 0)
 			fprintf(fp, "<p class=\"viol\">--verify: %" PRId64 " violation%s of the "
@@ -413,10 +431,14 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 			wpx = 80;
 		}
 		fprintf(fp, "<g class=\"bar\" data-start=\"%s\" data-allowed=\"%" PRId64
-		    "\" data-denied=\"%" PRId64 "\"><title>%s: %" PRId64 " admitted, %"
-		    PRId64 " denied</title>", window_format_time(b->start, tl), b->allowed,
-		    b->denied, tl, b->allowed, b->denied);
+		    "\" data-denied=\"%" PRId64 "\" data-unchecked=\"%" PRId64 "\"><title>"
+		    "%s: %" PRId64 " admitted (%" PRId64 " without a count), %" PRId64
+		    " denied</title>", window_format_time(b->start, tl), b->allowed,
+		    b->denied, b->unchecked, tl, b->allowed, b->unchecked, b->denied);
 		bar_rect(fp, &pa, "allowed", x, wpx, b->allowed);
+		/* The admitted without a count: the bar's lower part. */
+		if (b->unchecked > 0)
+			bar_rect(fp, &pa, "unchecked", x, wpx, b->unchecked);
 		bar_rect(fp, &pd, "denied", x, wpx, b->denied);
 		/* Room for its numbers: each bar says them. */
 		snprintf(na, sizeof(na), "%" PRId64, b->allowed);
@@ -441,7 +463,7 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 		    "y2=\"%.2f\"/>\n", PAD_L, PAD_L + PLOT_W, y, y);
 		snprintf(lab, sizeof(lab), "limit %g per %s", limit_y, bw);
 	}
-	legend(fp, limit_y >= 0 ? lab : NULL, nmarks > 0);
+	legend(fp, limit_y >= 0 ? lab : NULL, nmarks > 0, s->unchecked > 0);
 	fputs("</svg>\n</section>\n", fp);
 	free(marks);
 	free(bars);
@@ -504,6 +526,12 @@ html_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		fprintf(fp, "<p class=\"ok\">--verify: every limit held (%" PRId64 " admitted "
 		    "decisions of %" PRId64 " keys replayed).</p>\n", m->verify->admitted,
 		    m->verify->keys);
+	if (m->verify != NULL && m->verify->unchecked > 0)
+		fprintf(fp, "<p class=\"unchecked\">--verify: %" PRId64 " request%s "
+		    "admitted without a count (reason redis_error, on_error = allow) %s"
+		    "</p>\n", m->verify->unchecked, m->verify->unchecked == 1 ? "" : "s",
+		    m->verify->strict ? "replayed as admitted (--strict)" :
+		    "not checked against any limit; --strict counts them");
 	if (hidden > 0)
 		fprintf(fp, "<p class=\"sub\">%" PRId64 " decision%s no rule applied to "
 		    "(not limited) are not charted; --unmatched shows them.</p>\n",

@@ -29,7 +29,8 @@ static void
 usage(FILE *f)
 {
 	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
-	    "                     [-f text|csv|json|html] [-o FILE] [--verify [-p DUR]]\n"
+	    "                     [-f text|csv|json|html] [-o FILE]\n"
+	    "                     [--verify [-p DUR] [--strict]]\n"
 	    "                     [--unmatched] [--top N] AUDIT.db|DIR|'GLOB' ...\n"
 	    "  -w DUR       window width: 1ms, 250ms, 1s, 1m, 1h, 1d (default 1s)\n"
 	    "  -r RULE      only this rule; one series per key\n"
@@ -41,6 +42,8 @@ usage(FILE *f)
 	    "  --verify     replay admitted decisions against each algorithm's promise;\n"
 	    "               exit 1 when any violation is found; with -f html, the\n"
 	    "               charts with each violation marked\n"
+	    "  --strict     --verify: replay the requests admitted without a count\n"
+	    "               (reason redis_error, on_error = allow) as admissions too\n"
 	    "  --unmatched  html: chart the requests no rule applied to as well\n"
 	    "  -p DUR       sliding_window block width for --verify (default: inferred)\n"
 	    "  --top N      the N keys with the most denials and their deny ratio\n"
@@ -88,7 +91,8 @@ parse_time_opt(const char *opt, const char *s)
 	return ms;
 }
 
-enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP, OPT_UNMATCHED };
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP, OPT_UNMATCHED,
+	OPT_STRICT };
 
 int
 main(int argc, char **argv)
@@ -97,6 +101,7 @@ main(int argc, char **argv)
 		{ "since", required_argument, NULL, OPT_SINCE },
 		{ "until", required_argument, NULL, OPT_UNTIL },
 		{ "verify", no_argument, NULL, OPT_VERIFY },
+		{ "strict", no_argument, NULL, OPT_STRICT },
 		{ "top", required_argument, NULL, OPT_TOP },
 		{ "unmatched", no_argument, NULL, OPT_UNMATCHED },
 		{ "precision", required_argument, NULL, 'p' },
@@ -115,7 +120,7 @@ main(int argc, char **argv)
 	enum out_format fmt = OUT_TEXT;
 	int64_t width_ms = 1000, precision_ms = 0;
 	long long top_n = 0;
-	int verify = 0, unmatched = 0, direct = 0, ch, status = 0, rc;
+	int verify = 0, strict = 0, unmatched = 0, direct = 0, ch, status = 0, rc;
 	const char *outpath = NULL, *errstr;
 	char err[512], tmppath[4096] = "", **paths;
 	size_t npaths;
@@ -160,6 +165,9 @@ main(int argc, char **argv)
 		case OPT_VERIFY:
 			verify = 1;
 			break;
+		case OPT_STRICT:
+			strict = 1;
+			break;
 		case OPT_UNMATCHED:
 			unmatched = 1;
 			break;
@@ -194,6 +202,8 @@ main(int argc, char **argv)
 		die("--since must be before --until");
 	if (precision_ms > 0 && !verify)
 		die("-p only applies to --verify");
+	if (strict && !verify)
+		die("--strict only applies to --verify");
 
 	if (db_expand(argv + optind, (size_t)(argc - optind), &paths, &npaths, err,
 	    sizeof(err)) == -1)
@@ -241,7 +251,8 @@ main(int argc, char **argv)
 		struct verify v = { 0 };
 		struct agg a = { 0 };
 
-		if (verify_run(&v, &dbs, &f, precision_ms, err, sizeof(err)) == -1 ||
+		if (verify_run(&v, &dbs, &f, precision_ms, strict, err,
+		    sizeof(err)) == -1 ||
 		    agg_run(&a, &dbs, &f, width_ms, f.rule != NULL || f.key != NULL, err,
 		    sizeof(err)) == -1) {
 			verify_free(&v);
@@ -256,7 +267,8 @@ main(int argc, char **argv)
 	} else if (verify) {
 		struct verify v = { 0 };
 
-		if (verify_run(&v, &dbs, &f, precision_ms, err, sizeof(err)) == -1)
+		if (verify_run(&v, &dbs, &f, precision_ms, strict, err,
+		    sizeof(err)) == -1)
 			goto fail_err;
 		rc = out_verify(out, fmt, &v, &meta);
 		status = v.nv > 0 ? EXIT_VIOLATION : 0;

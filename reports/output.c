@@ -306,7 +306,7 @@ text_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		const struct series *s = &a->series[i];
 		char title[512], params[160], t[RLG_TIME_LEN], total[48];
 		int64_t max = 0;
-		int wa, wd, wt, wr;
+		int wa, wd, wt, wr, wu;
 
 		for (size_t k = 0; k < s->nwins; k++)
 			if (s->wins[k].allowed + s->wins[k].denied > max)
@@ -316,11 +316,17 @@ text_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		wt = ndigits(s->allowed + s->denied) > 5 ? ndigits(s->allowed + s->denied) : 5;
 		wr = ndigits((int64_t)agg_per_second(max, a->width_ms)) + 2;
 		wr = wr > 9 ? wr : 9;
+		/* Admitted without a count: a column only where there are some. */
+		wu = s->unchecked == 0 ? 0 : ndigits(s->unchecked) > 9 ?
+		    ndigits(s->unchecked) : 9;
 		out_params(&s->params, params, sizeof(params));
 		fprintf(fp, "\n%s%s%s%s\n", out_series_title(s, title, sizeof(title)),
 		    params[0] ? " (" : "", params, params[0] ? ")" : "");
-		fprintf(fp, "%-23s  %*s  %*s  %*s  %*s\n", "window (UTC)", wa, "allowed",
+		fprintf(fp, "%-23s  %*s  %*s  %*s  %*s", "window (UTC)", wa, "allowed",
 		    wd, "denied", wt, "total", wr, "allowed/s");
+		if (wu > 0)
+			fprintf(fp, "  %*s", wu, "unchecked");
+		fputc('\n', fp);
 		for (size_t k = 0; k < s->nwins; k++) {
 			const struct win *w = &s->wins[k];
 
@@ -328,14 +334,25 @@ text_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 			    window_format_time(w->start_ms, t), wa, w->allowed, wd, w->denied,
 			    wt, w->allowed + w->denied, wr,
 			    agg_per_second(w->allowed, a->width_ms));
+			if (wu > 0)
+				fprintf(fp, "  %*" PRId64, wu, w->unchecked);
 			text_bar(fp, w->allowed, w->denied, max);
 			fputc('\n', fp);
 		}
 		snprintf(total, sizeof(total), "total, %zu window%s", s->nwins,
 		    s->nwins == 1 ? "" : "s");
-		fprintf(fp, "%-23s  %*" PRId64 "  %*" PRId64 "  %*" PRId64 "\n", total,
+		fprintf(fp, "%-23s  %*" PRId64 "  %*" PRId64 "  %*" PRId64, total,
 		    wa, s->allowed, wd, s->denied, wt, s->allowed + s->denied);
+		if (wu > 0)
+			fprintf(fp, "  %*s  %*" PRId64, wr, "", wu, s->unchecked);
+		fputc('\n', fp);
 	}
+	if (a->unchecked > 0)
+		fprintf(fp, "\nnote: %" PRId64 " of the allowed request%s %s admitted "
+		    "without a count (\"unchecked\": reason redis_error, Redis did not "
+		    "decide and on_error = allow admitted; no limit counted %s)\n",
+		    a->unchecked, a->unchecked == 1 ? "" : "s", a->unchecked == 1 ?
+		    "was" : "were", a->unchecked == 1 ? "it" : "them");
 }
 
 static void
@@ -472,11 +489,24 @@ text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		const struct verify_rule *r = &v->rules[i];
 
 		fprintf(fp, "%-4s rule %s (%s): %" PRId64 " key%s, %" PRId64 " admitted, %"
-		    PRId64 " violation%s\n", r->violations ? "FAIL" : "ok",
+		    PRId64 " violation%s, %" PRId64 " admitted without a count%s\n",
+		    r->violations ? "FAIL" : "ok",
 		    out_text(r->rule, rule, sizeof(rule)),
 		    rule_params(r, params, sizeof(params)), r->keys, r->keys == 1 ? "" : "s",
-		    r->admitted, r->violations, r->violations == 1 ? "" : "s");
+		    r->admitted, r->violations, r->violations == 1 ? "" : "s",
+		    r->unchecked, r->unchecked == 0 ? "" : v->strict ?
+		    " (replayed: --strict)" : " (not replayed)");
 	}
+	if (v->unchecked > 0 && !v->strict)
+		fprintf(fp, "note: %" PRId64 " request%s admitted without a count (reason "
+		    "redis_error: Redis did not decide, on_error = allow admitted) "
+		    "%s not checked against any limit; --strict counts them\n",
+		    v->unchecked, v->unchecked == 1 ? "" : "s",
+		    v->unchecked == 1 ? "is" : "are");
+	else if (v->unchecked > 0)
+		fprintf(fp, "note: --strict: %" PRId64 " request%s admitted without a "
+		    "count (reason redis_error) replayed as admitted\n", v->unchecked,
+		    v->unchecked == 1 ? "" : "s");
 	if (v->skipped > 0)
 		fprintf(fp, "note: %" PRId64 " admitted decision%s without usable rule "
 		    "parameters not replayed\n", v->skipped, v->skipped == 1 ? "" : "s");
@@ -528,8 +558,10 @@ json_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 
 	fprintf(fp, "{\n  \"ok\": %s,\n  \"databases\": %zu,\n  \"keys\": %" PRId64
 	    ",\n  \"admitted\": %" PRId64 ",\n  \"skipped\": %" PRId64
+	    ",\n  \"unchecked\": %" PRId64 ",\n  \"strict\": %s"
 	    ",\n  \"approximate\": %s,\n  \"rules\": [", v->nv == 0 ? "true" : "false",
-	    m->dbs->n, v->keys, v->admitted, v->skipped, v->approximate ? "true" : "false");
+	    m->dbs->n, v->keys, v->admitted, v->skipped, v->unchecked,
+	    v->strict ? "true" : "false", v->approximate ? "true" : "false");
 	for (size_t i = 0; i < v->nrules; i++) {
 		const struct verify_rule *r = &v->rules[i];
 
@@ -544,7 +576,8 @@ json_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		else
 			fputs("null", fp);
 		fprintf(fp, ", \"keys\": %" PRId64 ", \"admitted\": %" PRId64
-		    ", \"violations\": %" PRId64 "}", r->keys, r->admitted, r->violations);
+		    ", \"violations\": %" PRId64 ", \"unchecked\": %" PRId64 "}",
+		    r->keys, r->admitted, r->violations, r->unchecked);
 	}
 	fputs("\n  ],\n  \"violations\": [", fp);
 	for (size_t i = 0; i < v->nv; i++) {

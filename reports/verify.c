@@ -37,6 +37,7 @@ struct pinfo {
 	int64_t		 precision_ms;
 	const char	*precision_from;
 	int64_t		 keys, admitted, violations;
+	int64_t		 unchecked;	/* redis_error rows admitted, in range */
 	uint32_t	 last_kid;
 	int64_t		 retry_gcd;	/* sliding_window: gcd of denials' retry times */
 };
@@ -76,6 +77,7 @@ struct ctx {
 	struct verify	*v;
 	struct priv	*p;
 	const struct filter *f;
+	int		 strict;	/* unchecked admissions replayed too */
 	size_t		 vcap;
 	int		 oom;
 };
@@ -832,9 +834,13 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	/* The whole history: a window or a bucket may start before --since. */
 	f.since_ms = INT64_MIN;
 	f.until_ms = INT64_MAX;
+	/* Admitted by on_error = allow (reason redis_error): counted by no
+	 * limit. Counted here; replayed as admissions only with --strict. */
 	if ((st = db_select(d, &f, "rule, key, algorithm, ts_ms, cost, "
-	    "limit_value, window_ms, burst, delay_ms, allowed, retry_after_ms",
-	    "reason = 'limit' AND rule IS NOT NULL", err, errlen)) == NULL)
+	    "limit_value, window_ms, burst, delay_ms, allowed, retry_after_ms, "
+	    "reason = 'redis_error'", "(reason = 'limit' OR (reason = "
+	    "'redis_error' AND allowed = 1)) AND rule IS NOT NULL", err,
+	    errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rule = db_column_str(st, 0, &rb);
@@ -842,13 +848,15 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 		const char *alg = (const char *)sqlite3_column_text(st, 2);
 		int64_t cost, limit, window, burst, delay;
 		int allowed = sqlite3_column_int(st, 9) != 0;
+		int unchecked = sqlite3_column_int(st, 11) != 0;
+		int64_t ts = sqlite3_column_int64(st, 3);
 		struct rec *x, rec;
 
 		if (!allowed && (alg == NULL || strcmp(alg, "sliding_window") != 0))
 			continue;
 		if (alg == NULL || sqlite3_column_type(st, 5) == SQLITE_NULL ||
 		    sqlite3_column_type(st, 6) == SQLITE_NULL) {
-			c->v->skipped += allowed;
+			c->v->skipped += allowed && (!unchecked || c->strict);
 			continue;
 		}
 		cost = sqlite3_column_type(st, 4) == SQLITE_NULL ? 1 : sqlite3_column_int64(st, 4);
@@ -861,7 +869,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 		if (cost < 0 || cost > UINT32_MAX || limit < 1 || window < 1 ||
 		    burst < 0 || delay < 0 || limit > (1LL << 40) || burst > (1LL << 40) ||
 		    window > (1LL << 40)) {
-			c->v->skipped += allowed;
+			c->v->skipped += allowed && (!unchecked || c->strict);
 			continue;
 		}
 		/* Rows of one key and one rule come in runs: skip the hashes then. */
@@ -884,6 +892,12 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			*kc = (struct kcache){ pv->pi[pid].algname, limit, window, burst, pid };
 		}
 		pid = kc->pid;
+		if (unchecked) {
+			if (ts >= c->f->since_ms && ts < c->f->until_ms)
+				pv->pi[pid].unchecked++;
+			if (!c->strict)
+				continue;
+		}
 		if (!allowed) {
 			int64_t retry = sqlite3_column_int64(st, 10);
 
@@ -1172,7 +1186,7 @@ plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
 
 int
 verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
-    int64_t precision_ms, char *err, size_t errlen)
+    int64_t precision_ms, int strict, char *err, size_t errlen)
 {
 	struct priv *pv;
 	struct ctx c = { 0 };
@@ -1185,6 +1199,8 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 	c.v = v;
 	c.p = pv;
 	c.f = f;
+	c.strict = strict;
+	v->strict = strict;
 	if (plan_parts(pv, dbs, err, errlen) == -1)
 		return -1;
 	for (size_t i = 0; i < dbs->n; i++)
@@ -1218,9 +1234,11 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 		struct pinfo *p = &pv->pi[i];
 
 		v->admitted += p->admitted;
+		v->unchecked += p->unchecked;
 		v->rules[v->nrules++] = (struct verify_rule){ p->rule, p->algname,
 		    p->limit, p->window_ms, p->burst, p->precision_ms,
-		    p->precision_from, p->keys, p->admitted, p->violations };
+		    p->precision_from, p->keys, p->admitted, p->violations,
+		    p->unchecked };
 	}
 	qsort(v->rules, v->nrules, sizeof(*v->rules), cmp_rule);
 	if (v->nv > 0)

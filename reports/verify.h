@@ -1,6 +1,8 @@
 /*
  * verify: replays every key's admitted decisions (allowed = 1, reason =
- * limit: the ones Redis admitted) against the promise of its algorithm
+ * limit: the ones Redis admitted; with strict, also reason = redis_error:
+ * the ones on_error = allow admitted while Redis could not decide, which
+ * no limit counted) against the promise of its algorithm
  * (DESIGN section 5, the comment block of each lua/ script), using the
  * parameters stored in each row. All databases are merged into one
  * timeline per (rule, key), ordered by ts_ms, then database, then id.
@@ -46,6 +48,9 @@ struct verify_rule {
 	int64_t		 keys;
 	int64_t		 admitted;	/* decisions replayed */
 	int64_t		 violations;
+	int64_t		 unchecked;	/* admitted without a count (reason
+					 * redis_error) in the time range;
+					 * part of admitted when strict */
 };
 
 struct verify {
@@ -56,6 +61,8 @@ struct verify {
 	int64_t			 keys;
 	int64_t			 admitted;
 	int64_t			 skipped;	/* admitted rows without usable parameters */
+	int64_t			 unchecked;	/* the rules' unchecked, summed */
+	int			 strict;	/* they were replayed */
 	int			 approximate;	/* a fixed_window reconstruction was cut short */
 	void			*priv;		/* owns the strings above */
 };
@@ -66,11 +73,14 @@ struct verify {
  * touch [f->since_ms, f->until_ms). precision_ms > 0 forces the block
  * width of sliding_window rules; 0 infers it from the denials (their
  * retry times are block boundaries), or takes the gateway's default.
+ * Rows admitted without a count (reason redis_error) are counted per rule
+ * (unchecked) and, with strict, replayed as if Redis had admitted them:
+ * whether the limit held from the clients' point of view.
  * Returns 0 (see v->nv), or -1 with one sentence in err. Free with
  * verify_free() either way; v zeroed by the caller first.
  */
 int		 verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
-		    int64_t precision_ms, char *err, size_t errlen);
+		    int64_t precision_ms, int strict, char *err, size_t errlen);
 
 void		 verify_free(struct verify *v);
 

@@ -557,6 +557,28 @@ test_overrides_key(void **state)
 }
 
 static void
+test_replicas_key(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok(RULE_OK);
+	assert_int_equal(c->redis_replicas, 0);		/* the default */
+	conf_free(c);
+	c = load_ok("[redis]\nreplicas = 2\ntimeout = 2ms\n" RULE_OK);
+	assert_int_equal(c->redis_replicas, 2);
+	conf_free(c);
+	expect_one("[redis]\nreplicas = 17\n",
+	    "2: [redis] replicas: \"17\" is too large (use 0 to 16)", NULL);
+	expect_one("[redis]\nreplicas = -1\n",
+	    "2: [redis] replicas: \"-1\" is too small", NULL);
+	/* WAIT takes half the timeout, and WAIT 0 would block. */
+	expect_one("[redis]\ntimeout = 1ms\nreplicas = 1\n",
+	    "3: [redis] replicas: is 1, but timeout is 1 ms: WAIT for replicas "
+	    "takes half the timeout; set timeout = 2ms or more", NULL);
+}
+
+static void
 test_empty_values(void **state)
 {
 	struct conf *c;
@@ -1681,6 +1703,7 @@ main(void)
 		cmocka_unit_test(test_every_key),
 		cmocka_unit_test(test_operations_keys),
 		cmocka_unit_test(test_overrides_key),
+		cmocka_unit_test(test_replicas_key),
 		cmocka_unit_test(test_empty_values),
 		cmocka_unit_test(test_syntax_tolerated),
 		cmocka_unit_test(test_error_format),

@@ -127,9 +127,9 @@ static size_t
 replay(enum rlg_algorithm alg, int64_t limit, int64_t window_ms, int64_t burst,
     int64_t precision_ms, const int64_t *ts, const int64_t *delay, size_t n)
 {
-	struct ctx c = { &V, &P, &F, 0, 0 };
+	struct ctx c = { &V, &P, &F, 0, 0, 0 };
 	struct pinfo p = { "r", conf_algorithm_name(alg), (int)alg, limit, window_ms,
-	    burst, precision_ms, "test", 0, 0, 0, 0, 0 };
+	    burst, precision_ms, "test", 0, 0, 0, 0, 0, 0 };
 	struct rec r[64];
 	uint32_t kid;
 
