@@ -120,7 +120,7 @@ built_here() {
 	git -C "$TOP" ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do
 		[ -e "$TOP/$f" ] || continue
-		cmp -s "$TOP/$f" "$TOP/build/deb/src/$f" || { echo "# build/deb is older than $f"; exit 1; }
+		cmp -s "$TOP/$f" "$TOP/build/deb/src/$f" || { echo "# build/deb was made from another $f: make deb"; exit 1; }
 	done
 }
 if built_here; then echo "# using $DEB (make deb, this tree)"
