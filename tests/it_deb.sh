@@ -4,14 +4,16 @@
 # dpkg-deb shows what it installs: the files and their modes, the one
 # conffile, Depends from the shared libraries, Recommends redis-server, one
 # version everywhere, a configuration that `rlgate -t` accepts, units that
-# systemd-analyze verifies. Nothing is installed on this machine.
+# systemd-analyze verifies. Nothing is installed on this machine. The
+# package stays in build/deb, where `make deb` puts it, for
+# tests/it_deb_install.sh to install without building it again.
 . "$(dirname "$0")/lib.sh"
 
 for c in dpkg-buildpackage dh lintian systemd-analyze; do
 	command -v "$c" > /dev/null || { echo "# $c is missing (tests/deps.sh)"; echo "0 passed, 1 failed"; exit 1; }
 done
-OUT=$T/deb
-check "make deb builds the package" make -s -C "$TOP" deb DEB_BUILD="$OUT"
+OUT=$TOP/build/deb
+check "make deb builds the package" make -s -C "$TOP" deb
 VERSION=$(dpkg-parsechangelog -l "$TOP/debian/changelog" -S Version)
 DEB=$OUT/rlgate_${VERSION}_$(dpkg --print-architecture).deb
 [ -f "$DEB" ] || { echo "# no $DEB:"; ls "$OUT"; tail -30 "$OUT/build.log"; finish; exit 1; }
