@@ -36,6 +36,19 @@ local FLAGS = {['-'] = {false, false, false}, d = {true, false, false},
     o = {false, true, false}, u = {false, false, true}, ['do'] = {true, true, false},
     du = {true, false, true}, ou = {false, true, true}, dou = {true, true, true}}
 
+-- Tables kept from call to call, by a rule's place in the call: its entry,
+-- its decision (d, which the algorithm's check fills) and its reply row; and
+-- the reply. A call then makes no new table, and no garbage, for them. Every
+-- use writes each field it reads; the reply ends at the nil after its last
+-- row. (The library's state outlives a call, and Redis converts the reply
+-- before the next call begins.)
+local entries, verdicts, rows, reply = {}, {}, {}, {}
+local function kept(pool, r)
+	local t = pool[r]
+	if t == nil then t = {}; pool[r] = t end
+	return t
+end
+
 local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
 end
@@ -56,7 +69,7 @@ local function decide(keys, args)
 
 	-- Every argument is checked before anything is read or written.
 	local nrules = (nargs - 2) / 7
-	local rules, k = {}, 1
+	local rules, k = entries, 1
 	for r = 1, nrules do
 		local b = 3 + 7 * (r - 1)
 		local name, flags = args[b], args[b + 1]
@@ -91,8 +104,9 @@ local function decide(keys, args)
 				    '\'s: each rule needs a key of its own')
 			end
 		end
-		rules[r] = {alg = alg, a = a, b = b, key = key, okey = okey, dry = f[1],
-		    undo = f[3], code = 0, why = nil, d = nil}
+		local e = kept(rules, r)
+		e.alg, e.a, e.b, e.key, e.okey, e.dry, e.undo = alg, a, b, key, okey, f[1], f[3]
+		e.code, e.why, e.d = 0, nil, nil
 	end
 	if k - 1 ~= #keys then
 		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
@@ -109,14 +123,15 @@ local function decide(keys, args)
 			    rule.b, rule.okey)
 		end
 		if rule.code ~= 2 then
-			local d = rule.alg.check(rule.a, rule.key)
+			local d = rule.alg.check(rule.a, rule.key, kept(verdicts, r))
 			rule.d = d
 			if not d.allowed and not rule.dry then admitted = false end
 		end
 	end
 
 	-- All or nothing: count every rule that admits, or none.
-	local out = {admitted and 1 or 0}
+	local out = reply
+	out[1], out[nrules + 2] = admitted and 1 or 0, nil
 	for r = 1, nrules do
 		local rule = rules[r]
 		local a, d = rule.a, rule.d
@@ -126,7 +141,7 @@ local function decide(keys, args)
 			rule.alg.commit(a, rule.key, d)
 			if rule.undo then undo = rule.alg.token(a, d) end
 		end
-		out[r + 1] = row(a, d, counted, rule.code,
+		out[r + 1] = row(kept(rows, r), a, d, counted, rule.code,
 		    rule.why and 'override ignored: ' .. rule.why or '', undo)
 	end
 	return out
