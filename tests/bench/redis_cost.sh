@@ -43,7 +43,7 @@ instr() {
 	port=$("$TOP/tests/tools/freeport")
 	d=$(mktemp -d "$T/run.XXXXXX")
 	valgrind --tool=callgrind --callgrind-out-file="$d/cg.out" "$SERVER" \
-	    --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" \
+	    --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 --dir "$d" \
 	    > "$d/log" 2>&1 &
 	pid=$!
 	PIDS+=("$pid")	# lib.sh's cleanup stops it if this script is cut short
@@ -51,7 +51,7 @@ instr() {
 	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$LIB" > /dev/null
 	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$T/probe.lua" > /dev/null
 	redis-cli -p "$port" SCRIPT LOAD "$FASTIFY" > /dev/null
-	redis-benchmark -p "$port" -c 4 -n "$n" -r 1000 --csv "$@" > "$d/bench" 2>&1
+	redis-benchmark -p "$port" -c 1 -n "$n" -r 1000 --csv "$@" > "$d/bench" 2>&1
 	redis-cli -p "$port" shutdown nosave > /dev/null 2>&1
 	wait "$pid"
 	awk '/^summary:/ { print $2 }' "$d/cg.out"
