@@ -8,6 +8,12 @@ BINDIR	?= $(PREFIX)/bin
 MANDIR	?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 LIBEXECDIR ?= $(PREFIX)/lib/rlgate
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+UNITS	 = conf/rlgate.service conf/rlgate.socket conf/rlgate-tcp.socket
+
+# The version has one source, the newest entry of debian/changelog (the
+# package's); fcgi/version.h carries it to the programs.
+VERSION	:= $(shell sed -n '1s/^rlgate (\([^-)]*\).*/\1/p' debian/changelog)
 
 CC	?= cc
 CFLAGS	?= -O2 -g
@@ -46,7 +52,7 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.
-CTL	 = fcgi/ctl.c
+CTL	 = fcgi/ctl.c fcgi/ctl_versions.c
 # The Lua library: the prelude, the algorithms (sorted), the functions.
 LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))
@@ -69,16 +75,24 @@ MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
 PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 	  $(if $(REPORT_SRCS),reports/rlgate-report)
 
-.PHONY: all deps test unit integration run bench install clean fuzz
+.PHONY: all deps test unit integration run bench install clean fuzz deb
 all: $(PROGS)
 
 %.o: %.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
+fcgi/version.h: debian/changelog
+	@test -n "$(VERSION)" || { echo "no version in debian/changelog" >&2; exit 1; }
+	printf '/* Made by make from debian/changelog: do not edit. */\n#define RLG_VERSION\t"%s"\n' \
+		'$(VERSION)' > $@.tmp && mv $@.tmp $@
+# Before the first build, -MMD has not yet said who includes it.
+fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/ctl.o: fcgi/version.h
+
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
-# The library as one file: redis-cli -x FUNCTION LOAD REPLACE < lua/rlgate.lua
+# The library as one file: redis-cli -x FUNCTION LOAD < lua/rlgate.lua (its name,
+# rlgate_ and 12 hex digits of the version, is on its first line)
 lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
@@ -170,7 +184,8 @@ fuzz: deps
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/rlgate $(DESTDIR)$(MANDIR)/man1 \
-		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(SYSTEMDUNITDIR)
 	install -m 755 fcgi/rlgate $(DESTDIR)$(SBINDIR)/rlgate
 	install -m 755 fcgi/rlgate-ctl $(DESTDIR)$(SBINDIR)/rlgate-ctl
 	install -m 755 cgi-bin/rlgate.cgi $(DESTDIR)$(LIBEXECDIR)/rlgate.cgi
@@ -178,10 +193,30 @@ install: all
 	install -m 640 conf/rlgate.ini $(DESTDIR)$(SYSCONFDIR)/rlgate/rlgate.ini.sample
 	for m in $(MANPAGES); do \
 		install -m 644 $$m $(DESTDIR)$(MANDIR)/man$${m##*.}/; done
+	for u in $(UNITS); do \
+		sed 's|@SBINDIR@|$(SBINDIR)|g' $$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/} && \
+		chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/$${u##*/}; done
+
+# ---- The Debian package -------------------------------------------------
+# debian/ builds it with debhelper (make install into the package). It is
+# built in a copy of the tree (git's files, or all but build/ outside git)
+# under DEB_BUILD, so that the package's `make clean` leaves this tree's
+# build alone: DEB_BUILD/rlgate_VERSION-REV_ARCH.deb.
+DEB_BUILD ?= build/deb
+deb:
+	rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src
+	if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard | \
+		tar --null -T - --ignore-failed-read -cf - ; \
+	else tar --exclude=./build -cf - . ; fi | tar -xf - -C $(DEB_BUILD)/src
+	cd $(DEB_BUILD)/src && dpkg-buildpackage -b -us -uc -j2 > ../build.log 2>&1 || \
+		{ tail -40 ../build.log; exit 1; }
+	@ls $(DEB_BUILD)/*.deb
 
 clean:
 	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
-		tests/tools/*.o tests/tools/*.d fcgi/scripts.c lua/rlgate.lua $(PROGS) \
+		tests/tools/*.o tests/tools/*.d fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) \
 		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
+	rm -rf build/deb
 
 -include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)

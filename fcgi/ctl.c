@@ -3,9 +3,11 @@
  * gateway's own configuration and Redis layer (a single server, a
  * cluster's masters, or the master Sentinel names): peek at a key without
  * consuming anything, reset it, list a rule's keys (on every master), set
- * a key's override (its own limit, read by the library in the same call).
- * It reads and deletes state and writes overrides only; it never runs the
- * library's functions (they would count a request) and never decides one.
+ * a key's override (its own limit, read by the library in the same call);
+ * list the versions of the Lua library loaded and unload unused ones (on
+ * every master). It reads and deletes state and writes overrides only; it
+ * never runs the library's functions (they would count a request) and
+ * never decides one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -19,9 +21,9 @@
 #include "conf.h"
 #include "limiter.h"
 #include "redis.h"
+#include "ctl_versions.h"
 #include "rule.h"
-
-#define RLG_VERSION	"0.1.0"
+#include "version.h"	/* RLG_VERSION, made from debian/changelog */
 
 /* Exit statuses, as rlgate-ctl(8) documents them. */
 #define EXIT_DONE	0	/* the command did what it says */
@@ -43,6 +45,8 @@ usage(FILE *f)
 	    "       rlgate-ctl [-c file] override RULE KEY [limit=N] [window=DUR] "
 	    "[burst=N] [precision=DUR]\n"
 	    "       rlgate-ctl [-c file] override RULE KEY unlimited | clear\n"
+	    "       rlgate-ctl [-c file] versions\n"
+	    "       rlgate-ctl [-c file] unload LIBRARY | prune\n"
 	    "       rlgate-ctl -V | -h\n"
 	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
 	    "  peek     show a key's state, remaining and reset, consuming "
@@ -52,6 +56,12 @@ usage(FILE *f)
 	    "PATTERN\n"
 	    "  override show, set (replacing), or clear a key's own limit "
 	    "(overrides = redis)\n"
+	    "  versions the rlgate Lua libraries loaded, on how many "
+	    "masters; this build's marked\n"
+	    "  unload   delete one library (not this build's) from every "
+	    "master\n"
+	    "  prune    delete every library but this build's from every "
+	    "master\n"
 	    "exit status: 0 done, 1 bad usage, configuration or rule, "
 	    "2 Redis unreachable or failing\n", RLG_DEFAULT_CONF);
 }
@@ -1048,6 +1058,42 @@ find_rule(const struct conf *c, const char *name)
 	return NULL;
 }
 
+/* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
+static int
+main_versions(const char *path, const char *cmd, int argc, char *argv[])
+{
+	struct conf *c;
+	char *errors = NULL, err[512];
+	int status;
+
+	if (argc != (strcmp(cmd, "unload") == 0 ? 2 : 1)) {
+		complain("%s takes %s", cmd, strcmp(cmd, "unload") == 0 ?
+		    "LIBRARY (a name versions lists)" : "no argument");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fputs(errors != NULL ? errors : "out of memory\n", stderr);
+		free(errors);
+		return EXIT_USAGE;
+	}
+	err[0] = '\0';
+	switch (ctl_versions(c, cmd, argc == 2 ? argv[1] : NULL, err,
+	    sizeof(err))) {
+	case 0: status = EXIT_DONE; break;
+	case -1: status = EXIT_USAGE; break;
+	default: status = EXIT_REDIS; break;
+	}
+	if (err[0] != '\0')
+		complain("%s", err);
+	conf_free(c);
+	if (fflush(stdout) == EOF && status == EXIT_DONE) {
+		complain("standard output: %s", strerror(errno));
+		status = EXIT_USAGE;
+	}
+	return status;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -1077,6 +1123,9 @@ main(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	cmd = argv[0];
+	if (strcmp(cmd, "versions") == 0 || strcmp(cmd, "prune") == 0 ||
+	    strcmp(cmd, "unload") == 0)
+		return main_versions(path, cmd, argc, argv);
 	if (strcmp(cmd, "peek") == 0 || strcmp(cmd, "reset") == 0)
 		want = 3;
 	else if (strcmp(cmd, "list") == 0)
@@ -1084,8 +1133,8 @@ main(int argc, char *argv[])
 	else if (strcmp(cmd, "override") == 0)
 		want = argc >= 3 ? argc : 3;
 	else {
-		complain("unknown command \"%s\" (use peek, reset, list or "
-		    "override)", cmd);
+		complain("unknown command \"%s\" (use peek, reset, list, "
+		    "override, versions, unload or prune)", cmd);
 		return EXIT_USAGE;
 	}
 	if (argc != want) {

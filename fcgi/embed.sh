@@ -8,8 +8,11 @@
 #   sh fcgi/embed.sh lua/prelude.lua ALGORITHMS... lua/decide.lua > fcgi/scripts.c
 #       the C file of fcgi/scripts.h
 #
-# The version is the sha1 of the concatenated sources (with the placeholder
-# @RLGATE_VERSION@ in prelude.lua), then put in the placeholder's place.
+# The version is the sha1 of the concatenated sources (with the placeholders
+# @RLGATE_VERSION@ and @RLGATE_LIB@ in prelude.lua), then put in the first
+# placeholder's place; the library's name, rlgate_ and the version's first 12
+# hex digits, in the second's: two versions are two libraries, so that they
+# share one Redis (lua/README.md, "Versions").
 set -e
 lua=0
 if [ "$1" = -l ]; then lua=1; shift; fi
@@ -23,7 +26,8 @@ trap 'rm -rf "$tmp"' EXIT
 # Each file ends with a newline, so that cat never joins two lines.
 for f in "$@"; do cat "$f"; [ -z "$(tail -c 1 "$f")" ] || echo; done > "$tmp/src"
 version=$(sha1sum < "$tmp/src" | cut -c1-40)
-sed "s/@RLGATE_VERSION@/$version/" "$tmp/src" > "$tmp/lib"
+lib=rlgate_$(echo "$version" | cut -c1-12)
+sed -e "s/@RLGATE_VERSION@/$version/" -e "s/@RLGATE_LIB@/$lib/g" "$tmp/src" > "$tmp/lib"
 if [ $lua = 1 ]; then cat "$tmp/lib"; exit 0; fi
 
 # Each line becomes a C string literal: escape backslashes and quotes.
@@ -36,4 +40,8 @@ echo 'const char rlg_library[] ='
 cstring "$tmp/lib"
 echo '	;'
 echo "const char rlg_library_version[] = \"$version\";"
+echo "const char rlg_library_name[] = \"$lib\";"
+echo "const char rlg_fn_decide[] = \"${lib}_decide\";"
+echo "const char rlg_fn_undo[] = \"${lib}_undo\";"
+echo "const char rlg_fn_version[] = \"${lib}_version\";"
 

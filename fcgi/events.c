@@ -83,7 +83,10 @@ struct loop {
 
 static struct loop	*loops;
 static int		 nloops;
-static int		 listen_fd = -1;
+static int		 listen_fds[RLG_MAX_LISTENERS];
+static int		 nlisten;
+/* epoll data of listen_fds[i] is &listen_tags[i]. */
+static char		 listen_tags[RLG_MAX_LISTENERS];
 static atomic_int	 stopping;
 static long long	 stop_deadline_us;	/* set before stopping */
 static char		 wake_tag;		/* epoll data of the eventfd */
@@ -500,8 +503,20 @@ decide_batch(struct loop *L)
 	gen_release(g);
 }
 
+/* The listening socket whose epoll data is ptr, or -1 (a connection). */
+static int
+listener_of(const void *ptr)
+{
+	int i;
+
+	for (i = 0; i < nlisten; i++)
+		if (ptr == &listen_tags[i])
+			return listen_fds[i];
+	return -1;
+}
+
 static void
-accept_some(struct loop *L)
+accept_some(struct loop *L, int listen_fd)
 {
 	struct conn *c;
 	int fd, k;
@@ -535,8 +550,10 @@ static void
 begin_stop(struct loop *L)
 {
 	struct conn *c, *next;
+	int i;
 
-	epoll_ctl(L->ep, EPOLL_CTL_DEL, listen_fd, NULL);
+	for (i = 0; i < nlisten; i++)
+		epoll_ctl(L->ep, EPOLL_CTL_DEL, listen_fds[i], NULL);
 	for (c = L->conns; c != NULL; c = next) {
 		next = c->next;
 		if (!c->queued && !c->delayed && c->w.state == WIRE_IDLE &&
@@ -552,7 +569,7 @@ loop_main(void *arg)
 	struct epoll_event evs[MAX_EVENTS];
 	struct conn *c;
 	long long now, wait_ms;
-	int n, i, stop_seen = 0;
+	int n, i, fd, stop_seen = 0;
 	uint64_t tick;
 
 	pthread_setname_np(pthread_self(), "events-loop");
@@ -576,12 +593,12 @@ loop_main(void *arg)
 		n = epoll_wait(L->ep, evs, MAX_EVENTS, (int)wait_ms);
 		metrics_busy(L->metrics, 1);
 		for (i = 0; i < n; i++) {
-			if (evs[i].data.ptr == NULL)
-				accept_some(L);
-			else if (evs[i].data.ptr == &wake_tag) {
+			if (evs[i].data.ptr == &wake_tag) {
 				if (read(L->wake, &tick, sizeof(tick)) < 0)
 					continue;	/* read again later */
-			} else {
+			} else if ((fd = listener_of(evs[i].data.ptr)) != -1)
+				accept_some(L, fd);
+			else {
 				c = evs[i].data.ptr;
 				if (evs[i].events & EPOLLOUT)
 					progress(L, c);
@@ -633,17 +650,20 @@ static int
 loop_init(struct loop *L)
 {
 	struct epoll_event ev;
+	int i;
 
 	L->ep = L->wake = -1;
 	if ((L->ep = epoll_create1(EPOLL_CLOEXEC)) == -1 ||
 	    (L->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1)
 		return -1;
 	memset(&ev, 0, sizeof(ev));
-	/* Each connection wakes one loop, not all of them. */
-	ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-	ev.data.ptr = NULL;
-	if (epoll_ctl(L->ep, EPOLL_CTL_ADD, listen_fd, &ev) == -1)
-		return -1;
+	for (i = 0; i < nlisten; i++) {
+		/* Each connection wakes one loop, not all of them. */
+		ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+		ev.data.ptr = &listen_tags[i];
+		if (epoll_ctl(L->ep, EPOLL_CTL_ADD, listen_fds[i], &ev) == -1)
+			return -1;
+	}
 	ev.events = EPOLLIN;
 	ev.data.ptr = &wake_tag;
 	if (epoll_ctl(L->ep, EPOLL_CTL_ADD, L->wake, &ev) == -1)
@@ -659,14 +679,21 @@ loop_init(struct loop *L)
 }
 
 int
-events_start(int fd, int n)
+events_start(const int *fds, int nfd, int n)
 {
 	int flags, i;
 
-	listen_fd = fd;
-	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
-	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
+	if (nfd < 1 || nfd > RLG_MAX_LISTENERS) {
+		errno = EINVAL;
 		return -1;
+	}
+	for (i = 0; i < nfd; i++) {
+		if ((flags = fcntl(fds[i], F_GETFL)) == -1 ||
+		    fcntl(fds[i], F_SETFL, flags | O_NONBLOCK) == -1)
+			return -1;
+		listen_fds[i] = fds[i];
+	}
+	nlisten = nfd;
 	if ((loops = calloc((size_t)n, sizeof(*loops))) == NULL)
 		return -1;
 	nloops = n;

@@ -9,11 +9,16 @@
 #ifndef RLG_EVENTS_H
 #define RLG_EVENTS_H
 
+/* The most listening sockets the loops accept on (systemd may pass several:
+ * a unix socket for lighttpd or nginx, TCP for Apache). */
+#define RLG_MAX_LISTENERS	8
+
 /*
- * Starts n loops accepting on listen_fd (made non-blocking). Returns 0,
- * or -1 with errno set when a loop cannot be made.
+ * Starts n loops, each accepting on all nfd listening sockets of fds
+ * (1 to RLG_MAX_LISTENERS; made non-blocking; the caller keeps them
+ * open). Returns 0, or -1 with errno set when a loop cannot be made.
  */
-int	events_start(int listen_fd, int n);
+int	events_start(const int *fds, int nfd, int n);
 
 /*
  * Stops accepting, finishes the requests in flight (at most timeout_s

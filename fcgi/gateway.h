@@ -14,8 +14,7 @@
 #include "request.h"
 #include "respond.h"
 #include "rule.h"
-
-#define RLG_VERSION	"0.1.0"
+#include "version.h"	/* RLG_VERSION, made from debian/changelog */
 
 /* A configuration in use; freed when the last request using it is done. */
 struct generation {

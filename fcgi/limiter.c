@@ -1,6 +1,6 @@
 /*
  * limiter: a batch of requests in, their verdicts out. The batch's rules
- * become one FCALL rlgate_decide, each request all or nothing in it (in a
+ * become one FCALL <library>_decide, each request all or nothing in it (in a
  * cluster, one call per request and hash slot); the calls go out in one
  * redis_run(). The deny cache answers in
  * front of Redis, and an undo round keeps a request's rules all-or-nothing
@@ -27,7 +27,7 @@
 					 * overrides, failed undos */
 
 /*
- * FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
+ * FCALL <library>_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
  * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua), flag n
  * on the first rule of each request after the first. A rule
  * takes at most 2 keys and 7 arguments; its bytes are one key buffer (the
@@ -309,7 +309,7 @@ put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
 }
 
 /*
- * Writes the rlgate_decide call of the parts info[0..nparts) of the batch
+ * Writes the <library>_decide call of the parts info[0..nparts) of the batch
  * r into call, number ncall: its arguments from *a on (argv, argvlen), its
  * bytes from *pos on. Each part is one request (flag n on its first rule,
  * after the call's first); each part's place in the reply is noted, and
@@ -336,7 +336,7 @@ build_decide(struct limiter *l, const struct conf *c,
 
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_decide";
+	argv[1] = rlg_fn_decide;
 	alen[1] = strlen(argv[1]);
 	/* argv[2], the key count, once it is known. */
 	k = 3;
@@ -526,9 +526,9 @@ read_decide(struct limiter *l, const struct redis_call *call,
 	}
 	return 0;
 bad:
-	log_error("rule %s: redis: the reply of rlgate_decide is not %zu "
+	log_error("rule %s: redis: the reply of %s is not %zu "
 	    "rules' verdicts (is the library lua/decide.lua loaded?)",
-	    rq->m[l->rix[ci->first]].rule->name, ci->n);
+	    rq->m[l->rix[ci->first]].rule->name, rlg_fn_decide, ci->n);
 	return -2;
 }
 
@@ -573,7 +573,7 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 		return 0;
 	argv[0] = "FCALL";
 	alen[0] = strlen(argv[0]);
-	argv[1] = "rlgate_undo";
+	argv[1] = rlg_fn_undo;
 	alen[1] = strlen(argv[1]);
 	argv[2] = put_num(l, pos, (long long)n, &alen[2]);
 	for (i = 0, k = 3; i < ci->n; i++)

@@ -1,6 +1,6 @@
 /*
  * limiter: asks Redis whether requests may pass. Each request's rules are
- * decided together by one rlgate_decide call of the Lua library (lua/),
+ * decided together by one <library>_decide call of the Lua library (lua/),
  * all-or-nothing: a request is counted only when every rule admits it.
  * The requests of a batch go out in one round trip through the Redis
  * layer (redis.h), which alone knows nodes, slots and failover.
@@ -99,7 +99,7 @@ void		 limiter_set_metrics(struct limiter *l,
 
 /*
  * Decides the requests r[0..nr) against Redis as configured in c, filling
- * each one's verdicts: one rlgate_decide call per request, all of them
+ * each one's verdicts: one <library>_decide call per request, all of them
  * sent in one round trip (redis_run). With Redis Cluster a request's keys
  * may fall in several slots: one call per slot, sent at once; when one
  * slot's rules deny (or cannot be decided and deny on_error) the others'

@@ -1,12 +1,14 @@
 /*
  * main: start-up, signals and CGI mode. It loads the configuration,
- * opens the audit database and the listener, starts the event loops
+ * opens the audit database and the listeners (its own, or those systemd
+ * passes), starts the event loops
  * (events.c; what they share with CGI mode is gateway.c), and owns the
  * process's lifetime: reload on SIGHUP, drain on SIGTERM. Nothing here
  * decides anything.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <sched.h>
 #include <signal.h>
@@ -161,13 +163,60 @@ open_listener(const char *addr)
 }
 
 static int
-fd0_is_listener(void)
+is_listener(int fd)
 {
 	int val = 0;
 	socklen_t len = sizeof(val);
 
-	return getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &val, &len) == 0 &&
+	return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &val, &len) == 0 &&
 	    val != 0;
+}
+
+/* The first descriptor systemd passes (SD_LISTEN_FDS_START). */
+#define LISTEN_FDS_START	3
+
+/*
+ * The listening sockets systemd passed (socket activation, the protocol of
+ * sd_listen_fds(3)): when LISTEN_PID is this process, LISTEN_FDS sockets
+ * from fd 3 on. Puts them in fds (RLG_MAX_LISTENERS of room) and returns
+ * how many, 0 when none were passed to this process. The variables are
+ * unset, so that no program started later (the CGI upstream) takes them
+ * for its own. A passed descriptor that is not a listening stream socket
+ * (a socket unit with Accept=yes) is fatal: there is nothing to accept on.
+ */
+static int
+systemd_listeners(int *fds)
+{
+	const char *pid_s = getenv("LISTEN_PID"), *n_s = getenv("LISTEN_FDS");
+	const char *errstr;
+	long long pid, n = 0;
+	int i, fd, type;
+	socklen_t len = sizeof(type);
+
+	if (pid_s != NULL && n_s != NULL &&
+	    conf_parse_int(pid_s, 1, INT_MAX, &pid, &errstr) == 0 &&
+	    pid == getpid()) {
+		if (conf_parse_int(n_s, 0, RLG_MAX_LISTENERS, &n,
+		    &errstr) == -1)
+			fatal("LISTEN_FDS=%s from systemd %s (rlgate listens "
+			    "on 0 to %d sockets)", n_s, errstr,
+			    RLG_MAX_LISTENERS);
+		for (i = 0; i < (int)n; i++) {
+			fd = LISTEN_FDS_START + i;
+			if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type,
+			    &len) == -1 || type != SOCK_STREAM ||
+			    !is_listener(fd))
+				fatal("fd %d from systemd is not a listening "
+				    "stream socket (the socket unit needs "
+				    "ListenStream= and Accept=no)", fd);
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+			fds[i] = fd;
+		}
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return (int)n;
 }
 
 static void
@@ -302,7 +351,7 @@ main(int argc, char *argv[])
 	sigset_t sigs;
 	int ch, test = 0, sig, i, cgi;
 	long long lost;
-	int listen_fd;
+	int fds[RLG_MAX_LISTENERS], nfd;
 
 	if (path == NULL || *path == '\0')
 		path = RLG_DEFAULT_CONF;
@@ -330,13 +379,22 @@ main(int argc, char *argv[])
 	}
 	log_set_level(c->log_level);
 	show_warnings(c, NULL, "");
-	if (listen_addr == NULL)
+	/* Sockets systemd passes come first: the socket units say where
+	 * rlgate listens, and a restart must not open another socket. */
+	if ((nfd = systemd_listeners(fds)) > 0) {
+		if (listen_addr != NULL || c->listen != NULL)
+			log_warn("listening on the %d sockets systemd passed; "
+			    "%s %s ignored", nfd, listen_addr != NULL ? "-s" :
+			    "[gateway] listen", listen_addr != NULL ?
+			    listen_addr : c->listen);
+		listen_addr = NULL;
+	} else if (listen_addr == NULL)
 		listen_addr = c->listen;
-	cgi = listen_addr == NULL && !fd0_is_listener();
+	cgi = listen_addr == NULL && nfd == 0 && !is_listener(0);
 	if (cgi && getenv("GATEWAY_INTERFACE") == NULL) {
 		fprintf(stderr, "rlgate: no listening socket on fd 0 and no "
-		    "listen address: use -s ADDR, [gateway] listen, or "
-		    "spawn-fcgi\n");
+		    "listen address: use -s ADDR, [gateway] listen, "
+		    "spawn-fcgi, or a systemd socket unit\n");
 		conf_free(c);
 		return 1;
 	}
@@ -346,9 +404,13 @@ main(int argc, char *argv[])
 		return i;
 	}
 
-	listen_fd = listen_addr != NULL ? open_listener(listen_addr) : 0;
-	/* spawn-fcgi -F N: /metrics counts every process on this socket. */
-	metrics_share(listen_fd, c);
+	if (nfd == 0) {
+		fds[0] = listen_addr != NULL ? open_listener(listen_addr) : 0;
+		nfd = 1;
+	}
+	/* spawn-fcgi -F N: /metrics counts every process on this socket;
+	 * socket activation: the process before a restart is gone. */
+	metrics_share(fds[0], c);
 	/* Signals are taken by sigwait() below, never by a worker. */
 	signal(SIGPIPE, SIG_IGN);
 	/* A file-size limit (ulimit -f, systemd LimitFSIZE) reached by the
@@ -372,7 +434,7 @@ main(int argc, char *argv[])
 		audit_keep(gateway_audit, c->audit_keep_ms);
 	}
 	{
-		char errbuf[256];
+		char errbuf[512];
 
 		if (limiter_probe(c, errbuf, sizeof(errbuf)) == -1)
 			log_warn("redis %s: %s; starting anyway (on_error "
@@ -381,11 +443,16 @@ main(int argc, char *argv[])
 	}
 	gateway_threads = loops_of(c);
 	gen_install(c);
-	if (events_start(listen_fd, gateway_threads) == -1)
+	if (events_start(fds, nfd, gateway_threads) == -1)
 		fatal("cannot start the event loops: %s", strerror(errno));
-	log_info("rlgate %s: %d event loops, %zu rules, listening on %s",
-	    RLG_VERSION, gateway_threads, c->nrules,
-	    listen_addr != NULL ? listen_addr : "fd 0");
+	if (listen_addr != NULL || fds[0] == 0)
+		log_info("rlgate %s: %d event loops, %zu rules, listening on "
+		    "%s", RLG_VERSION, gateway_threads, c->nrules,
+		    listen_addr != NULL ? listen_addr : "fd 0");
+	else
+		log_info("rlgate %s: %d event loops, %zu rules, listening on "
+		    "%d socket%s from systemd", RLG_VERSION, gateway_threads,
+		    c->nrules, nfd, nfd == 1 ? "" : "s");
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)

@@ -224,20 +224,24 @@ starts(const redisReply *rep, const char *prefix)
 	return strncmp(rep->str, prefix, strlen(prefix)) == 0;
 }
 
-/* The library is missing or not this build's: reload, then the call
- * again. */
+/* This build's library is missing there (a new or flushed node, or
+ * rlgate-ctl prune): load it, then the call again. Another version's
+ * library under this name ("rlgate: library version ...") is not
+ * replaced: that call fails. */
 static int
 wants_library(const redisReply *rep)
 {
-	return rlg_library[0] != '\0' && (starts(rep, "ERR Function not "
-	    "found") || strstr(rep->str, "rlgate: library version") != NULL);
+	return rlg_library[0] != '\0' && starts(rep, "ERR Function not found");
 }
 
-/* A FUNCTION LOAD reply, in the run: failures said once per node. */
+/* A FUNCTION LOAD reply, in the run: failures said once per node. "Library
+ * ... already exists" is a success: another gateway of this build loaded
+ * it between our call and our load. */
 static void
 load_done(struct node *nd, redisReply *rep)
 {
-	if (rep->type != REDIS_REPLY_ERROR) {
+	if (rep->type != REDIS_REPLY_ERROR ||
+	    strstr(rep->str, "already exists") != NULL) {
 		atomic_store(&nd->h->lib_logged, 0);
 	} else if (atomic_exchange(&nd->h->lib_logged, 1) == 0)
 		log_error("redis %s: FUNCTION LOAD of the rlgate library: "
@@ -467,10 +471,11 @@ append(struct redis *r, int k, struct redis_call *call, int i)
 	struct node *nd = r->nodes[k];
 
 	if (nd->load && !nd->loaded) {
-		const char *argv[4] = { "FUNCTION", "LOAD", "REPLACE",
-		    rlg_library };
+		/* Never REPLACE: that would take another version's
+		 * functions away from the gateways still calling them. */
+		const char *argv[3] = { "FUNCTION", "LOAD", rlg_library };
 
-		redisAppendCommandArgv(nd->ctx, 4, argv, NULL);
+		redisAppendCommandArgv(nd->ctx, 3, argv, NULL);
 		ent_add(r, k, ENT_LOAD);
 		nd->loaded = 1;
 	}

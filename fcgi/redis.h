@@ -67,9 +67,10 @@ struct redis_call {
  * slot, refreshes the whole map at the next run) and ASK (with ASKING,
  * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
  * has passed, at most 5 redirects per call. Where a node answers "ERR
- * Function not found" or "rlgate: library version ...", loads rlg_library
- * there (FUNCTION LOAD REPLACE, in the same pipeline) and runs that call
- * once more: neither reply means it ran. A call that timed out or lost its
+ * Function not found", loads rlg_library there (FUNCTION LOAD, never
+ * REPLACE: other versions' libraries stay; "already exists" is success;
+ * in the same pipeline) and runs that call once more: that reply means
+ * it did not run. A call that timed out or lost its
  * connection is never sent again. Follows a Sentinel failover
  * (+switch-master, a lost connection, READONLY). A call whose node cannot
  * be reached before sending (it did not run) is routed again after the

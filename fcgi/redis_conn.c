@@ -299,54 +299,94 @@ redis_conn_dial_node(const struct conf *c, const char *host, int port,
 	    c->redis_connect_timeout_ms, c->redis_timeout_ms, err, errlen);
 }
 
-/* The server's major version from INFO server, or -1 with err set. */
-static int
-server_version(redisContext *ctx, long long timeout_ms, char *ver,
-    size_t verlen, char *err, size_t errlen)
+/* An error reply as a sentence: Redis 7.0 for an unknown command. */
+static void
+load_error(char *err, size_t errlen, const char *what)
 {
-	const char *argv[2] = { "INFO", "server" };
-	redisReply *rep = NULL;
-	const char *p;
-	size_t n;
+	char why[384];
 
-	if (redis_conn_command(ctx, timeout_ms, &rep, err, errlen, 2,
-	    argv) == -1)
-		return -1;
-	if (rep->type != REDIS_REPLY_STRING ||
-	    (p = strstr(rep->str, "redis_version:")) == NULL) {
-		snprintf(err, errlen, "INFO server: no redis_version");
-		freeReplyObject(rep);
-		return -1;
-	}
-	p += strlen("redis_version:");
-	n = strcspn(p, "\r\n");
-	snprintf(ver, verlen, "%.*s", (int)n, p);
-	freeReplyObject(rep);
-	return atoi(ver);	/* the digits before the first '.' */
+	snprintf(why, sizeof(why), "%s", what);
+	snprintf(err, errlen, "%s%s", why, strstr(why, "unknown command") !=
+	    NULL ? " (Redis 7.0 or later is needed)" : "");
 }
 
 /*
- * Loads the library on a blocking ctx: FUNCTION LOAD REPLACE. Checks the
- * version first, so that an old server gets a sentence, not "unknown
- * command". 0, or -1 with err set.
+ * Asks the library which of the commands it runs the connection's ACL user
+ * may not run on a key under key_prefix (FCALL_RO LIB_acl): Redis's own
+ * error for those, at request time, does not name the command. 0, or -1
+ * with err naming them.
  */
-int
-redis_conn_load_library(redisContext *ctx, long long timeout_ms, char *err,
-    size_t errlen)
+static int
+acl_check(redisContext *ctx, long long timeout_ms, const char *key_prefix,
+    char *err, size_t errlen)
 {
-	const char *rargv[4] = { "FUNCTION", "LOAD", "REPLACE", rlg_library };
-	char ver[32];
-	int major;
+	char fn[64], key[RLG_REDIS_KEY_SIZE], why[320];
+	const char *argv[4] = { "FCALL_RO", fn, "0", key };
+	redisReply *rep = NULL;
+	int rc = 0;
 
-	if ((major = server_version(ctx, timeout_ms, ver, sizeof(ver), err,
-	    errlen)) == -1)
-		return -1;
-	if (major < 7) {
-		snprintf(err, errlen, "Redis 7.0 or later is needed (this "
-		    "server is %s)", ver);
+	snprintf(fn, sizeof(fn), "%s_acl", rlg_library_name);
+	snprintf(key, sizeof(key), "%s{rlgate:acl}", key_prefix);
+	if (redis_conn_command(ctx, timeout_ms, &rep, why, sizeof(why), 4,
+	    argv) == -1) {
+		load_error(err, errlen, why);
 		return -1;
 	}
-	return redis_conn_command(ctx, timeout_ms, NULL, err, errlen, 4, rargv);
+	if (rep->type == REDIS_REPLY_STRING && rep->len > 0) {
+		snprintf(err, errlen, "the ACL user may not run %s on keys "
+		    "%s*, which the rlgate library runs (README.md: \"A Redis "
+		    "user for rlgate\")", rep->str, key_prefix);
+		rc = -1;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+/*
+ * Makes sure this build's library is on a blocking ctx: asks its version
+ * function (FCALL_RO, so a user without FUNCTION LOAD runs a gateway on a
+ * library loaded for it), and loads it only when that function is not
+ * found, with FUNCTION LOAD and never REPLACE: other versions' libraries
+ * stay, for the gateways still calling them; "already exists" (another
+ * gateway of this build was first) is a success. Then checks the ACL
+ * user may run what the library runs on keys under key_prefix. 0, or -1
+ * with err set.
+ */
+int
+redis_conn_load_library(redisContext *ctx, long long timeout_ms,
+    const char *key_prefix, char *err, size_t errlen)
+{
+	const char *vargv[3] = { "FCALL_RO", rlg_fn_version, "0" };
+	const char *largv[3] = { "FUNCTION", "LOAD", rlg_library };
+	redisReply *rep = NULL;
+	char why[320];
+
+	if (redis_conn_command(ctx, timeout_ms, &rep, why, sizeof(why), 3,
+	    vargv) == 0) {
+		int same = rep->type == REDIS_REPLY_STRING &&
+		    strcmp(rep->str, rlg_library_version) == 0;
+
+		if (!same)
+			snprintf(err, errlen, "library %s there is not this "
+			    "build's (its version is %.40s, this build's %s); "
+			    "rlgate does not replace it", rlg_library_name,
+			    rep->type == REDIS_REPLY_STRING ? rep->str : "?",
+			    rlg_library_version);
+		freeReplyObject(rep);
+		return same ? acl_check(ctx, timeout_ms, key_prefix, err,
+		    errlen) : -1;
+	}
+	if (ctx->err != 0 || strstr(why, "Function not found") == NULL) {
+		load_error(err, errlen, why);
+		return -1;
+	}
+	if (redis_conn_command(ctx, timeout_ms, NULL, why, sizeof(why), 3,
+	    largv) == -1 && (ctx->err != 0 ||
+	    strstr(why, "already exists") == NULL)) {
+		load_error(err, errlen, why);
+		return -1;
+	}
+	return acl_check(ctx, timeout_ms, key_prefix, err, errlen);
 }
 
 /* ---- nodes ------------------------------------------------------------ */

@@ -90,6 +90,11 @@ map_from(struct redis *r, const struct conf *c, int k, uint16_t *slots,
 		snprintf(err, errlen, "cluster support is disabled there: "
 		    "mode = cluster needs cluster-enabled yes");
 		return -1;
+	} else if (strstr(why, "NOPERM") != NULL) {
+		/* The ACL user lacks cluster|slots: say so, not what
+		 * CLUSTER SHARDS (for servers without SLOTS) would. */
+		snprintf(err, errlen, "%s", why);
+		return -1;
 	} else if (r->nodes[k]->ctx->err == 0 &&
 	    redis_conn_command(r->nodes[k]->ctx, c->redis_timeout_ms, &rep, why,
 	    sizeof(why), 2, hargv) == 0)
@@ -568,8 +573,8 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		    errlen);
 		if (ctx == NULL)
 			return -1;
-		rc = redis_conn_load_library(ctx, c->redis_timeout_ms, errbuf,
-		    errlen);
+		rc = redis_conn_load_library(ctx, c->redis_timeout_ms,
+		    c->key_prefix, errbuf, errlen);
 		redisFree(ctx);
 		return rc;
 	}
@@ -587,8 +592,8 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			continue;
 		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL ||
-		    redis_conn_load_library(ctx, c->redis_timeout_ms, why,
-		    sizeof(why)) == -1) {
+		    redis_conn_load_library(ctx, c->redis_timeout_ms,
+		    c->key_prefix, why, sizeof(why)) == -1) {
 			tried(list, sizeof(list), r->nodes[k]->addr, why);
 			rc = -1;
 		}

@@ -115,10 +115,15 @@ int		 redis_conn_split_address(const char *addr, char *host,
  * a cluster); NULL with why in err. The caller frees it. */
 redisContext	*redis_conn_dial_node(const struct conf *c, const char *host,
 		    int port, char *err, size_t errlen);
-/* FUNCTION LOAD REPLACE of rlg_library on a blocking ctx, after checking
- * the server is Redis 7.0 or later. 0, or -1 with err set. */
+/* Makes sure rlg_library is on a blocking ctx: FCALL_RO of its version
+ * function, and FUNCTION LOAD (never REPLACE) only where it is not found.
+ * Then asks the library whether the ACL user may run every command it runs
+ * on keys under key_prefix (FCALL_RO LIB_acl). 0, or -1 with err set
+ * (another library under this build's name, NOPERM, a command the user may
+ * not run, a server before Redis 7.0). */
 int		 redis_conn_load_library(redisContext *ctx,
-		    long long timeout_ms, char *err, size_t errlen);
+		    long long timeout_ms, const char *key_prefix, char *err,
+		    size_t errlen);
 
 /* Closes nd's connection, if any. */
 void		 redis_conn_node_close(struct node *nd);

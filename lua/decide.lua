@@ -1,7 +1,9 @@
 -- decide: the functions Redis calls, on the algorithms of lua/<algorithm>.lua
 -- and the prelude. Not the algorithms themselves.
 --
--- FCALL rlgate_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM FLAGS
+-- LIB is the library's name, rlgate_<first 12 hex digits of VERSION>.
+--
+-- FCALL LIB_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM FLAGS
 --     COST LIMIT WINDOW_MS BURST PRECISION_MS
 --   The rules of one request on one node, all or nothing; or of several
 --   requests (a batch), each all or nothing, decided one after the other.
@@ -23,11 +25,13 @@
 --   {counted, R1..Rn} of each request, one after the other, in one array.
 --   A request's bad argument is an error in the place of its counted, and
 --   no rows, in a batch; the call's error for a request alone.
--- FCALL rlgate_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
---   Takes back what rlgate_decide counted (UNDO: its token; "" is skipped),
+-- FCALL LIB_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
+--   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
--- FCALL_RO rlgate_version 0: the library version.
--- FCALL rlgate_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US COST LIMIT WINDOW_MS
+-- FCALL_RO LIB_version 0: the library version.
+-- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
+--   user may not run on KEY, space separated ("" when none).
+-- FCALL LIB_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US COST LIMIT WINDOW_MS
 --     BURST PRECISION_MS: one rule on its own, the reply of 7 integers (11 or
 --     12 fields with an override key).
 -- Errors: one sentence starting "rlgate: "; a rule's names it:
@@ -107,7 +111,7 @@ local function decide(keys, args)
 		    ' is loaded, the caller expects ' .. shown(args[1]))
 	end
 	if nargs < 2 or (nargs - 2) % 7 ~= 0 then
-		return redis.error_reply('rlgate: rlgate_decide takes VERSION, NOW_US and 7 ' ..
+		return redis.error_reply('rlgate: ' .. LIB .. '_decide takes VERSION, NOW_US and 7 ' ..
 		    'arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST ' ..
 		    'PRECISION_MS), got ' .. nargs .. ' arguments')
 	end
@@ -193,7 +197,7 @@ end
 local function undo(keys, args)
 	local nargs = #args
 	if nargs < 1 or (nargs - 1) % 2 ~= 0 or (nargs - 1) / 2 ~= #keys then
-		return redis.error_reply('rlgate: rlgate_undo takes one key and 2 arguments ' ..
+		return redis.error_reply('rlgate: ' .. LIB .. '_undo takes one key and 2 arguments ' ..
 		    'per rule (ALGORITHM UNDO) after NOW_US: ' .. #keys .. ' keys and ' ..
 		    nargs .. ' arguments given')
 	end
@@ -210,7 +214,7 @@ local function undo(keys, args)
 			local u = alg.undo_parse(token)
 			if u == nil then
 				return rule_error(r, name, 'undo token "' .. shown(token) ..
-				    '" is not one rlgate_decide gives for this algorithm')
+				    '" is not one ' .. LIB .. '_decide gives for this algorithm')
 			end
 			todo[#todo + 1] = {alg = alg, key = keys[r], u = u}
 		end
@@ -222,17 +226,45 @@ local function undo(keys, args)
 	return n
 end
 
-redis.register_function('rlgate_decide', decide)
-redis.register_function('rlgate_undo', undo)
-redis.register_function{function_name = 'rlgate_version', flags = {'no-writes'},
+-- Every command the library runs, with arguments of its shape (K: the
+-- key): what LIB_acl asks Redis about. tests/it_lua.sh checks that it names
+-- every redis.call and redis.pcall of lua/*.lua.
+local CALLS = {{'TIME'}, {'GET', 'K'}, {'SET', 'K', '1'}, {'DEL', 'K'},
+    {'TYPE', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
+    {'HGET', 'K', 'f'}, {'HMGET', 'K', 'f'}, {'HGETALL', 'K'},
+    {'HSET', 'K', 'f', '1'}, {'HINCRBY', 'K', 'f', '1'}, {'HDEL', 'K', 'f'},
+    {'ZADD', 'K', '1', 'm'}, {'ZCOUNT', 'K', '0', '1'},
+    {'ZRANGE', 'K', '0', '1'}, {'ZRANGEBYSCORE', 'K', '0', '1'},
+    {'ZREM', 'K', 'm'}, {'ZREMRANGEBYSCORE', 'K', '0', '1'}}
+
+-- FCALL_RO LIB_acl 0 KEY: the commands of CALLS that the caller's ACL user
+-- may not run on KEY (a key under key_prefix), space separated; "" when
+-- none. Redis checks a script's commands against the caller's user, and
+-- its error does not name the command: the gateway asks this at start-up.
+local function acl(_, args)
+	local no = {}
+	for i = 1, #CALLS do
+		local c = CALLS[i]
+		local argv = {}
+		for j = 2, #c do argv[j - 1] = c[j] == 'K' and (args[1] or '') or c[j] end
+		if not redis.acl_check_cmd(c[1], unpack(argv)) then no[#no + 1] = c[1] end
+	end
+	return table.concat(no, ' ')
+end
+
+redis.register_function(LIB .. '_decide', decide)
+redis.register_function(LIB .. '_undo', undo)
+redis.register_function{function_name = LIB .. '_version', flags = {'no-writes'},
     callback = function() return VERSION end}
+redis.register_function{function_name = LIB .. '_acl', flags = {'no-writes'},
+    callback = acl}
 -- (A numeric loop: pairs is not there while a library loads.)
 for i = 1, #algorithm_names do
 	local name = algorithm_names[i]
 	local alg = algorithms[name]
-	redis.register_function('rlgate_' .. name, function(keys, args)
+	redis.register_function(LIB .. '_' .. name, function(keys, args)
 		if #keys < 1 or #keys > 2 then
-			return redis.error_reply('rlgate: rlgate_' .. name .. ' takes 1 key (the ' ..
+			return redis.error_reply('rlgate: ' .. LIB .. '_' .. name .. ' takes 1 key (the ' ..
 			    'state) or 2 (and its override), got ' .. #keys)
 		end
 		return standalone(alg, keys, args)

@@ -1,7 +1,7 @@
-#!lua name=rlgate
+#!lua name=@RLGATE_LIB@
 -- prelude: what the six algorithms of the rlgate library share: exact integer
 -- arithmetic, argument parsing and checks, the clock, overrides, replies, and
--- the runner of a standalone call (rlgate_<algorithm>). Not the algorithms
+-- the runner of a standalone call (LIB_<algorithm>). Not the algorithms
 -- (lua/<algorithm>.lua) nor the functions Redis calls (lua/decide.lua).
 --
 -- The library is this file, the six algorithms (sorted) and decide.lua, in
@@ -32,8 +32,12 @@
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
 local EXACT = 9007199254740992	-- 2^53
 
--- The library's version, the sha1 of its source (fcgi/embed.sh puts it here).
+-- The library's version, the sha1 of its source, and its name, rlgate_ and
+-- the version's first 12 hex digits (fcgi/embed.sh puts them here). Every
+-- function's name starts with LIB and '_': two versions are two libraries,
+-- which share one Redis and never replace each other (lua/README.md).
 local VERSION = '@RLGATE_VERSION@'
+local LIB = '@RLGATE_LIB@'
 
 -- An integer as a decimal string. Arguments of redis.call go through it:
 -- Redis 7.0 prints a Lua number with snprintf("%.17g"), which costs more
@@ -315,7 +319,7 @@ local function row(t, a, d, counted, code, why, undo)
 	return t
 end
 
--- A standalone call: FCALL rlgate_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US
+-- A standalone call: FCALL LIB_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US
 -- COST LIMIT WINDOW_MS BURST PRECISION_MS, today's per-script contract.
 local function standalone(alg, keys, argv)
 	local a, err = params_of(alg.spec, argv[2], argv[3], argv[4], argv[5], argv[6])

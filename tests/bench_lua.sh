@@ -60,11 +60,13 @@ printf '%-16s %s   %s\n' "(4 commands)" "$(bench EVALSHA "$floor" 1 'rl:{b:__ran
 rcli flushall > /dev/null
 # shellcheck disable=SC2046
 sh "$TOP/fcgi/embed.sh" -l "$TOP/lua/prelude.lua" $(ls "$TOP"/lua/*.lua | grep -v -e /prelude.lua -e /decide.lua -e /rlgate.lua | sort) \
-	"$TOP/lua/decide.lua" | rcli -x function load replace > /dev/null || exit 1
+	"$TOP/lua/decide.lua" > "$T/rlgate.lua" || exit 1
+L=$(sed -n '1s/^#!lua name=//p' "$T/rlgate.lua")	# the functions' prefix
+rcli -x function load replace < "$T/rlgate.lua" > /dev/null || exit 1
 for alg in $ALGS; do
 	eval "set -- $(args_for "$alg")"
-	spread=$(bench FCALL "rlgate_$alg" 1 "rl:{$alg:__rand_int__}" "$@")
-	hot=$(bench FCALL "rlgate_$alg" 1 "rl:{$alg:hot}" "$@")
+	spread=$(bench FCALL "${L}_$alg" 1 "rl:{$alg:__rand_int__}" "$@")
+	hot=$(bench FCALL "${L}_$alg" 1 "rl:{$alg:hot}" "$@")
 	printf '%-16s %s   %s\n' "$alg" "$spread" "$hot"
 	rcli flushall > /dev/null
 done
@@ -72,13 +74,13 @@ done
 one="fixed_window - 1 100 1000 '' ''"
 three="$one token_bucket - 1 100 1000 '' '' gcra - 1 100 1000 '' ''"
 eval "set -- $one"
-printf '%-16s %s   %s\n' "decide, 1 rule" "$(bench FCALL rlgate_decide 1 'rl:{d:__rand_int__}' '' '' "$@")" \
-	"$(bench FCALL rlgate_decide 1 'rl:{d:hot}' '' '' "$@")"
+printf '%-16s %s   %s\n' "decide, 1 rule" "$(bench FCALL "${L}_decide" 1 'rl:{d:__rand_int__}' '' '' "$@")" \
+	"$(bench FCALL "${L}_decide" 1 'rl:{d:hot}' '' '' "$@")"
 rcli flushall > /dev/null
 eval "set -- $three"
 printf '%-16s %s   %s\n' "decide, 3 rules" \
-	"$(bench FCALL rlgate_decide 3 'rl:{d1:__rand_int__}' 'rl:{d2:__rand_int__}' 'rl:{d3:__rand_int__}' '' '' "$@")" \
-	"$(bench FCALL rlgate_decide 3 'rl:{d1:hot}' 'rl:{d2:hot}' 'rl:{d3:hot}' '' '' "$@")"
+	"$(bench FCALL "${L}_decide" 3 'rl:{d1:__rand_int__}' 'rl:{d2:__rand_int__}' 'rl:{d3:__rand_int__}' '' '' "$@")" \
+	"$(bench FCALL "${L}_decide" 3 'rl:{d1:hot}' 'rl:{d2:hot}' 'rl:{d3:hot}' '' '' "$@")"
 rcli flushall > /dev/null
 
 # Memory per idle key: 100000 keys "rl:{user_list:N}" written with one
@@ -103,7 +105,7 @@ echo "# memory: $KEYS_N keys rl:{user_list:N}, one decision each, limit 100 per 
 printf '%-16s %-34s %14s %14s %12s\n' "script" "value after one decision" "MEMORY USAGE" "used_memory/key" "full key"
 for alg in $ALGS; do
 	rcli flushall > /dev/null
-	sha=rlgate_$alg
+	sha=${L}_$alg
 	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
 	prec=; [ "$alg" = sliding_window ] && prec=6000
 	rcli memory purge > /dev/null
@@ -137,8 +139,8 @@ done
 # (7 per second), written and read in one redis-cli session.
 rcli flushall > /dev/null
 now=$(rcli time | paste -sd' ' | awk '{ printf "%d%06d", $1, $2 }')
-tb=rlgate_token_bucket
-gc=rlgate_gcra
+tb=${L}_token_bucket
+gc=${L}_gcra
 printf '%s\n' \
 	"FCALL $tb 1 rl:{frac:tb} $now 7 7 1000 \"\" \"\"" \
 	"FCALL $tb 1 rl:{frac:tb} $((now + 200000)) 1 7 1000 \"\" \"\"" \
@@ -157,7 +159,7 @@ echo "# expiry: $KEYS_N idle keys, limit 100 per 1 s (buckets: cost 100), TTL ab
 printf '%-16s %14s %22s\n' "script" "PTTL left (ms)" "all gone after (s)"
 for alg in $ALGS; do
 	rcli flushall > /dev/null
-	sha=rlgate_$alg
+	sha=${L}_$alg
 	case $alg in token_bucket|gcra|leaky_bucket) cost=100;; *) cost=1;; esac
 	prec=; [ "$alg" = sliding_window ] && prec=100
 	gen "$sha" "$cost" 1000 "$prec" | rcli --pipe > /dev/null

@@ -5,11 +5,15 @@
 # a Recommends of clang): the fuzz targets; valgrind: the leak check;
 # e2fsprogs: chattr for tests/it_faults_audit.sh; libfcgi-bin: cgi-fcgi,
 # a FastCGI responder client for tests/it_ops.sh; jq: reads /health there;
-# strace: what a CGI request does, in tests/it_deploy_cgi.sh.
+# strace: what a CGI request does, in tests/it_deploy_cgi.sh; debhelper,
+# devscripts, lintian: make deb and tests/it_deb.sh; systemd:
+# systemd-socket-activate and systemd-analyze (tests/it_socket_activation.sh,
+# tests/it_deb.sh; systemd need not run).
 PKGS="build-essential pkg-config libfcgi-dev libfcgi-bin jq libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
-chromium clang libclang-rt-14-dev valgrind e2fsprogs strace"
+chromium clang libclang-rt-14-dev valgrind e2fsprogs strace
+debhelper devscripts lintian systemd"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

@@ -23,10 +23,12 @@ field() { awk -F'\t' -v r="$1" -v c="$2" -v f="$3" '$1 == r && $2 == c { print $
 
 # 1. The probe reads the map past the dead seed and loads the library on
 # every master.
+# L: this build's library (fcgi/scripts.c), its functions' prefix.
+L=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
 for p in "${M[@]}"; do redis-cli -p "$p" FUNCTION FLUSH > /dev/null; done
 is "probe past a dead seed" "probe OK" "$("$RC" -c "$T/c.ini" -P 2>"$T/probe.err")"
 n=0; for p in "${M[@]}"; do
-	redis-cli -p "$p" FUNCTION LIST LIBRARYNAME rlgate | grep -qx rlgate && n=$((n + 1))
+	redis-cli -p "$p" FUNCTION LIST LIBRARYNAME "$L" | grep -qx "$L" && n=$((n + 1))
 done
 is "the library is on every master" 3 "$n"
 check "a dead seed is no outage (nothing logged)" test ! -s "$T/probe.err"
@@ -72,19 +74,30 @@ check "the other master ran its call before the sleeper woke ($((tA - tB)) us)" 
 # 4. The library, missing on a node (FUNCTION FLUSH: a new or flushed
 # master), is loaded there and the call answers.
 for p in "${M[@]}"; do redis-cli -p "$p" FUNCTION FLUSH > /dev/null; done
-args=(); for i in $(seq 1 9); do args+=("rl:{k$i}" FCALL_RO rlgate_version 0 ";"); done
+args=(); for i in $(seq 1 9); do args+=("rl:{k$i}" FCALL_RO "${L}_version" 0 ";"); done
 "$RC" -c "$T/c.ini" "${args[@]}" > "$T/lib.out"
-is "rlgate_version answers on every master after FUNCTION FLUSH" 9 \
+is "${L}_version answers on every master after FUNCTION FLUSH" 9 \
 	"$(awk -F'\t' '$3 == "OK" && $5 !~ /error/' "$T/lib.out" | wc -l)"
-# A node with another library of that name (another build): the
-# function's "rlgate: library version" error reloads it.
-redis-cli -p "$pA" FUNCTION LOAD REPLACE "#!lua name=rlgate
-redis.register_function('rlgate_version', function() return redis.error_reply('rlgate: library version old, expected new') end)" > /dev/null
-"$RC" -c "$T/c.ini" "$kA" FCALL rlgate_version 0 > "$T/ver.out"
-check "a version mismatch reloads the library and the call answers" \
-	grep -q $'\tOK\t.*\t[^(]' "$T/ver.out"
-is "the old library is replaced on that master" 0 \
-	"$(redis-cli -p "$pA" FUNCTION LIST WITHCODE | grep -c 'expected new')"
+# Another version's library (another build, during a rolling upgrade) is
+# left alone: this build's is loaded beside it, never in its place.
+redis-cli -p "$pA" FUNCTION LOAD "#!lua name=rlgate_000000000000
+redis.register_function{function_name = 'rlgate_000000000000_version', flags = {'no-writes'}, callback = function() return 'old' end}" > /dev/null
+redis-cli -p "$pA" FUNCTION DELETE "$L" > /dev/null
+"$RC" -c "$T/c.ini" "$kA" FCALL_RO "${L}_version" 0 > "$T/ver.out"
+check "this build's library reloaded beside another version's, and the call answers" \
+	grep -q $'\tOK\t.*\t[0-9a-f]\\{40\\}$' "$T/ver.out"
+is "the other version's library is still there" old \
+	"$(redis-cli -p "$pA" FCALL_RO rlgate_000000000000_version 0)"
+# A library under this build's name that is not this build's (a name
+# collision, a hand-made one): not replaced, the call fails.
+redis-cli -p "$pA" FUNCTION LOAD REPLACE "#!lua name=$L
+redis.register_function{function_name = '${L}_version', flags = {'no-writes'}, callback = function() return redis.error_reply('rlgate: library version old, expected new') end}" > /dev/null
+"$RC" -c "$T/c.ini" "$kA" FCALL_RO "${L}_version" 0 > "$T/ver2.out"
+check "a library of this name but not this version: the call's error, not replaced" \
+	grep -q 'rlgate: library version old' "$T/ver2.out"
+is "it is still there" 1 "$(redis-cli -p "$pA" FUNCTION LIST WITHCODE | grep -c 'expected new')"
+redis-cli -p "$pA" FUNCTION DELETE "$L" > /dev/null
+redis-cli -p "$pA" FUNCTION DELETE rlgate_000000000000 > /dev/null
 
 # The slot of a key, its master's port and node id, and a master to move it to.
 move_setup() {	# move_setup KEY

@@ -5,6 +5,7 @@
 # Retry-After and the RateLimit headers; an allowed one gets the static file
 # or the CGI program, which sees RATELIMIT_* and RL_CLIENT; every request is
 # decided once (subrequests are not counted again), one audit row each.
+# rlgate runs as the systemd units run it, on a socket passed to it.
 . "$(dirname "$0")/lib.sh"
 
 start_redis || exit 1
@@ -17,12 +18,21 @@ cp "$TOP/tests/www/cgi-bin/app.cgi" "$CGI_DIR/"
 
 AUDIT_DB=$T/audit.db
 deploy_ini "$T/rlgate.ini" "$AUDIT_DB" || exit 1
-start_rlgate "$T/rlgate.ini" || exit 1
+# rlgate as rlgate-tcp.socket and rlgate.service run it, the socket held by
+# systemd-socket-activate (its port a free one, the paths this test's).
+RLGATE_PORT=$(free_port)
+LISTEN=$(sed -n "s/^ListenStream=127.0.0.1:9000$/127.0.0.1:$RLGATE_PORT/p" "$TOP/conf/rlgate-tcp.socket")
+EXEC=$(sed -n -e "s|@SBINDIR@|$TOP/fcgi|" -e "s|/etc/rlgate/rlgate.ini|$T/rlgate.ini|" -e 's/^ExecStart=//p' "$TOP/conf/rlgate.service")
+is "rlgate-tcp.socket listens on 127.0.0.1 (port set here)" "127.0.0.1:$RLGATE_PORT" "$LISTEN"
+systemd-socket-activate -l "$LISTEN" -- $EXEC 2>>"$T/rlgate.log" &
+PIDS+=($!)
+wait_for 10 port_open "$RLGATE_PORT" || { echo "# no socket"; cat "$T/rlgate.log"; exit 1; }
 ship_conf apache.conf "$T/rlgate-apache.conf" RLGATE_FCGI="127.0.0.1:$RLGATE_PORT" || exit 1
 start_apache "$T/rlgate-apache.conf" || exit 1
 BASE=http://127.0.0.1:$HTTP_PORT
 
 seed_demo "apache" "$BASE" org1 "$AUDIT_DB"
+check "apache: rlgate serves the socket systemd passed" grep -q 'listening on 1 socket from systemd' "$T/rlgate.log"
 check_denied "apache" '^{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",.*"violated-policies":\["user_list"\],"retry_after_ms":[1-9][0-9]*}$'
 curl -s -o "$T/ok.body" "$BASE/user/list?org=org2"
 check "apache: an allowed request gets the file unchanged" cmp -s "$T/ok.body" "$DOCROOT/user/list"

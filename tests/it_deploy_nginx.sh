@@ -19,24 +19,34 @@ chmod 600 "$DOCROOT/secret/file"
 AUDIT_DB=$T/var/audit.db
 SOCK=$T/var/rlgate.sock
 deploy_ini "$T/rlgate.ini" "$AUDIT_DB" 403 || exit 1
-# rlgate as conf/rlgate.service runs it (its paths set to this test's; its
-# User, rlgate, played by www-data): the unit must be valid and its
-# ExecStartPre and ExecStart lines must work.
-mkdir -p "$T/bin"
+# rlgate as conf/rlgate.service and rlgate.socket run it (their paths set
+# to this test's; User rlgate played by www-data): the units must be valid,
+# ExecStartPre must accept the configuration, and ExecStart must serve on
+# the socket that systemd-socket-activate holds, made as rlgate.socket says
+# (SocketMode, SocketGroup: systemd-socket-activate applies neither).
+mkdir -p "$T/bin" "$T/units"
 cp "$RLGATE" "$T/bin/rlgate"
-sed -e "s|/usr/local/sbin/rlgate|$T/bin/rlgate|g" -e "s|/etc/rlgate/rlgate.ini|$T/rlgate.ini|g" \
-    -e "s|/run/rlgate/|$T/var/|g" -e "s|^User=rlgate|User=www-data|" -e "s|^Group=rlgate|Group=www-data|" \
-    "$TOP/conf/rlgate.service" > "$T/rlgate.service"
-check "conf/rlgate.service: systemd-analyze verify" \
-	bash -c "systemd-analyze verify '$T/rlgate.service' >'$T/verify.log' 2>&1 && ! grep -q . '$T/verify.log'"
-unit_cmd() { sed -n "s/^$1=//p" "$T/rlgate.service"; }
+for u in rlgate.service rlgate.socket rlgate-tcp.socket; do
+	sed -e "s|@SBINDIR@|$T/bin|g" -e "s|/etc/rlgate/rlgate.ini|$T/rlgate.ini|g" \
+	    -e "s|/run/rlgate/|$T/var/|g" -e "s|^User=rlgate|User=www-data|" -e "s|^Group=rlgate|Group=www-data|" \
+	    "$TOP/conf/$u" > "$T/units/$u"
+done
+check "conf/rlgate.service, rlgate.socket, rlgate-tcp.socket: systemd-analyze verify" \
+	bash -c "cd '$T/units' && systemd-analyze verify --man=no rlgate.socket rlgate-tcp.socket rlgate.service >'$T/verify.log' 2>&1 && ! grep -q . '$T/verify.log'"
+unit_cmd() { sed -n "s/^$1=//p" "$T/units/${2:-rlgate.service}"; }
 check "conf/rlgate.service: ExecStartPre accepts the configuration" \
 	bash -c "runuser -u www-data -- $(unit_cmd ExecStartPre) >/dev/null"
-runuser -u www-data -- $(unit_cmd ExecStart) 2>>"$T/rlgate.log" &
+is "rlgate.socket's socket is the one nginx is given" "$SOCK" "$(unit_cmd ListenStream rlgate.socket)"
+# setpriv execs (runuser forks): rlgate keeps the PID LISTEN_PID names.
+systemd-socket-activate -l "$SOCK" -- setpriv --reuid=www-data --regid=www-data --init-groups \
+	$(unit_cmd ExecStart) 2>>"$T/rlgate.log" &
 RLGATE_PID=$!
 PIDS+=("$RLGATE_PID")
-wait_for 10 test -S "$SOCK" || { echo "# rlgate did not start"; cat "$T/rlgate.log"; exit 1; }
-is "rlgate's socket is 0666" 666 "$(stat -c %a "$SOCK")"
+wait_for 10 test -S "$SOCK" || { echo "# no socket"; cat "$T/rlgate.log"; exit 1; }
+chgrp "$(unit_cmd SocketGroup rlgate.socket)" "$SOCK" && chmod "$(unit_cmd SocketMode rlgate.socket)" "$SOCK"
+is "the socket: 0660 root:www-data, as rlgate.socket says" "660 root:www-data" "$(stat -c '%a %U:%G' "$SOCK")"
+check "a user outside group www-data cannot connect" \
+	bash -c "! runuser -u nobody -- '$TOP/tests/tools/fcgi_raw' 'unix:$SOCK' 'request 1 responder close GET /' 'wait-reply 1' >/dev/null 2>&1"
 
 HTTP_PORT=$(free_port)
 ship_conf nginx.conf "$T/rlgate-site.conf" \

@@ -157,11 +157,11 @@ T_START=$(now_ms)
 start_redis "$REDIS_PORT" || exit 1
 T_UP=$(now_ms)
 back_ms=$(until_200 "$BASE/probe/item")
-# The version this build carries (fcgi/scripts.c), which rlgate_version
+# The version this build carries (fcgi/scripts.c), which the version function
 # of the library loaded there must return.
 want=$(sed -n 's/^const char rlg_library_version\[\] = "\([0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
 is "the fresh Redis got the library from rlgate (it had none)" "$want" \
-	"$(rcli FCALL_RO rlgate_version 0)"
+	"$(rcli FCALL_RO "$(sed -n 's/^const char rlg_fn_version\[\] = "\(.*\)";$/\1/p' "$TOP/fcgi/scripts.c")" 0)"
 check "decisions back ${back_ms} ms after Redis answers (<= 1000)" [ "$back_ms" -le 1000 ]
 wait "$LOOP1" "$LOOP2" "$AB"
 

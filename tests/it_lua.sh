@@ -58,28 +58,34 @@ lua_check fcall 300
 lua_check decide 300
 
 # 2. The library as one file, loaded as lua/README.md shows.
-is "redis-cli -x FUNCTION LOAD REPLACE" "rlgate" "$(rcli -x FUNCTION LOAD REPLACE < "$T/rlgate.lua")"
-version=$(rcli FCALL_RO rlgate_version 0)
-is "rlgate_version is the sha1 of the sources (with the placeholder)" \
-	"$(sed "s/$version/@RLGATE_VERSION@/" "$T/rlgate.lua" | sha1sum | cut -c1-40)" "$version"
+# L: the library's name, rlgate_ and the version's first 12 hex digits;
+# every function's name starts with it.
+L=$(sed -n '1s/^#!lua name=//p' "$T/rlgate.lua")
+check "the library's name is rlgate_ and 12 hex digits ($L)" grep -qx 'rlgate_[0-9a-f]\{12\}' <<<"$L"
+rcli FUNCTION DELETE "$L" > /dev/null 2>&1	# lua_check loaded it
+is "redis-cli -x FUNCTION LOAD, as lua/README.md shows" "$L" "$(rcli -x FUNCTION LOAD < "$T/rlgate.lua")"
+version=$(rcli FCALL_RO "${L}_version" 0)
+is "${L}_version is the sha1 of the sources (with the placeholders)" \
+	"$(sed -e "s/$version/@RLGATE_VERSION@/" -e "s/$L/@RLGATE_LIB@/g" "$T/rlgate.lua" | sha1sum | cut -c1-40)" "$version"
+is "the name is the version's first 12 hex digits" "rlgate_${version:0:12}" "$L"
 is "the build embeds the same version" "1" \
 	"$(grep -c "^const char rlg_library_version\[\] = \"$version\";" "$TOP/fcgi/scripts.c" 2>/dev/null || echo 0)"
 line() { tr '\n' ' ' | sed 's/ $//'; }
-fc() { rcli FCALL "rlgate_$1" 1 "$2" "${@:3}" | line; }
-is "FCALL rlgate_fixed_window, clock given" "1 2 3 1000 0 1000000 0" \
+fc() { rcli FCALL "${L}_$1" 1 "$2" "${@:3}" | line; }
+is "FCALL ${L}_fixed_window, clock given" "1 2 3 1000 0 1000000 0" \
 	"$(fc fixed_window 'rl:{readme:fw}' 1000000 1 3 1000 '' '')"
-is "FCALL rlgate_token_bucket, clock given" "1 2 7 143 0 1000000 0" \
+is "FCALL ${L}_token_bucket, clock given" "1 2 7 143 0 1000000 0" \
 	"$(fc token_bucket 'rl:{readme:tb}' 1000000 1 7 1000 3 '')"
-is "FCALL rlgate_gcra: redis-cell's CL.THROTTLE user123 15 30 60 1" "1 15 30 2000 0 1000000 0" \
+is "FCALL ${L}_gcra: redis-cell's CL.THROTTLE user123 15 30 60 1" "1 15 30 2000 0 1000000 0" \
 	"$(fc gcra 'rl:{readme:gcra}' 1000000 1 30 60000 16 '')"
-is "FCALL rlgate_sliding_log, clock given" "1 99 100 60000 0 1000000 0" \
+is "FCALL ${L}_sliding_log, clock given" "1 99 100 60000 0 1000000 0" \
 	"$(fc sliding_log 'rl:{readme:sl}' 1000000 1 100 60000 '' '')"
-is "FCALL rlgate_sliding_window, clock given" "1 9 10 1000 0 1000000 0" \
+is "FCALL ${L}_sliding_window, clock given" "1 9 10 1000 0 1000000 0" \
 	"$(fc sliding_window 'rl:{readme:sw}' 1000000 1 10 1000 '' 100)"
 fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '' > /dev/null
-is "FCALL rlgate_leaky_bucket: second request waits 500 ms" "1 4 2 1000 0 1000000 500" \
+is "FCALL ${L}_leaky_bucket: second request waits 500 ms" "1 4 2 1000 0 1000000 500" \
 	"$(fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '')"
-is "FCALL rlgate_gcra, trailing arguments left out" "1 0 1 1000 0 5000000 0" \
+is "FCALL ${L}_gcra, trailing arguments left out" "1 0 1 1000 0 5000000 0" \
 	"$(fc gcra 'rl:{readme:short}' 5000000 1 1 1000)"
 # admitted_now REPLY: 7 integers, admitted, now_us after 2020.
 admitted_now() {
@@ -88,13 +94,13 @@ admitted_now() {
 }
 for alg in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
 	out=$(fc "$alg" "rl:{readme:time:$alg}" '' 1 10 60000 '' '')
-	check "FCALL rlgate_$alg with Redis TIME: admitted, now_us is Redis's clock ($out)" \
+	check "FCALL ${L}_$alg with Redis TIME: admitted, now_us is Redis's clock ($out)" \
 		admitted_now "$out"
 	ttl=$(rcli pttl "rl:{readme:time:$alg}")
 	check "$alg: the key has a TTL ($ttl ms)" [ "$ttl" -gt 0 ]
 done
 # lua/README.md's override example: set, broken, unlimited, cleared.
-evalo() { rcli FCALL rlgate_fixed_window 2 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' 1700000000000000 1 3 1000 | paste -sd' '; }
+evalo() { rcli FCALL ${L}_fixed_window 2 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' 1700000000000000 1 3 1000 | paste -sd' '; }
 rcli hset 'rl:{user_list:org1}:override' limit 5 > /dev/null
 is "README override: the override's limit 5 is used" "1 4 5 1000 0 1700000000000000 0 1000 0 0 1" "$(evalo)"
 rcli hset 'rl:{user_list:org1}:override' limit 0 > /dev/null
@@ -104,17 +110,17 @@ rcli hset 'rl:{user_list:org1}:override' unlimited 1 > /dev/null
 is "README override: unlimited, not counted" "1 3 3 0 0 1700000000000000 0 1000 0 0 2" "$(evalo)"
 rcli del 'rl:{user_list:org1}:override' > /dev/null
 is "README override: cleared, ARGV's limit: the third admission" "1 0 3 1000 0 1700000000000000 0 1000 0 0 0" "$(evalo)"
-err=$(rcli FCALL rlgate_gcra 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
+err=$(rcli FCALL ${L}_gcra 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
 is "an argument error is one sentence" "rlgate: cost 2 is above burst 1: such a request could never be admitted" "$err"
-is "rlgate_gcra with 3 keys: an error" "rlgate: rlgate_gcra takes 1 key (the state) or 2 (and its override), got 3" \
-	"$(rcli FCALL rlgate_gcra 3 a b c '' 1 1 1000 2>&1)"
+is "${L}_gcra with 3 keys: an error" "rlgate: ${L}_gcra takes 1 key (the state) or 2 (and its override), got 3" \
+	"$(rcli FCALL ${L}_gcra 3 a b c '' 1 1 1000 2>&1)"
 
-# 3. rlgate_decide: the rules of one request, all or nothing.
+# 3. LIB_decide: the rules of one request, all or nothing.
 # decide N KEYS... NOW RULE-ARGS...: the reply, one line per rule: "counted"
 # first, then each rule's 13 fields (the undo token shown as "undo" or "-").
 decide() {
 	local n=$1
-	rcli FCALL rlgate_decide "$@" | awk -v n="$n" 'NR == 1 { c = $0; next }
+	rcli FCALL ${L}_decide "$@" | awk -v n="$n" 'NR == 1 { c = $0; next }
 		{ f[++i] = $0 } END {
 			printf "%s", c
 			for (r = 0; r < i / 13; r++) {
@@ -175,7 +181,7 @@ is "dry: its count stays 1" "1" "$(rcli hget 'rl:{dry:d}' count)"
 # after the first), each all or nothing, each on the state the ones before
 # it left. Request 1: x (2 per minute) and y (1 per minute); request 2: x;
 # request 3: x, now full, and z, which would admit: nothing counted.
-batch() { rcli -2 --json FCALL rlgate_decide "$@"; }
+batch() { rcli -2 --json FCALL "${L}_decide" "$@"; }
 row_b() { printf '[%s,%s,%s,%s,%s,1000000,0,60000,0,0,0,"",""]' "$@"; }
 is "batch: three requests; x denies the third, so z is not counted" \
 	"[1,$(row_b 1 1 2 60000 0),$(row_b 1 0 1 60000 0),1,$(row_b 1 0 2 60000 0),0,$(row_b 0 0 2 60000 60000),$(row_b 1 5 5 0 0)]" \
@@ -208,7 +214,7 @@ is "an ignored override says why in field 12" \
 	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 sliding_window ou 1 3 1000 '' '')"
 
 # Errors: one sentence naming the rule; nothing written.
-err() { rcli FCALL rlgate_decide "$@" 2>&1; }
+err() { rcli FCALL ${L}_decide "$@" 2>&1; }
 is "version mismatch" "rlgate: library version $version is loaded, the caller expects 0123456789abcdef0123456789abcdef01234567" \
 	"$(err 1 'rl:{e:v}' 0123456789abcdef0123456789abcdef01234567 1000000 fixed_window - 1 3 1000 '' '')"
 is "version mismatch: nothing written" "0" "$(rcli exists 'rl:{e:v}')"
@@ -226,7 +232,7 @@ is "too few keys for flag o" "rlgate: rule 1 (gcra): no key left for it: each ru
 is "one key too many" "rlgate: the rules take 1 keys, 2 given" "$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 gcra - 1 3 1000 '' '')"
 is "two rules on one key" "rlgate: rule 2 (gcra): its state key is also rule 1's: each rule needs a key of its own" \
 	"$(err 2 'rl:{e:1}' 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '' '' gcra - 1 3 1000 '' '')"
-is "arguments not 2 + 7 per rule" "rlgate: rlgate_decide takes VERSION, NOW_US and 7 arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS), got 8 arguments" \
+is "arguments not 2 + 7 per rule" "rlgate: ${L}_decide takes VERSION, NOW_US and 7 arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS), got 8 arguments" \
 	"$(err 1 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '')"
 is "a bad clock" "rlgate: now (microseconds) must be an integer, got \"soon\"" \
 	"$(err 1 'rl:{e:1}' '' soon gcra - 1 3 1000 '' '')"
@@ -236,7 +242,7 @@ is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl
 # costs about 700 bytes: 30000 kept would take over 20 MB).
 vm_mem() { rcli info memory | tr -d '\r' | sed -n 's/^used_memory_vm_functions:\(.*\)/\1/p'; }
 m0=$(vm_mem)
-awk 'BEGIN { for (i = 1; i <= 30000; i++) printf "FCALL rlgate_decide 1 rl:{kept} \"\" 1000000 fixed_window - 1 %d 60000 \"\" \"\"\n", i }' |
+awk -v f="${L}_decide" 'BEGIN { for (i = 1; i <= 30000; i++) printf "FCALL " f " 1 rl:{kept} \"\" 1000000 fixed_window - 1 %d 60000 \"\" \"\"\n", i }' |
 	rcli > "$T/kept.out"
 m1=$(vm_mem)
 is "30000 argument sets: 30000 replies of 14 lines, no error" "420000 0" \
@@ -284,10 +290,10 @@ is "... 20 HSET, 19 PEXPIRETIME" "20 19" "$(cmd_calls hset) $(cmd_calls pexpiret
 # between a call's TIME and its PEXPIRE (a server preempted mid-call).
 check "... one PEXPIRE (the opening), at most two" test "$(cmd_calls pexpire)" -le 2
 check "... the TTL still ends when the window closes" window_end_ok 60000
-tok=$(rcli FCALL rlgate_decide 1 "$fwk" '' '' fixed_window u 2 100 60000 '' '' | sed -n 14p)
+tok=$(rcli FCALL ${L}_decide 1 "$fwk" '' '' fixed_window u 2 100 60000 '' '' | sed -n 14p)
 at=$(rcli pexpiretime "$fwk")
 is "... undo of an admission in the window: count 40 again, TTL untouched" "1 40 $at" \
-	"$(rcli FCALL rlgate_undo 1 "$fwk" '' fixed_window "$tok") $(rcli hget "$fwk" count) $(rcli pexpiretime "$fwk")"
+	"$(rcli FCALL ${L}_undo 1 "$fwk" '' fixed_window "$tok") $(rcli hget "$fwk" count) $(rcli pexpiretime "$fwk")"
 rcli hset 'rl:{fast:fw}:override' window_ms 120000 > /dev/null
 timed decide 2 "$fwk" 'rl:{fast:fw}:override' '' '' fixed_window o 2 100 60000 '' ''
 check "a longer window (override): the same window, its TTL moved to its new end" window_end_ok 120000
@@ -311,16 +317,16 @@ check "... and its TTL ends with the window" window_end_ok 1000
 sleep 0.7
 is "... the key is gone when the window closed" "0" "$(rcli exists "$fwk")"
 
-# 4. rlgate_undo, per algorithm: a request decided then undone leaves the
+# 4. LIB_undo, per algorithm: a request decided then undone leaves the
 # same state as one never sent: the same replies afterwards as a twin key.
 # (Randomised: lua_check decide.) Here 10 per 100 s: one extra request of
 # cost 3 at 1.5 s, undone at 2.5 s, then cost 2 at 3 s and at 33 s.
 undo_case() {
 	local alg=$1 prec=$2 burst=$3 x="rl:{undo:$1:x}" y="rl:{undo:$1:y}" tok out_x out_y t k
 	for k in "$x" "$y"; do decide 1 "$k" '' 1000000 "$alg" - 2 10 100000 "$burst" "$prec" > /dev/null; done
-	tok=$(rcli FCALL rlgate_decide 1 "$x" '' 1500000 "$alg" u 3 10 100000 "$burst" "$prec" | sed -n 14p)
+	tok=$(rcli FCALL ${L}_decide 1 "$x" '' 1500000 "$alg" u 3 10 100000 "$burst" "$prec" | sed -n 14p)
 	check "$alg: the counted request has an undo token ($tok)" [ -n "$tok" ]
-	is "$alg: rlgate_undo takes it back: 1 rule" "1" "$(rcli FCALL rlgate_undo 1 "$x" 2500000 "$alg" "$tok")"
+	is "$alg: ${L}_undo takes it back: 1 rule" "1" "$(rcli FCALL ${L}_undo 1 "$x" 2500000 "$alg" "$tok")"
 	out_x= out_y=
 	for t in 3000000 3000000 3000000 3000000 3000000 33000000 33000000 33000000 33000000; do
 		out_x="$out_x$(decide 1 "$x" '' $t "$alg" - 2 10 100000 "$burst" "$prec" | cut -d' ' -f1-9);"
@@ -328,7 +334,7 @@ undo_case() {
 	done
 	is "$alg: after the undo, the same decisions as a twin never sent the request" "$out_y" "$out_x"
 	check "$alg: ... and some were denied ($out_y)" [ "${out_y#*0 | 0}" != "$out_y" ]
-	is "$alg: the token of an uncounted rule (\"\") is skipped" "0" "$(rcli FCALL rlgate_undo 1 "$x" 34000000 "$alg" '')"
+	is "$alg: the token of an uncounted rule (\"\") is skipped" "0" "$(rcli FCALL ${L}_undo 1 "$x" 34000000 "$alg" '')"
 }
 undo_case fixed_window '' ''
 undo_case sliding_window 10000 ''
@@ -337,20 +343,33 @@ undo_case token_bucket '' ''
 undo_case gcra '' ''
 undo_case leaky_bucket '' 3
 is "undo: a token of another algorithm is an error" \
-	"rlgate: rule 1 (gcra): undo token \"5_3\" is not one rlgate_decide gives for this algorithm" \
-	"$(rcli FCALL rlgate_undo 1 'rl:{undo:gcra:x}' '' gcra '5:3' 2>&1)"
+	"rlgate: rule 1 (gcra): undo token \"5_3\" is not one ${L}_decide gives for this algorithm" \
+	"$(rcli FCALL ${L}_undo 1 'rl:{undo:gcra:x}' '' gcra '5:3' 2>&1)"
 is "undo: keys and arguments must match" \
-	"rlgate: rlgate_undo takes one key and 2 arguments per rule (ALGORITHM UNDO) after NOW_US: 2 keys and 3 arguments given" \
-	"$(rcli FCALL rlgate_undo 2 a b '' gcra '' 2>&1)"
+	"rlgate: ${L}_undo takes one key and 2 arguments per rule (ALGORITHM UNDO) after NOW_US: 2 keys and 3 arguments given" \
+	"$(rcli FCALL ${L}_undo 2 a b '' gcra '' 2>&1)"
 # Never more than is there: a gcra request undone after its time has passed
 # takes nothing; a fixed_window token of a closed window touches nothing.
-rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
-tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:late}' '' 1000000 fixed_window u 1 3 1000 '' '' | sed -n 14p)
-rcli FCALL rlgate_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
+rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
+tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:late}' '' 1000000 fixed_window u 1 3 1000 '' '' | sed -n 14p)
+rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
 is "fixed_window: undo after its window closed: nothing taken from the new window" "0 1" \
-	"$(rcli FCALL rlgate_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
-tok=$(rcli FCALL rlgate_decide 1 'rl:{undo:lateg}' '' 1000000 gcra u 1 10 1000 '' '' | sed -n 14p)
-is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL rlgate_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
+	"$(rcli FCALL ${L}_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
+tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:lateg}' '' 1000000 gcra u 1 10 1000 '' '' | sed -n 14p)
+is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL ${L}_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
+
+# LIB_acl: the commands of decide.lua's CALLS are every command the
+# library runs; it names those the caller's ACL user may not run on a key.
+runs=$(cat "$TOP"/lua/*.lua | grep -v '^[[:space:]]*--' | grep -o "redis\.p\{0,1\}call('[A-Za-z]*'" | sed "s/.*('//; s/'//" | tr a-z A-Z | sort -u | paste -sd' ')
+calls=$(sed -n '/^local CALLS = /,/}}$/p' "$TOP/lua/decide.lua" | grep -o "{'[A-Z]*'" | tr -d "{'" | sort -u | paste -sd' ')
+check "the library runs commands ($runs)" [ "$(echo $runs | wc -w)" -ge 15 ]
+is "CALLS lists every command the library runs" "$runs" "$calls"
+is "${L}_acl: the default user may run all of them" "" "$(rcli FCALL_RO "${L}_acl" 0 'rl:{acl}')"
+rcli ACL SETUSER acltest on '>pw' '~rl:*' -@all +fcall_ro +@read +@write -time -hincrby > /dev/null
+is "${L}_acl: a user without TIME and HINCRBY" "TIME HINCRBY" \
+	"$(redis-cli -p "$REDIS_PORT" --user acltest --pass pw --no-auth-warning FCALL_RO "${L}_acl" 0 'rl:{acl}')"
+is "${L}_acl: a key outside the user's pattern: none of them" "$(echo $calls | wc -w)" \
+	"$(redis-cli -p "$REDIS_PORT" --user acltest --pass pw --no-auth-warning FCALL_RO "${L}_acl" 0 'other' | wc -w)"
 
 # 5. The prelude holds what the algorithms share: no algorithm (nor
 # decide.lua) defines a function or a top-level local of the prelude again.

@@ -315,12 +315,13 @@ stop_rlgate
 export RLGATE_CONF=$T/rlgate.ini
 pk() { "$CTL" peek "$1" "$2" | awk -v f="$3" '$1 == f { print $2 }'; }
 # script ALG KEY: one request of cost 1 through the algorithm's own
-# function of the library (FCALL rlgate_ALG, Redis TIME); prints its reply
-# on one line.
+# function of the library (FCALL <library>_ALG, Redis TIME, the library
+# this build carries); prints its reply on one line.
+LIB=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
 script() {
 	local prec=''
 	[ "$1" = sliding_window ] && prec=6000	# the rule's default: window/10
-	rcli FCALL "rlgate_$1" 1 "rl:{peek_$1:$2}" '' 1 3 60000 '' "$prec" | paste -sd' '
+	rcli FCALL "${LIB}_$1" 1 "rl:{peek_$1:$2}" '' 1 3 60000 '' "$prec" | paste -sd' '
 }
 # peek's numbers against the scripts' own replies, for every algorithm
 # (through redis-cli: a leaky_bucket rule served by rlgate would hold each

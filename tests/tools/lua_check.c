@@ -202,7 +202,7 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 	const char *args[6] = { now, cost, limit, window, burst, precision };
 	int n = 0, i;
 
-	snprintf(fname, flen, "rlgate_%s", via == VIA_DECIDE ? "decide" : alg_names[a]);
+	snprintf(fname, flen, "%s_%s", rlg_library_name, via == VIA_DECIDE ? "decide" : alg_names[a]);
 	argv[n++] = "FCALL";
 	argv[n++] = fname;
 	argv[n++] = okey == NULL ? "1" : "2";
@@ -1262,9 +1262,9 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
     const struct params *p, long long undo_at)
 {
 	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256];
-	const char *argv[16] = { "FCALL", "rlgate_decide", "1", key, "", n,
+	const char *argv[16] = { "FCALL", rlg_fn_decide, "1", key, "", n,
 	    alg_names[a], "u", c, l, w, b, pr };
-	const char *uargv[8] = { "FCALL", "rlgate_undo", "1", key, u, alg_names[a], tok };
+	const char *uargv[8] = { "FCALL", rlg_fn_undo, "1", key, u, alg_names[a], tok };
 	redisReply *r, *e;
 	long long undone;
 	int i;
@@ -2161,7 +2161,7 @@ main(int argc, char **argv)
 
 	/* The library this build embeds. */
 	r = command("FUNCTION LOAD REPLACE %s", rlg_library);
-	ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, "rlgate") == 0,
+	ok(r->type == REDIS_REPLY_STRING && strcmp(r->str, rlg_library_name) == 0,
 	    "FUNCTION LOAD REPLACE of the library: %s", r->str ? r->str : "?");
 	if (r->type != REDIS_REPLY_STRING)
 		fatal("the library does not load: %s", r->str ? r->str : "?");

@@ -1,0 +1,176 @@
+/*
+ * ctl_versions: rlgate-ctl versions, unload and prune: the rlgate Lua
+ * libraries (one per version, rlgate_<12 hex>) on every master, listed or
+ * deleted with FUNCTION LIST and FUNCTION DELETE. Never this build's own.
+ * Not the limit state (ctl.c), nor loading a library (redis_conn.c).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "conf.h"
+#include "ctl_versions.h"
+#include "redis.h"
+#include "scripts.h"
+
+static void __attribute__((format(printf, 1, 2)))
+complain(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("rlgate-ctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+#define LIBS_MAX	64	/* libraries listed; more are not rlgate's */
+
+/* What versions collects: each rlgate_<12 hex> library and on how many
+ * masters it is. */
+struct libs {
+	char		 name[LIBS_MAX][20];
+	int		 on[LIBS_MAX];
+	int		 n, masters;
+	const char	*drop;		/* unload: this one; prune: NULL */
+	int		 dropped;
+};
+
+/* rlgate_ and 12 lower-case hex digits: a library's name as fcgi/embed.sh
+ * makes it. Libraries of other names are not rlgate's to touch. */
+static int
+is_lib_name(const char *s)
+{
+	return strncmp(s, "rlgate_", 7) == 0 && strlen(s) == 19 &&
+	    strspn(s + 7, "0123456789abcdef") == 12;
+}
+
+/* FUNCTION LIST LIBRARYNAME rlgate_*: the rlgate libraries on one master
+ * into ls (a redis_master_fn). */
+static int
+list_master(void *arg, redisContext *rc, const char *address)
+{
+	struct libs *ls = arg;
+	const char *argv[4] = { "FUNCTION", "LIST", "LIBRARYNAME", "rlgate_*" };
+	redisReply *r, *lib;
+	size_t i, j;
+	int k;
+
+	if ((r = redisCommandArgv(rc, 4, argv, NULL)) == NULL ||
+	    r->type != REDIS_REPLY_ARRAY) {
+		complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
+		    rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str :
+		    "unexpected reply");
+		freeReplyObject(r);
+		return -1;
+	}
+	ls->masters++;
+	for (i = 0; i < r->elements; i++) {
+		lib = r->element[i];
+		for (j = 0; lib->type == REDIS_REPLY_ARRAY &&
+		    j + 1 < lib->elements; j += 2) {
+			const redisReply *v = lib->element[j + 1];
+
+			if (lib->element[j]->type != REDIS_REPLY_STRING ||
+			    strcmp(lib->element[j]->str, "library_name") != 0 ||
+			    v->type != REDIS_REPLY_STRING ||
+			    !is_lib_name(v->str))
+				continue;
+			for (k = 0; k < ls->n &&
+			    strcmp(ls->name[k], v->str) != 0; k++)
+				;
+			if (k == ls->n && ls->n < LIBS_MAX)
+				snprintf(ls->name[ls->n++], sizeof(ls->name[0]),
+				    "%s", v->str);
+			if (k < ls->n)
+				ls->on[k]++;
+		}
+	}
+	freeReplyObject(r);
+	return 0;
+}
+
+/* FUNCTION DELETE of ls->drop, or of every rlgate library but this
+ * build's (prune), on one master (a redis_master_fn). A library this
+ * master does not hold is no error: it was loaded where it was used. */
+static int
+delete_master(void *arg, redisContext *rc, const char *address)
+{
+	struct libs *ls = arg;
+	const char *argv[3] = { "FUNCTION", "DELETE", NULL };
+	struct libs here;
+	redisReply *r;
+	int k;
+
+	memset(&here, 0, sizeof(here));
+	if (list_master(&here, rc, address) == -1)
+		return -1;
+	for (k = 0; k < here.n; k++) {
+		if (strcmp(here.name[k], rlg_library_name) == 0 ||
+		    (ls->drop != NULL && strcmp(here.name[k], ls->drop) != 0))
+			continue;
+		argv[2] = here.name[k];
+		if ((r = redisCommandArgv(rc, 3, argv, NULL)) == NULL ||
+		    r->type == REDIS_REPLY_ERROR) {
+			complain("redis %s: FUNCTION DELETE %s: %s", address,
+			    here.name[k], r == NULL ? rc->errstr : r->str);
+			freeReplyObject(r);
+			return -1;
+		}
+		freeReplyObject(r);
+		printf("%s: unloaded %s\n", address, here.name[k]);
+		ls->dropped++;
+	}
+	return 0;
+}
+
+int
+ctl_versions(const struct conf *c, const char *cmd, const char *lib,
+    char *err, size_t errlen)
+{
+	struct libs ls;
+	struct redis *r;
+	char why[512];
+	int k, rc;
+
+	memset(&ls, 0, sizeof(ls));
+	err[0] = '\0';
+	if (lib != NULL && !is_lib_name(lib)) {
+		snprintf(err, errlen, "\"%s\" is not an rlgate library's name "
+		    "(rlgate_ and 12 hex digits, as versions lists them)", lib);
+		return -1;
+	}
+	if (lib != NULL && strcmp(lib, rlg_library_name) == 0) {
+		snprintf(err, errlen, "%s is this build's library: rlgate-ctl "
+		    "does not unload it (gateways of this build use it)", lib);
+		return -1;
+	}
+	ls.drop = lib;
+	if ((r = redis_new()) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	why[0] = '\0';
+	rc = redis_each_master(r, c, strcmp(cmd, "versions") == 0 ?
+	    list_master : delete_master, &ls, why, sizeof(why));
+	redis_free(r);
+	if (rc == -1) {
+		if (why[0] != '\0')
+			snprintf(err, errlen, "redis %s: %s", c->redis_address,
+			    why);
+		return -2;
+	}
+	if (strcmp(cmd, "versions") == 0)
+		for (k = 0; k < ls.n; k++)
+			printf("%s\t%d/%d masters%s\n", ls.name[k], ls.on[k],
+			    ls.masters, strcmp(ls.name[k], rlg_library_name) ==
+			    0 ? "\tthis build" : "");
+	else if (lib != NULL && ls.dropped == 0) {
+		snprintf(err, errlen, "%s is not loaded on any master", lib);
+		return -1;
+	}
+	return 0;
+}
