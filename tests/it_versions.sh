@@ -20,7 +20,9 @@ LIMIT=400
 # B: the tree's build files copied with their times (only the library and
 # what embeds it are rebuilt), one Lua comment added.
 mkdir -p "$T/b"
+mkdir -p "$T/b/debian"
 cp -rp "$TOP/fcgi" "$TOP/lua" "$TOP/Makefile" "$T/b/" || exit 1
+cp -p "$TOP/debian/changelog" "$T/b/debian/" || exit 1	# the version's source
 echo '-- the newer build of tests/it_versions.sh' >> "$T/b/lua/decide.lua"
 make -s -C "$T/b" fcgi/rlgate fcgi/rlgate-ctl > "$T/b-make.log" 2>&1 ||
 	{ cat "$T/b-make.log"; not_ok "the second build"; finish; exit 1; }
