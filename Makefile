@@ -143,8 +143,9 @@ bench: deps
 # tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
 # the configuration loader (fuzz_conf), key and cost templates
 # (fuzz_template), the request path request -> rule -> respond
-# (fuzz_request) and the FastCGI records of the events engine
-# (fuzz_wire). They are built with clang and
+# (fuzz_request), the FastCGI records of the events engine
+# (fuzz_wire) and the shared /metrics table filled with random bytes
+# (fuzz_metrics, which includes fcgi/metrics.c itself). They are built with clang and
 # -fsanitize=fuzzer,address,undefined from objects of their own (*.fz.o),
 # whatever SANITIZE says, so they never mix with the gateway's build.
 # `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/NAME/

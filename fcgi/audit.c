@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -245,6 +246,45 @@ prepare_insert(sqlite3 *db, int rows, sqlite3_stmt **st)
 }
 
 /*
+ * The last connection to close keeps the -wal (emptied) and -shm files:
+ * a report reader of the files' group, who may not create files in the
+ * directory, can open a WAL database only where they exist.
+ */
+static void
+keep_wal(sqlite3 *db)
+{
+	int persist = 1;
+
+	sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+}
+
+/*
+ * Creates path, empty, RLG_AUDIT_FILE_MODE whatever the umask, unless it
+ * exists (then it keeps the mode it has: the operator's). SQLite gives
+ * the -wal, -shm and journal files it creates the mode of the database
+ * file, so they are private too. Returns 0, or -1 with errno set.
+ */
+static int
+db_create(const char *path)
+{
+	int fd, saved;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    RLG_AUDIT_FILE_MODE);
+	if (fd == -1)
+		return errno == EEXIST ? 0 : -1;
+	if (fchmod(fd, RLG_AUDIT_FILE_MODE) == -1) {
+		saved = errno;
+		close(fd);
+		unlink(path);
+		errno = saved;
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/*
  * Opens a->path in WAL mode with the schema and prepares the statements.
  * Used at start and again by the writer when the file was replaced or a
  * write failed in a way the connection may not survive. Returns 0, or -1
@@ -259,6 +299,12 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	char sql[128], msg[400];
 	int rc, busy = 0;
 
+	if (db_create(a->path) == -1) {
+		snprintf(errbuf, errlen, "%s: cannot create: %s", a->path,
+		    strerror(errno));
+		a->err_busy = 0;
+		return -1;
+	}
 	rc = sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
 	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK)
@@ -308,6 +354,7 @@ db_open(struct audit *a, char *errbuf, size_t errlen)
 	    SQLITE_OK)
 		goto fail;
 	a->busy_ms = AUDIT_BUSY_MS;
+	keep_wal(a->db);
 	/* One connection a CGI request: closing the last one would copy the
 	 * WAL into the database and delete it, with a sync each time.
 	 * write_rows() checkpoints when the WAL is due instead. */
@@ -478,9 +525,11 @@ ckpt_main(void *arg)
 		 * has read it: before that a checkpoint does nothing. */
 		db = NULL;
 		if ((rc = sqlite3_open_v2(file, &db, SQLITE_OPEN_READWRITE |
-		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK)
+		    SQLITE_OPEN_NOMUTEX, NULL)) == SQLITE_OK) {
+			keep_wal(db);
 			rc = sqlite3_exec(db, "SELECT 1 FROM sqlite_schema "
 			    "LIMIT 1", NULL, NULL, NULL);
+		}
 		checkpoint(a, file, db, rc, 0);
 		sqlite3_close(db);
 		pthread_mutex_lock(&a->mu);

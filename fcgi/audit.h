@@ -10,6 +10,14 @@
 
 #include <stdint.h>
 
+/*
+ * The mode of the audit files rlgate creates, whatever the umask: the
+ * database, dated or not, and so SQLite's -wal, -shm and journal beside
+ * it. Rows hold client addresses and keys: the owner writes, the group
+ * (report readers) reads, others nothing.
+ */
+#define RLG_AUDIT_FILE_MODE	0640
+
 /* The schema every audit database has; reports/ reads it. */
 #define RLG_AUDIT_SCHEMA \
 	"CREATE TABLE IF NOT EXISTS decisions (\n" \

@@ -494,6 +494,8 @@ conf_new(struct loader *l, const char *path)
 	}
 	/* Lets holders tell configurations apart without comparing them. */
 	c->id = atomic_fetch_add(&conf_ids, 1) + 1;
+	c->socket_mode = RLG_SOCKET_MODE;
+	c->socket_gid = -1;
 	c->workers = 0;		/* one loop per CPU (main.c) */
 	c->deny_status = 429;
 	c->headers = RLG_HEADERS_IETF;

@@ -30,6 +30,8 @@
  */
 #define RLG_MAX_LINE		199
 #define RLG_MAX_RULES		256
+/* [gateway] socket_mode's default: the owner and socket_group only. */
+#define RLG_SOCKET_MODE		0660
 #define RLG_MS_SECOND		1000LL
 #define RLG_MS_MINUTE		(60 * RLG_MS_SECOND)
 #define RLG_MS_HOUR		(60 * RLG_MS_MINUTE)
@@ -146,6 +148,10 @@ struct conf {
 
 	/* [gateway] */
 	char			*listen;	/* NULL = the socket on fd 0 */
+	/* The unix socket rlgate binds itself (-s, listen): its mode and
+	 * group; socket_gid -1: the process's own group. */
+	int			 socket_mode;
+	long			 socket_gid;
 	int			 workers;	/* event loops; 0: one per CPU */
 	int			 deny_status;
 	enum rlg_headers	 headers;

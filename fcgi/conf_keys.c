@@ -5,6 +5,8 @@
  * needs several keys is conf_finish.c's, reading the file is conf.c's.
  */
 #include <sys/stat.h>
+#include <errno.h>
+#include <grp.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -92,6 +94,10 @@ static int	set_password(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_program(struct loader *, const struct key *, void *,
 		    const char *);
+static int	set_mode(struct loader *, const struct key *, void *,
+		    const char *);
+static int	set_group(struct loader *, const struct key *, void *,
+		    const char *);
 static int	set_address(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_addresses(struct loader *, const struct key *, void *,
@@ -122,6 +128,10 @@ static int	set_cost(struct loader *, const struct key *, void *,
 const struct key conf_keys[NKEYS] = {
 	[K_LISTEN] = { S_GATEWAY, "listen", set_address, C(listen),
 	    0, 0, NULL, NULL, 0 },
+	[K_SOCKET_MODE] = { S_GATEWAY, "socket_mode", set_mode,
+	    C(socket_mode), 0, 0777, NULL, NULL, 0 },
+	[K_SOCKET_GROUP] = { S_GATEWAY, "socket_group", set_group,
+	    C(socket_gid), 0, 0, NULL, NULL, 0 },
 	[K_ENGINE] = { S_GATEWAY, "engine", set_engine, 0,
 	    0, 0, NULL, NULL, 0 },
 	[K_WORKERS] = { S_GATEWAY, "workers", set_int, C(workers),
@@ -370,6 +380,53 @@ set_program(struct loader *l, const struct key *k, void *base,
 		return -1;
 	}
 	return set_string(l, k, base, v);
+}
+
+/* An octal file mode, 0 to k->max: 660 or 0660. */
+static int
+set_mode(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	const char *p;
+	long long n = 0;
+
+	for (p = v; *p >= '0' && *p <= '7' && n <= k->max; p++)
+		n = n * 8 + (*p - '0');
+	if (p == v || *p != '\0' || n > k->max) {
+		kerr(l, k, "\"%s\" is not an octal mode (use e.g. 0660, at "
+		    "most %llo)", v, (unsigned long long)k->max);
+		return -1;
+	}
+	*FIELD(base, k, int) = (int)n;
+	return 0;
+}
+
+/* A group that exists on this host, by name or number: checked at load so
+ * that a typo stops the start (and rlgate -t), not the first connection. */
+static int
+set_group(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	struct group gr, *res = NULL;
+	char buf[4096], *end;
+	unsigned long n;
+
+	if (*v == '\0') {
+		*FIELD(base, k, long) = -1;
+		return 0;
+	}
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (ascii_is_digit(*v) && *end == '\0' && errno == 0 &&
+	    n <= 0x7fffffffUL) {
+		*FIELD(base, k, long) = (long)n;
+		return 0;
+	}
+	if (getgrnam_r(v, &gr, buf, sizeof(buf), &res) != 0 || res == NULL) {
+		kerr(l, k, "\"%s\" is not a group of this host (use a name "
+		    "from /etc/group or a number)", v);
+		return -1;
+	}
+	*FIELD(base, k, long) = (long)res->gr_gid;
+	return 0;
 }
 
 static int

@@ -95,14 +95,19 @@ load(const char *path, FILE *errf)
 	return c;
 }
 
-/* unix:/path or host:port, opened by us: FCGX_OpenSocket exits on error. */
+/*
+ * unix:/path or host:port, opened by us: FCGX_OpenSocket exits on error.
+ * A unix socket gets c's socket_mode and socket_group: the web server's
+ * group, not every local user, may talk FastCGI to rlgate.
+ */
 static int
-open_listener(const char *addr)
+open_listener(const char *addr, const struct conf *c)
 {
 	struct addrinfo hints, *res = NULL, *ai;
 	char host[256];
 	const char *port;
 	int fd = -1, one = 1, rc;
+	mode_t mask;
 
 	if (strncmp(addr, "unix:", 5) == 0) {
 		struct sockaddr_un sun;
@@ -127,11 +132,20 @@ open_listener(const char *addr)
 				    "there", addr);
 			unlink(path);
 		}
-		if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+		/* Born 0600: nobody connects before the group and mode are
+		 * set (start-up is single-threaded: the umask is ours). */
+		mask = umask(0177);
+		rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+		umask(mask);
+		if (rc == -1)
 			fatal("listen %s: %s", addr, strerror(errno));
-		/* The web server runs as another user; guard access with the
-		 * directory the socket lives in. */
-		chmod(path, 0666);
+		if (c->socket_gid != -1 &&
+		    chown(path, (uid_t)-1, (gid_t)c->socket_gid) == -1)
+			fatal("listen %s: [gateway] socket_group %ld: %s", addr,
+			    c->socket_gid, strerror(errno));
+		if (chmod(path, (mode_t)c->socket_mode) == -1)
+			fatal("listen %s: [gateway] socket_mode %04o: %s", addr,
+			    c->socket_mode, strerror(errno));
 	} else {
 		if ((port = netaddr_split(addr, host,
 		    sizeof(host))) == NULL)
@@ -405,7 +419,7 @@ main(int argc, char *argv[])
 	}
 
 	if (nfd == 0) {
-		fds[0] = listen_addr != NULL ? open_listener(listen_addr) : 0;
+		fds[0] = listen_addr != NULL ? open_listener(listen_addr, c) : 0;
 		nfd = 1;
 	}
 	/* spawn-fcgi -F N: /metrics counts every process on this socket;

@@ -41,13 +41,15 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"local_cache", "other_rule"
 };
 
+#ifndef MAX_WORKERS		/* tests/fuzz_metrics.c: a smaller table */
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
 #define MAX_PROCS	256	/* processes sharing */
+#endif
 #define TABLE_MAGIC	"rlgate metrics table 1"
 
 struct metrics_worker {
 	atomic_int		 pid;		/* owner; 0: free (counts stay) */
-	int			 own;		/* not in the table: free() it */
+	int			 unused;	/* was "own": kept for the layout */
 	atomic_int		 busy;
 	atomic_ullong		 requests;
 	atomic_ullong		 redis_errors;
@@ -136,11 +138,40 @@ table_get(void)
 	return table;
 }
 
-/* Is pid, a process that took a slot, still running? */
+/*
+ * Is pid, a process that took a slot, still running? Only a positive pid
+ * names one process: kill(0 or less, 0) would ask about groups.
+ */
 static int
 alive(int pid)
 {
+	if (pid <= 0)
+		return 0;
 	return pid == getpid() || kill(pid, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * A count read from the table, as an index bound: 0 to max. The shared
+ * table is written by other processes (and, were it ever someone else's,
+ * could hold anything): nothing read from it is used unchecked.
+ */
+static int
+load_count(atomic_int *x, int max)
+{
+	int n = atomic_load(x);
+
+	return n < 0 ? 0 : n > max ? max : n;
+}
+
+/* Another process's figure, 0 to FIGURE_MAX: MAX_PROCS + 1 of them, and
+ * this process's own, add up without overflow. */
+#define FIGURE_MAX	(1LL << 52)
+static long long
+load_figure(atomic_llong *x)
+{
+	long long v = atomic_load(x);
+
+	return v < 0 ? 0 : v > FIGURE_MAX ? FIGURE_MAX : v;
 }
 
 struct metrics_worker *
@@ -152,7 +183,7 @@ metrics_worker_new(void)
 
 	lock();
 	if ((t = table_get()) != NULL) {
-		n = atomic_load(&t->nworkers);
+		n = load_count(&t->nworkers, MAX_WORKERS);
 		/* A slot freed, or left by a process killed: its counts
 		 * stay in the totals, the new owner adds to them. */
 		for (i = 0; i < n && w == NULL; i++)
@@ -178,7 +209,6 @@ metrics_worker_new(void)
 	if (w == NULL && (w = aligned_alloc(_Alignof(struct metrics_worker),
 	    sizeof(*w))) != NULL) {
 		memset(w, 0, sizeof(*w));
-		w->own = 1;
 	}
 	return w;
 }
@@ -188,7 +218,11 @@ metrics_worker_free(struct metrics_worker *w)
 {
 	if (w == NULL)
 		return;
-	if (w->own) {
+	/* Where w lies says whose it is, not a flag in memory that other
+	 * processes share and could have written. The table is never
+	 * replaced once a worker counts (metrics_share()). */
+	if (table == NULL || (uintptr_t)w < (uintptr_t)&table->workers[0] ||
+	    (uintptr_t)w >= (uintptr_t)&table->workers[MAX_WORKERS]) {
 		free(w);
 		return;
 	}
@@ -207,12 +241,14 @@ metrics_register_rules(struct conf *c)
 
 	lock();
 	t = table_get();
-	n = t != NULL ? atomic_load(&t->nnames) : 0;
+	n = t != NULL ? load_count(&t->nnames, RLG_METRICS_RULES) : 0;
 	for (i = 0; i < c->nrules; i++) {
 		struct rule *ru = &c->rules[i];
 
+		/* A stored name may lack its NUL: compare within its bytes. */
 		for (s = 0; s < n; s++)
-			if (strcmp(t->names[s], ru->name) == 0)
+			if (strncmp(t->names[s], ru->name,
+			    sizeof(t->names[s])) == 0)
 				break;
 		if (s == n) {
 			if (t == NULL || n == RLG_METRICS_RULES ||
@@ -304,9 +340,32 @@ metrics_share(int listen_fd, struct conf *c)
 	/* The last process out removes the object: one that opened it
 	 * meanwhile finds it unlinked once it has the lock, and retries. */
 	for (tries = 0; tries < 10; tries++) {
-		if ((fd = shm_open(shm_name, O_RDWR | O_CREAT | O_CLOEXEC,
-		    0600)) == -1)
+		/* Made here, or opened as it is and checked below. */
+		fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+		    0600);
+		if (fd == -1 && errno == EEXIST)
+			fd = shm_open(shm_name, O_RDWR | O_CLOEXEC, 0);
+		if (fd == -1 && errno == ENOENT)
+			continue;	/* removed in between: make it */
+		if (fd == -1)
 			goto fail;
+		if (fstat(fd, &shm_st) == -1)
+			goto fail;
+		/* The name can be computed by anyone: an object another
+		 * user made, or may write, would let them write what this
+		 * process reads and counts in. */
+		if (shm_st.st_uid != geteuid() ||
+		    (shm_st.st_mode & 077) != 0) {
+			log_error("metrics: /dev/shm%s is owned by uid %ju "
+			    "with mode %04o, not by this process's uid %ju "
+			    "with no group or other access: refused; "
+			    "/metrics shows this process only", shm_name,
+			    (uintmax_t)shm_st.st_uid,
+			    (unsigned)(shm_st.st_mode & 07777),
+			    (uintmax_t)geteuid());
+			close(fd);
+			return -1;
+		}
 		while (flock(fd, LOCK_EX) == -1)
 			if (errno != EINTR)
 				goto fail;
@@ -383,7 +442,7 @@ metrics_unshare(void)
 	atomic_fetch_add(&t->gone_lost, atomic_load(&self_proc->lost));
 	atomic_store(&self_proc->pid, 0);
 	self_proc = NULL;
-	for (i = 0; i < atomic_load(&t->nworkers); i++)
+	for (i = 0; i < load_count(&t->nworkers, MAX_WORKERS); i++)
 		if (atomic_load(&t->workers[i].pid) == getpid()) {
 			atomic_store(&t->workers[i].busy, 0);
 			atomic_store(&t->workers[i].pid, 0);
@@ -426,29 +485,31 @@ metrics_total(struct metrics_process *p)
 	p->processes = 1;
 	if (self_proc == NULL)
 		return;
-	p->audit_written += atomic_load(&t->gone_written);
-	p->audit_retries += atomic_load(&t->gone_retries);
-	p->audit_lost += atomic_load(&t->gone_lost);
+	p->audit_written += load_figure(&t->gone_written);
+	p->audit_retries += load_figure(&t->gone_retries);
+	p->audit_lost += load_figure(&t->gone_lost);
 	for (i = 0; i < MAX_PROCS; i++) {
 		pr = &t->procs[i];
 		if (pr == self_proc || (pid = atomic_load(&pr->pid)) == 0 ||
 		    !alive(pid))
 			continue;
 		p->processes++;
-		p->workers += (int)atomic_load(&pr->workers);
+		if ((v = load_figure(&pr->workers)) > MAX_WORKERS)
+			v = MAX_WORKERS;
+		p->workers += (int)v;
 		p->audit |= atomic_load(&pr->audit) != 0;
-		p->audit_written += atomic_load(&pr->written);
-		p->audit_queued += atomic_load(&pr->queued);
-		p->audit_retries += atomic_load(&pr->retries);
-		p->audit_lost += atomic_load(&pr->lost);
-		if ((v = atomic_load(&pr->lag_ms)) > p->audit_lag_ms)
+		p->audit_written += load_figure(&pr->written);
+		p->audit_queued += load_figure(&pr->queued);
+		p->audit_retries += load_figure(&pr->retries);
+		p->audit_lost += load_figure(&pr->lost);
+		if ((v = load_figure(&pr->lag_ms)) > p->audit_lag_ms)
 			p->audit_lag_ms = v;
-		p->deny_cache_entries += (size_t)atomic_load(&pr->deny_cache);
+		p->deny_cache_entries += (size_t)load_figure(&pr->deny_cache);
 		/* The oldest configuration in force anywhere. */
-		if ((v = atomic_load(&pr->generation)) > 0 &&
+		if ((v = load_figure(&pr->generation)) > 0 &&
 		    v < p->generation)
 			p->generation = v;
-		if ((v = atomic_load(&pr->loaded_ms)) > 0 && v < p->loaded_ms)
+		if ((v = load_figure(&pr->loaded_ms)) > 0 && v < p->loaded_ms)
 			p->loaded_ms = v;
 	}
 }
@@ -537,7 +598,7 @@ metrics_redis_error(struct metrics_worker *w)
 static int
 nworkers(void)
 {
-	return table != NULL ? atomic_load(&table->nworkers) : 0;
+	return table != NULL ? load_count(&table->nworkers, MAX_WORKERS) : 0;
 }
 
 /* Busy workers of the processes still running. */
@@ -545,13 +606,13 @@ static int
 metrics_workers_busy(void)
 {
 	struct metrics_worker *w;
-	int i, n = 0, pid;
+	int i, n = 0, pid, nw = nworkers();
 
-	for (i = 0; i < nworkers(); i++) {
+	for (i = 0; i < nw; i++) {
 		w = &table->workers[i];
 		if ((pid = atomic_load(&w->pid)) != 0 && alive(pid))
 			n += atomic_load_explicit(&w->busy,
-			    memory_order_relaxed);
+			    memory_order_relaxed) != 0;
 	}
 	return n;
 }
@@ -670,7 +731,8 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 	header(&o, "rlgate_decisions_total", "counter",
 	    "Rule decisions by rule and outcome (rule=\"\": a bad request no "
 	    "rule is named for).");
-	nnames = table != NULL ? atomic_load(&table->nnames) : 0;
+	nnames = table != NULL ? load_count(&table->nnames,
+	    RLG_METRICS_RULES) : 0;
 	for (s = 0; s <= nnames; s++) {
 		const char *name = s < nnames ? table->names[s] : "";
 		int slot = s < nnames ? s : RLG_METRICS_RULES;
@@ -682,10 +744,11 @@ metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
 			/* Bad requests without a rule: once there are some. */
 			if (s == nnames && v == 0)
 				continue;
-			/* Rule names are [A-Za-z0-9_.-]: nothing to escape. */
-			put(&o, "rlgate_decisions_total{rule=\"%s\","
-			    "outcome=\"%s\"} %llu\n", name, outcome_names[k],
-			    v);
+			/* Rule names are [A-Za-z0-9_.-]: nothing to escape.
+			 * A stored one may lack its NUL: its bytes only. */
+			put(&o, "rlgate_decisions_total{rule=\"%.*s\","
+			    "outcome=\"%s\"} %llu\n", RLG_MAX_RULE_NAME, name,
+			    outcome_names[k], v);
 		}
 	}
 

@@ -8,12 +8,13 @@
 # strace: what a CGI request does, in tests/it_deploy_cgi.sh; debhelper,
 # devscripts, lintian: make deb and tests/it_deb.sh; systemd:
 # systemd-socket-activate and systemd-analyze (tests/it_socket_activation.sh,
-# tests/it_deb.sh; systemd need not run).
+# tests/it_deb.sh; systemd need not run); python3: holds rlgate's listening
+# socket in tests/it_access.sh (and reads JSON in others).
 PKGS="build-essential pkg-config libfcgi-dev libfcgi-bin jq libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
 chromium clang libclang-rt-14-dev valgrind e2fsprogs strace
-debhelper devscripts lintian systemd"
+debhelper devscripts lintian systemd python3"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||

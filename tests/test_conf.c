@@ -709,7 +709,8 @@ test_unknown_key(void **state)
 	(void)state;
 	expect_one("[gateway]\nworkers = 4\nwokers = 4\n",
 	    "3: [gateway] wokers: unknown key (the keys of [gateway] are "
-	    "listen, workers, deny_status, headers, trusted_proxies, "
+	    "listen, socket_mode, socket_group, workers, deny_status, "
+	    "headers, trusted_proxies, "
 	    "log_level, dry_run, status_path, status_allow)", NULL);
 	expect_one("[redis]\nhost = x\n", "2: [redis] host: unknown key",
 	    "address, username, password");
@@ -1473,6 +1474,44 @@ test_audit_batch_queue(void **state)
 	    "of 199", NULL);
 }
 
+/* [gateway] socket_mode and socket_group: octal, a group of this host. */
+static void
+test_socket_mode_group(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok(RULE_OK);
+	assert_int_equal(c->socket_mode, 0660);
+	assert_int_equal(c->socket_gid, -1);
+	conf_free(c);
+	c = load_ok("[gateway]\nsocket_mode = 600\nsocket_group = 0\n"
+	    RULE_OK);
+	assert_int_equal(c->socket_mode, 0600);
+	assert_int_equal(c->socket_gid, 0);
+	conf_free(c);
+	c = load_ok("[gateway]\nsocket_mode = 0777\nsocket_group = root\n"
+	    RULE_OK);
+	assert_int_equal(c->socket_mode, 0777);
+	assert_int_equal(c->socket_gid, 0);
+	conf_free(c);
+	c = load_ok("[gateway]\nsocket_group =\n" RULE_OK);
+	assert_int_equal(c->socket_gid, -1);
+	conf_free(c);
+	expect_one("[gateway]\nsocket_mode = 0668\n" RULE_OK,
+	    "2: [gateway] socket_mode: \"0668\" is not an octal mode (use "
+	    "e.g. 0660, at most 777)", NULL);
+	expect_one("[gateway]\nsocket_mode = 1000\n" RULE_OK,
+	    "2: [gateway] socket_mode: \"1000\" is not an octal mode", NULL);
+	expect_one("[gateway]\nsocket_mode = 0o660\n" RULE_OK,
+	    "2: [gateway] socket_mode: \"0o660\" is not an octal mode", NULL);
+	expect_one("[gateway]\nsocket_group = no-such-group-x\n" RULE_OK,
+	    "2: [gateway] socket_group: \"no-such-group-x\" is not a group "
+	    "of this host (use a name from /etc/group or a number)", NULL);
+	expect_one("[gateway]\nsocket_group = 99999999999\n" RULE_OK,
+	    "2: [gateway] socket_group: \"99999999999\" is not a group", NULL);
+}
+
 static void
 test_password_mode(void **state)
 {
@@ -1672,6 +1711,7 @@ main(void)
 		cmocka_unit_test(test_precision),
 		cmocka_unit_test(test_audit_batch_queue),
 		cmocka_unit_test(test_audit_retention),
+		cmocka_unit_test(test_socket_mode_group),
 		cmocka_unit_test(test_password_mode),
 		cmocka_unit_test(test_other_contradictions),
 		cmocka_unit_test(test_all_errors_together),
