@@ -6,11 +6,15 @@
 # after on this 2-core machine. Kernel time (the socket's read and write)
 # is not in it: PING's figure is the user-space part of a round trip.
 #
-# Each figure is the difference of two runs (1000 and 6000 calls, 4
-# connections, keys over 1000 values) divided by 5000, so that start-up
-# and loading cancel. About 20 s a row under valgrind.
+# Each figure is the difference of two runs (1000 and 6000 calls, keys
+# over 1000 values) divided by 5000, so that start-up and loading cancel.
+# One connection and hz 1: with several, or with Redis's timers at their
+# usual 10 a second, what a call costs moved by some per cent with the
+# machine's load (how many calls one wake-up found, how many timer runs a
+# slower run took). About 40 s a row under valgrind.
 #
 # Usage: tests/bench/redis_cost.sh [ROW...]   (default: every row)
+# RLGATE_LUA=file: another build's library (make lua/rlgate.lua there).
 # REDIS_SERVER=path: another redis-server, e.g. one built from source with
 # symbols, to read the split by function with callgrind_annotate on the
 # cg.out files that KEEP=1 leaves in the run's directory.
@@ -18,11 +22,12 @@
 . "$(dirname "$0")/../lib.sh"
 
 SERVER=${REDIS_SERVER:-redis-server}
-LIB=$TOP/lua/rlgate.lua
+LIB=${RLGATE_LUA:-$TOP/lua/rlgate.lua}
 FASTIFY="local c=redis.call('INCR',KEYS[1]) if c==1 then redis.call('PEXPIRE',KEYS[1],ARGV[1]) return {c,tonumber(ARGV[1])} end return {c, redis.call('PTTL',KEYS[1])}"
 FASTIFY_SHA=$(printf '%s' "$FASTIFY" | sha1sum | cut -c1-40)
 command -v valgrind >/dev/null || { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
-make -s -C "$TOP" lua/rlgate.lua || exit 1
+[ -n "${RLGATE_LUA:-}" ] || make -s -C "$TOP" lua/rlgate.lua || exit 1
+FN=$(sed -n '1s/^#!lua name=//p' "$LIB")	# the library's name: its functions' prefix
 
 # The probes: what a bare call, a reply and each redis.call cost.
 cat > "$T/probe.lua" <<'EOF'
@@ -70,7 +75,7 @@ FW=(fixed_window - 1 1000000000 1000 '' '')
 TB=(token_bucket - 1 1000000000 1000 '' '')
 GC=(gcra - 1 1000000000 1000 '' '')
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 fw1 tb1 gcra1 three fw10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 fw1 tb1 gcra1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -84,15 +89,22 @@ for r in $ROWS; do
 	hset)	 row "+ HSET 1 field" FCALL p_hset 1 "$K" ;;
 	set_px)	 row "+ SET PX" FCALL p_set_px 1 "$K" ;;
 	reply13) row "reply of 13 fields" FCALL p_reply13 1 "$K" ;;
-	fw1)	 row "rlgate_decide fixed_window" FCALL rlgate_decide 1 "$K" '' '' "${FW[@]}" ;;
-	tb1)	 row "rlgate_decide token_bucket" FCALL rlgate_decide 1 "$K" '' '' "${TB[@]}" ;;
-	gcra1)	 row "rlgate_decide gcra" FCALL rlgate_decide 1 "$K" '' '' "${GC[@]}" ;;
-	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL rlgate_decide 3 \
+	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "${FW[@]}" ;;
+	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "${TB[@]}" ;;
+	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "${GC[@]}" ;;
+	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
 		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
 		    "${FW[@]}" "${TB[@]}" "${GC[@]}" ;;
 	fw10)	 keys=(); args=()
 		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
-		 row "rlgate_decide 10 fixed_window rules" FCALL rlgate_decide 10 \
+		 row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	batch10) keys=(); args=()	# 10 requests of one rule, one call
+		 for i in $(seq 10); do
+			keys+=("rl:{a$i:__rand_int__}")
+			args+=(fixed_window "$([ "$i" = 1 ] && echo - || echo n)" "${FW[@]:2}")
+		 done
+		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	*)	 echo "redis_cost: no row $r" >&2; exit 2 ;;
 	esac
