@@ -1,7 +1,8 @@
 /*
- * limiter: a batch of requests in, their verdicts out. Each request's
- * rules become one FCALL <library>_decide (one per hash slot in a cluster);
- * the batch's calls go out in one redis_run(). The deny cache answers in
+ * limiter: a batch of requests in, their verdicts out. The batch's rules
+ * become one FCALL <library>_decide, each request all or nothing in it (in a
+ * cluster, one call per request and hash slot); the calls go out in one
+ * redis_run(). The deny cache answers in
  * front of Redis, and an undo round keeps a request's rules all-or-nothing
  * when they live on several cluster nodes. Which node a call goes to, and
  * what to do when it is down, is the Redis layer's business (redis.c).
@@ -27,7 +28,8 @@
 
 /*
  * FCALL <library>_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
- * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua). A rule
+ * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua), flag n
+ * on the first rule of each request after the first. A rule
  * takes at most 2 keys and 7 arguments; its bytes are one key buffer (the
  * override key, whose beginning is the state key) and 5 numbers.
  */
@@ -37,12 +39,15 @@
 #define RULE_BYTES		(RLG_REDIS_KEY_SIZE + 5 * NUM_SIZE)
 #define UNDO_REPLY_FIELD	12	/* Ri[13], the undo string */
 
-/* One call of a round: some rules of one request (all of them, or those
- * of one hash slot). */
+/* A part of a round's call: some rules of one request (all of them, or
+ * those of one hash slot). A call holds one part (a cluster), or every
+ * part of the batch (one node). */
 struct call_info {
 	size_t		 req;		/* index in the batch */
 	size_t		 first;		/* its rules: rix[first .. first+n) */
 	size_t		 n;
+	size_t		 call;		/* its call, in l->calls */
+	size_t		 at;		/* its counted in the call's reply */
 };
 
 struct limiter {
@@ -306,21 +311,27 @@ put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
 }
 
 /*
- * Writes the <library>_decide call of the n rules rix[first..) of request rq
- * into call k: its arguments from *a on (argv, argvlen), its bytes from
- * *pos on. The state keys are noted for a later undo.
+ * Writes the <library>_decide call of the parts info[0..nparts) of the batch
+ * r into call, number ncall: its arguments from *a on (argv, argvlen), its
+ * bytes from *pos on. Each part is one request (flag n on its first rule,
+ * after the call's first); each part's place in the reply is noted, and
+ * the state keys for a later undo.
  */
 static void
 build_decide(struct limiter *l, const struct conf *c,
-    const struct limiter_request *rq, const struct call_info *ci,
-    struct redis_call *call, size_t *a, size_t *pos)
+    const struct limiter_request *r, struct call_info *info, size_t nparts,
+    struct redis_call *call, size_t ncall, size_t *a, size_t *pos)
 {
 	/* [dry run][override key][undo token: only where a request's rules
-	 * may be counted in several calls] */
-	static const char *const flags[2][2][2] = {
-		{ { "-", "u" }, { "o", "ou" } }, { { "d", "du" }, { "do", "dou" } } };
+	 * may be counted in several calls][another request begins], the
+	 * letters in the order lua/decide.lua reads them */
+	static const char *const flags[2][2][2][2] = {
+		{ { { "-", "n" }, { "u", "un" } }, { { "o", "on" }, { "ou", "oun" } } },
+		{ { { "d", "dn" }, { "du", "dun" } }, { { "do", "don" }, { "dou", "doun" } } } };
 	const char **argv = l->argv + *a;
-	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, key_len;
+	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, p, at = 0, key_len;
+	const struct limiter_request *rq;
+	const struct call_info *ci;
 	const struct match *m;
 	char *key;
 	int o;
@@ -331,67 +342,81 @@ build_decide(struct limiter *l, const struct conf *c,
 	alen[1] = strlen(argv[1]);
 	/* argv[2], the key count, once it is known. */
 	k = 3;
-	for (i = 0; i < ci->n; i++) {
-		m = &rq->m[l->rix[ci->first + i]];
-		o = m->rule->overrides ? 1 : 0;
-		key = l->bytes + *pos;
-		/* Both keys in one buffer: the state key is the override
-		 * key's beginning (counted, not terminated: keys may hold
-		 * any byte). */
-		key_len = limiter_key(c, m->rule, m->key, m->key_len, o, key,
-		    RLG_REDIS_KEY_SIZE);
-		*pos += key_len + 1;
-		argv[k] = key;
-		alen[k] = key_len - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 : 0);
-		l->state_key[ci->first + i] = key;
-		l->state_len[ci->first + i] = alen[k];
-		k++;
-		if (o) {
+	for (p = 0; p < nparts; p++) {
+		ci = &info[p];
+		rq = &r[ci->req];
+		info[p].call = ncall;
+		info[p].at = at;
+		at += 1 + ci->n;
+		for (i = 0; i < ci->n; i++) {
+			m = &rq->m[l->rix[ci->first + i]];
+			o = m->rule->overrides ? 1 : 0;
+			key = l->bytes + *pos;
+			/* Both keys in one buffer: the state key is the
+			 * override key's beginning (counted, not
+			 * terminated: keys may hold any byte). */
+			key_len = limiter_key(c, m->rule, m->key, m->key_len, o,
+			    key, RLG_REDIS_KEY_SIZE);
+			*pos += key_len + 1;
 			argv[k] = key;
-			alen[k++] = key_len;
+			alen[k] = key_len - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 :
+			    0);
+			l->state_key[ci->first + i] = key;
+			l->state_len[ci->first + i] = alen[k];
+			k++;
+			if (o) {
+				argv[k] = key;
+				alen[k++] = key_len;
+			}
+			nkeys += 1 + (size_t)o;
 		}
-		nkeys += 1 + (size_t)o;
 	}
 	argv[2] = put_num(l, pos, (long long)nkeys, &alen[2]);
 	argv[k] = rlg_library_version;
 	alen[k++] = strlen(rlg_library_version);
 	argv[k] = "";			/* now: Redis TIME, one clock */
 	alen[k++] = 0;
-	for (i = 0; i < ci->n; i++) {
-		const struct rule *ru;
+	for (p = 0; p < nparts; p++) {
+		ci = &info[p];
+		rq = &r[ci->req];
+		for (i = 0; i < ci->n; i++) {
+			const struct rule *ru;
 
-		m = &rq->m[l->rix[ci->first + i]];
-		ru = m->rule;
-		argv[k] = conf_algorithm_name(ru->algorithm);
-		alen[k] = strlen(argv[k]);
-		k++;
-		argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0][clustered(c)];
-		alen[k] = strlen(argv[k]);
-		k++;
-		argv[k] = put_num(l, pos, m->cost, &alen[k]);
-		k++;
-		argv[k] = put_num(l, pos, ru->limit, &alen[k]);
-		k++;
-		argv[k] = put_num(l, pos, ru->window_ms, &alen[k]);
-		k++;
-		if (ru->burst > 0)
-			argv[k] = put_num(l, pos, ru->burst, &alen[k]);
-		else {
-			argv[k] = "";
-			alen[k] = 0;
+			m = &rq->m[l->rix[ci->first + i]];
+			ru = m->rule;
+			argv[k] = conf_algorithm_name(ru->algorithm);
+			alen[k] = strlen(argv[k]);
+			k++;
+			argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0]
+			    [clustered(c)][p > 0 && i == 0];
+			alen[k] = strlen(argv[k]);
+			k++;
+			argv[k] = put_num(l, pos, m->cost, &alen[k]);
+			k++;
+			argv[k] = put_num(l, pos, ru->limit, &alen[k]);
+			k++;
+			argv[k] = put_num(l, pos, ru->window_ms, &alen[k]);
+			k++;
+			if (ru->burst > 0)
+				argv[k] = put_num(l, pos, ru->burst, &alen[k]);
+			else {
+				argv[k] = "";
+				alen[k] = 0;
+			}
+			k++;
+			if (ru->precision_ms > 0)
+				argv[k] = put_num(l, pos, ru->precision_ms,
+				    &alen[k]);
+			else {
+				argv[k] = "";
+				alen[k] = 0;
+			}
+			k++;
 		}
-		k++;
-		if (ru->precision_ms > 0)
-			argv[k] = put_num(l, pos, ru->precision_ms, &alen[k]);
-		else {
-			argv[k] = "";
-			alen[k] = 0;
-		}
-		k++;
 	}
 	memset(call, 0, sizeof(*call));
-	call->key = l->state_key[ci->first];
-	call->keylen = l->state_len[ci->first];
+	call->key = l->state_key[info[0].first];
+	call->keylen = l->state_len[info[0].first];
 	call->argc = (int)k;
 	call->argv = argv;
 	call->argvlen = alen;
@@ -438,21 +463,22 @@ unreplicated(struct limiter *l, const struct conf *c,
 }
 
 /*
- * Reads the reply of call ci into its rules' verdicts (and the undo
- * strings into l->undo). Returns 0; -1 when the call failed (the Redis
- * layer logged and counted that); -2 when Redis answered with an error
- * (a bad argument) or with what the library does not give (logged here);
- * -3 when it counted the request but fewer than c's replicas acknowledged
- * it (logged and counted here): a failover now could lose that count, so
+ * Reads part ci's place in the reply of its call into its rules' verdicts
+ * (and the undo strings into l->undo). Returns 0; -1 when the call failed
+ * (the Redis layer logged and counted that); -2 when Redis answered with
+ * an error (a bad argument: the call's, logged for its first part, or the
+ * part's own) or with what the library does not give (logged here); -3
+ * when it counted the request but fewer than c's replicas acknowledged the
+ * call (logged and counted here): a failover now could lose that count, so
  * the decision does not stand (a denial wrote nothing and stands). The
- * verdicts of a call that did not return 0 stay unanswered.
+ * verdicts of a part that did not return 0 stay unanswered.
  */
 static int
 read_decide(struct limiter *l, const struct conf *c,
     const struct redis_call *call, const struct call_info *ci,
     const struct limiter_request *rq)
 {
-	const redisReply *rep = call->reply, *ri, *why, *undo;
+	const redisReply *rep = call->reply, *ri, *why, *undo, *err = NULL;
 	const struct match *m;
 	struct verdict *v;
 	long long *f[6];
@@ -461,20 +487,28 @@ read_decide(struct limiter *l, const struct conf *c,
 
 	if (call->status != RLG_CALL_OK || rep == NULL)
 		return -1;
-	if (rep->type == REDIS_REPLY_ERROR) {
+	if (rep->type == REDIS_REPLY_ERROR)
+		err = ci->at == 0 ? rep : NULL;
+	else if (rep->type == REDIS_REPLY_ARRAY && rep->elements > ci->at &&
+	    rep->element[ci->at]->type == REDIS_REPLY_ERROR)
+		err = rep->element[ci->at];
+	if (err != NULL || rep->type == REDIS_REPLY_ERROR) {
 		/* "rlgate: rule I (ALGORITHM): ...": I counts from 1 in the
-		 * call; the log names the rule. */
-		i = sscanf(rep->str, "rlgate: rule %zu", &j) == 1 && j >= 1 &&
-		    j <= ci->n ? j - 1 : 0;
-		log_error("rule %s: redis: %s",
-		    rq->m[l->rix[ci->first + i]].rule->name, rep->str);
+		 * request; the log names the rule. */
+		if (err != NULL) {
+			i = sscanf(err->str, "rlgate: rule %zu", &j) == 1 &&
+			    j >= 1 && j <= ci->n ? j - 1 : 0;
+			log_error("rule %s: redis: %s",
+			    rq->m[l->rix[ci->first + i]].rule->name, err->str);
+		}
 		return -2;
 	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != ci->n + 1 ||
-	    !is_int(rep->element[0]))
+	if (rep->type != REDIS_REPLY_ARRAY ||
+	    rep->elements < ci->at + 1 + ci->n ||
+	    !is_int(rep->element[ci->at]))
 		goto bad;
 	for (i = 0; i < ci->n; i++) {
-		ri = rep->element[i + 1];
+		ri = rep->element[ci->at + 1 + i];
 		if (ri->type != REDIS_REPLY_ARRAY || ri->elements < 11)
 			goto bad;
 		for (k = 0; k < 11; k++)
@@ -484,7 +518,7 @@ read_decide(struct limiter *l, const struct conf *c,
 		    ri->element[10]->integer > RLG_OVERRIDE_IGNORED)
 			goto bad;
 	}
-	counted = rep->element[0]->integer != 0;
+	counted = rep->element[ci->at]->integer != 0;
 	if (counted && c->redis_replicas > 0 &&
 	    call->acked < c->redis_replicas) {
 		unreplicated(l, c, call, rq, ci);
@@ -494,7 +528,7 @@ read_decide(struct limiter *l, const struct conf *c,
 		j = l->rix[ci->first + i];
 		m = &rq->m[j];
 		v = &rq->v[j];
-		ri = rep->element[i + 1];
+		ri = rep->element[ci->at + 1 + i];
 		/* {allowed, remaining, limit, reset_ms, retry_after_ms,
 		 * now_us, delay_ms, window_ms, burst, precision_ms, override,
 		 * why, undo} */
@@ -619,15 +653,15 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
  */
 static void
 undo_round(struct limiter *l, const struct conf *c,
-    struct limiter_request *r, size_t ncalls, size_t *a, size_t *pos)
+    struct limiter_request *r, size_t nparts, size_t *a, size_t *pos)
 {
-	struct redis_call *undo = l->calls + ncalls;
-	struct call_info *uinfo = l->info + ncalls;
+	struct redis_call *undo = l->calls + nparts;
+	struct call_info *uinfo = l->info + nparts;
 	const redisReply *rep;
 	size_t i, k, nu = 0, req = SIZE_MAX;
 	int denied = 0;
 
-	for (k = 0; k < ncalls; k++) {
+	for (k = 0; k < nparts; k++) {
 		const struct call_info *ci = &l->info[k];
 
 		if (ci->req != req) {
@@ -719,7 +753,7 @@ int
 limiter_decide(struct limiter *l, const struct conf *c,
     struct limiter_request *r, size_t nr)
 {
-	size_t i, k, ncalls = 0, nrix = 0, nrules = 0, a = 0, pos = 0;
+	size_t i, k, nparts = 0, ncalls, nrix = 0, nrules = 0, a = 0, pos = 0;
 	long long sent;
 	int local, e, rc = 0;
 
@@ -753,32 +787,47 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		/* Decided by the deny cache: answered or skipped already. */
 		if (r[k].n == 0 || r[k].v[0].answered || r[k].v[0].skipped)
 			continue;
-		ncalls += group(l, c, k, &r[k], &nrix, l->info + ncalls);
+		nparts += group(l, c, k, &r[k], &nrix, l->info + nparts);
 	}
+	if (nparts == 0)
+		return 0;
 	/* Nothing to undo but what read_decide() finds counted. */
 	for (i = 0; i < nrix; i++)
 		l->undo[i] = NULL;
-	for (k = 0; k < ncalls; k++)
-		build_decide(l, c, &r[l->info[k].req], &l->info[k],
-		    &l->calls[k], &a, &pos);
+	/* One call for the whole batch where one node holds every key: the
+	 * call, its TIME and its round of replies are paid once. A cluster's
+	 * call holds one slot's keys: one part. */
+	if (clustered(c))
+		for (ncalls = 0; ncalls < nparts; ncalls++)
+			build_decide(l, c, r, &l->info[ncalls], 1,
+			    &l->calls[ncalls], ncalls, &a, &pos);
+	else {
+		build_decide(l, c, r, l->info, nparts, &l->calls[0], 0, &a,
+		    &pos);
+		ncalls = 1;
+	}
 	/* The layer counts the round trip and the calls that failed. */
 	redis_run(l->redis, c, l->calls, ncalls);
-	for (k = 0; k < ncalls; k++) {
-		if ((e = read_decide(l, c, &l->calls[k], &l->info[k],
-		    &r[l->info[k].req])) == -2)
+	for (k = 0; k < nparts; k++) {
+		const struct call_info *ci = &l->info[k];
+
+		if ((e = read_decide(l, c, &l->calls[ci->call], ci,
+		    &r[ci->req])) == -2)
 			metrics_redis_error(l->metrics);
 		if (e != 0)
 			rc = -1;
 	}
 	/* Only a cluster splits a request: elsewhere a denied request
 	 * counted nothing, and this finds nothing to undo. */
-	undo_round(l, c, r, ncalls, &a, &pos);
-	for (k = 0; k < ncalls; k++) {
+	undo_round(l, c, r, nparts, &a, &pos);
+	for (k = 0; k < nparts; k++) {
 		const struct call_info *ci = &l->info[k];
 
 		for (i = 0; i < ci->n; i++)
 			remember(c, &r[ci->req].m[l->rix[ci->first + i]],
 			    &r[ci->req].v[l->rix[ci->first + i]], sent);
+	}
+	for (k = 0; k < ncalls; k++) {
 		freeReplyObject(l->calls[k].reply);
 		l->calls[k].reply = NULL;
 	}

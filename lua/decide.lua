@@ -5,11 +5,13 @@
 --
 -- FCALL LIB_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM FLAGS
 --     COST LIMIT WINDOW_MS BURST PRECISION_MS
---   All the rules of one request on one node, all or nothing. FLAGS: "-", or
---   letters: d (dry run: decides, never blocks), o (the rule has an override
---   key, the key after its state key), u (give the undo token: for a cluster,
---   where a request's rules may be counted in several calls). Each rule takes
---   1 key, 2 with o.
+--   The rules of one request on one node, all or nothing; or of several
+--   requests (a batch), each all or nothing, decided one after the other.
+--   FLAGS: "-", or letters: d (dry run: decides, never blocks), o (the rule
+--   has an override key, the key after its state key), u (give the undo
+--   token: for a cluster, where a request's rules may be counted in several
+--   calls), n (the first rule of another request). Each rule takes 1 key, 2
+--   with o.
 --   VERSION: the library version the caller expects, "" for any; NOW_US: ""
 --   for Redis TIME. Every rule decides on the current state without writing;
 --   when every rule not in dry run admits, every rule that admits is counted
@@ -19,7 +21,10 @@
 --   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
 --   override, why, undo}: this rule's own decision (an admitting rule that
 --   was not counted shows its state as it is), why "" unless override is 3,
---   undo "" unless the rule was counted and has flag u.
+--   undo "" unless the rule was counted and has flag u. A batch replies
+--   {counted, R1..Rn} of each request, one after the other, in one array.
+--   A request's bad argument is an error in the place of its counted, and
+--   no rows, in a batch; the call's error for a request alone.
 -- FCALL LIB_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
@@ -30,18 +35,73 @@
 --     BURST PRECISION_MS: one rule on its own, the reply of 7 integers (11 or
 --     12 fields with an override key).
 -- Errors: one sentence starting "rlgate: "; a rule's names it:
--- "rlgate: rule I (ALGORITHM): ...". After an error nothing was written.
+-- "rlgate: rule I (ALGORITHM): ...", I counting from 1 in its request.
+-- After an error nothing of its request (of the call, for the call's) was
+-- written.
 
 local ALGORITHM_NAMES = 'fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket'
 
--- FLAGS as {dry run, override key, undo token}: the usual ones (others are
--- parsed).
-local FLAGS = {['-'] = {false, false, false}, d = {true, false, false},
-    o = {false, true, false}, u = {false, false, true}, ['do'] = {true, true, false},
-    du = {true, false, true}, ou = {false, true, true}, dou = {true, true, true}}
+-- FLAGS as {dry run, override key, undo token, new request}, by the string
+-- the gateway sends: its letters in the order d o u n, "-" for none
+-- (others are parsed).
+local FLAGS = {}
+for m = 0, 15 do
+	local f = {m % 2 == 1, m % 4 >= 2, m % 8 >= 4, m >= 8}
+	local s = (f[1] and 'd' or '') .. (f[2] and 'o' or '') .. (f[3] and 'u' or '') ..
+	    (f[4] and 'n' or '')
+	FLAGS[s == '' and '-' or s] = f
+end
+
+-- Tables kept from call to call, by a rule's place in the call: its entry,
+-- its decision (d, which the algorithm's check fills) and its reply row; and
+-- the reply. A call then makes no new table, and no garbage, for them. Every
+-- use writes each field it reads; the reply ends at the nil after its last
+-- row. (The library's state outlives a call, and Redis converts the reply
+-- before the next call begins.)
+local entries, verdicts, rows, reply, requests = {}, {}, {}, {}, {}
+local function kept(pool, r)
+	local t = pool[r]
+	if t == nil then t = {}; pool[r] = t end
+	return t
+end
 
 local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
+end
+
+-- Decides the request of rules first..last (arguments in args) at now, all
+-- or nothing, and puts counted and its rows in out from out[o + 1] on.
+-- Returns the next o.
+local function decide_request(args, first, last, now, out, o)
+	local admitted = true
+	for r = first, last do
+		local rule = entries[r]
+		rule.a.now = now
+		if rule.okey then
+			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, args,
+			    rule.b, rule.okey)
+		end
+		if rule.code ~= 2 then
+			local d = rule.alg.check(rule.a, rule.key, kept(verdicts, r))
+			rule.d = d
+			if not d.allowed and not rule.dry then admitted = false end
+		end
+	end
+	-- All or nothing: count every rule that admits, or none.
+	out[o + 1] = admitted and 1 or 0
+	for r = first, last do
+		local rule = entries[r]
+		local a, d = rule.a, rule.d
+		local counted = admitted and d ~= nil and d.allowed
+		local undo = ''
+		if counted then
+			rule.alg.commit(a, rule.key, d)
+			if rule.undo then undo = rule.alg.token(a, d) end
+		end
+		out[o + 2 + r - first] = row(kept(rows, r), a, d, counted, rule.code,
+		    rule.why and 'override ignored: ' .. rule.why or '', undo)
+	end
+	return o + 2 + last - first
 end
 
 local function decide(keys, args)
@@ -58,81 +118,79 @@ local function decide(keys, args)
 	local now, err = clock(args[2], 1)
 	if err then return redis.error_reply('rlgate: ' .. err) end
 
-	-- Every argument is checked before anything is read or written.
-	local nrules = (nargs - 2) / 7
-	local rules, k = {}, 1
+	-- Every argument is checked before anything is read or written. What
+	-- decides how the keys fall (flags, the key count) fails the call; the
+	-- rest fails the request it belongs to.
+	local nrules, nreq, k, q = (nargs - 2) / 7, 0, 1, nil
 	for r = 1, nrules do
 		local b = 3 + 7 * (r - 1)
-		local name, flags = args[b], args[b + 1]
-		local alg = algorithms[name]
-		if alg == nil then
-			return rule_error(r, name, 'unknown algorithm: use ' .. ALGORITHM_NAMES)
-		end
+		local flags = args[b + 1]
 		local f = FLAGS[flags]
 		if f == nil then
-			if not string.find(flags, '^[dou]+$') then
-				return rule_error(r, name, 'flags must be letters among d (dry run), o ' ..
-				    '(override key) and u (undo token), or - for none, got "' ..
-				    shown(flags) .. '"')
+			if not string.find(flags, '^[doun]+$') then
+				return rule_error(r, args[b], 'flags must be letters among d (dry run), ' ..
+				    'o (override key), u (undo token) and n (a new request), or - ' ..
+				    'for none, got "' .. shown(flags) .. '"')
 			end
 			f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil,
-			    string.find(flags, 'u', 1, true) ~= nil}
+			    string.find(flags, 'u', 1, true) ~= nil, string.find(flags, 'n', 1, true) ~= nil}
 		end
-		local a
-		a, err = params_of(alg.spec, args[b + 2], args[b + 3], args[b + 4], args[b + 5],
-		    args[b + 6], b)
-		if not a then return rule_error(r, name, err) end
+		if r == 1 or f[4] then
+			nreq = nreq + 1
+			q = requests[nreq]
+			if q == nil then q = {}; requests[nreq] = q end
+			q.first, q.err = r, nil
+		end
+		q.last = r
 		local key, okey = keys[k], nil
 		if f[2] then okey = keys[k + 1]; k = k + 1 end
 		k = k + 1
 		if key == nil or (f[2] and okey == nil) then
-			return rule_error(r, name, 'no key left for it: each rule takes its state key, ' ..
-			    'and its override key after it with flag o (' .. #keys .. ' keys given)')
+			return rule_error(r, args[b], 'no key left for it: each rule takes its state ' ..
+			    'key, and its override key after it with flag o (' .. #keys .. ' keys given)')
 		end
-		for q = 1, r - 1 do
-			if rules[q].key == key then
-				return rule_error(r, name, 'its state key is also rule ' .. q ..
-				    '\'s: each rule needs a key of its own')
+		local e = kept(entries, r)
+		e.key, e.okey, e.b, e.dry, e.undo = key, okey, b, f[1], f[3]
+		e.code, e.why, e.d = 0, nil, nil
+		-- Its algorithm and arguments, and no earlier rule of its request
+		-- on its key; else the request's error.
+		local name, alg, a = args[b], nil, nil
+		if q.err == nil then
+			alg = algorithms[name]
+			if alg == nil then
+				err = 'unknown algorithm: use ' .. ALGORITHM_NAMES
+			else
+				a, err = params_of(alg.spec, args[b + 2], args[b + 3], args[b + 4],
+				    args[b + 5], args[b + 6], b)
 			end
+			for p = q.first, r - 1 do
+				if err == nil and entries[p].key == key then
+					err = 'its state key is also rule ' .. (p - q.first + 1) ..
+					    '\'s: each rule needs a key of its own'
+				end
+			end
+			if err then q.err = rule_error(r - q.first + 1, name, err) end
 		end
-		rules[r] = {alg = alg, a = a, b = b, key = key, okey = okey, dry = f[1],
-		    undo = f[3], code = 0, why = nil, d = nil}
+		e.alg, e.a = alg, a
 	end
 	if k - 1 ~= #keys then
 		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
 		    #keys .. ' given')
 	end
+	if nreq == 1 and q.err then return q.err end
 
-	-- Decide every rule on the state as it is.
-	local admitted = true
-	for r = 1, nrules do
-		local rule = rules[r]
-		rule.a.now = now
-		if rule.okey then
-			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, args,
-			    rule.b, rule.okey)
-		end
-		if rule.code ~= 2 then
-			local d = rule.alg.check(rule.a, rule.key)
-			rule.d = d
-			if not d.allowed and not rule.dry then admitted = false end
+	-- The requests one after the other, each on the state the ones before
+	-- it left.
+	local out, o = reply, 0
+	for i = 1, nreq do
+		q = requests[i]
+		if q.err then
+			out[o + 1], o = q.err, o + 1
+		else
+			o = decide_request(args, q.first, q.last, now, out, o)
 		end
 	end
-
-	-- All or nothing: count every rule that admits, or none.
-	local out = {admitted and 1 or 0}
-	for r = 1, nrules do
-		local rule = rules[r]
-		local a, d = rule.a, rule.d
-		local counted = admitted and d ~= nil and d.allowed
-		local undo = ''
-		if counted then
-			rule.alg.commit(a, rule.key, d)
-			if rule.undo then undo = rule.alg.token(a, d) end
-		end
-		out[r + 1] = row(a, d, counted, rule.code,
-		    rule.why and 'override ignored: ' .. rule.why or '', undo)
-	end
+	out[o + 1] = nil
 	return out
 end
 

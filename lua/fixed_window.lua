@@ -32,7 +32,7 @@
 do
 	local A = {spec = {limit_max = 1e9}}
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
 		local window_us = a.window_ms * 1000
 		-- A key of another type holds another algorithm's state (its rule
@@ -50,10 +50,9 @@ do
 		if count + cost > limit then
 			allowed, remaining, retry_ms = false, math.max(0, limit - count), reset_ms
 		end
-		return {allowed = allowed, remaining = remaining, reset_ms = reset_ms,
-		    retry_ms = retry_ms, delay_ms = 0, kept_remaining = limit - count,
-		    kept_reset_ms = count > 0 and reset_ms or 0, replace = replace,
-		    start = start, count = count, held = held}
+		d.replace, d.start, d.count, d.held = replace, start, count, held
+		return verdict(d, allowed, remaining, reset_ms, retry_ms, 0, limit - count,
+		    count > 0 and reset_ms or 0)
 	end
 
 	function A.commit(a, key, d)

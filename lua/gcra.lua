@@ -26,7 +26,7 @@
 do
 	local A = {spec = {limit_max = 1e9, burst = 'bucket'}}
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local tau = a.burst * interval			-- capacity, in ticks
@@ -40,13 +40,12 @@ do
 		local kept_reset_ms = cdiv(w, per_ms)
 		if w + need <= tau then
 			w = w + need
-			return {allowed = true, remaining = fdiv(tau - w, interval),
-			    reset_ms = cdiv(w, per_ms), retry_ms = 0, delay_ms = 0,
-			    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms, w = w}
+			d.w = w
+			return verdict(d, true, fdiv(tau - w, interval), cdiv(w, per_ms), 0, 0,
+			    kept_remaining, kept_reset_ms)
 		end
-		return {allowed = false, remaining = kept_remaining, reset_ms = kept_reset_ms,
-		    retry_ms = cdiv(w + need - tau, per_ms), delay_ms = 0,
-		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
+		return verdict(d, false, kept_remaining, kept_reset_ms,
+		    cdiv(w + need - tau, per_ms), 0, kept_remaining, kept_reset_ms)
 	end
 
 	function A.commit(a, key, d)

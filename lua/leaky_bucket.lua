@@ -33,7 +33,7 @@
 do
 	local A = {spec = {limit_max = 1e9, burst = 'queue'}}
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, cost = a.now, a.cost
 		local interval, ticks_per_us = a.scale, a.rate	-- T in ticks; a tick is 1/D us
 		local max_wait = a.burst * interval		-- in ticks
@@ -48,13 +48,12 @@ do
 		local kept_reset_ms = cdiv(w, per_ms)
 		if w <= max_wait then
 			local q = w + cost * interval
-			return {allowed = true, remaining = math.max(0, fdiv(max_wait - q, interval) + 1),
-			    reset_ms = cdiv(q, per_ms), retry_ms = 0, delay_ms = kept_reset_ms,
-			    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms, q = q}
+			d.q = q
+			return verdict(d, true, math.max(0, fdiv(max_wait - q, interval) + 1),
+			    cdiv(q, per_ms), 0, kept_reset_ms, kept_remaining, kept_reset_ms)
 		end
-		return {allowed = false, remaining = 0, reset_ms = kept_reset_ms,
-		    retry_ms = cdiv(w - max_wait, per_ms), delay_ms = 0,
-		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
+		return verdict(d, false, 0, kept_reset_ms, cdiv(w - max_wait, per_ms), 0,
+		    kept_remaining, kept_reset_ms)
 	end
 
 	function A.commit(a, key, d)

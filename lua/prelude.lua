@@ -11,8 +11,10 @@
 -- An algorithm is a table:
 --   spec                      {limit_max, burst = nil | 'bucket' | 'queue',
 --                              precision = true | nil}: its arguments
---   check(a, key)          -> d: the decision on the current state, writing
---                              nothing: d.allowed (boolean), and reply fields
+--   check(a, key, d)       -> d: the decision on the current state, written
+--                              into d (a table the caller keeps for it: see
+--                              verdict) and into nothing else: d.allowed
+--                              (boolean), and reply fields
 --                              d.remaining, d.reset_ms, d.retry_ms, d.delay_ms
 --                              (as today's scripts reply: after the write when
 --                              allowed); d.kept_remaining, d.kept_reset_ms: the
@@ -279,26 +281,42 @@ local function apply_override(spec, a, argv, base, okey)
 	return o, 1
 end
 
--- The reply fields 1-7 of a decision d under a, counted or not, and the
--- parameters used, fields 8-10: an allowed rule that was not counted shows
--- the state as it is, and no delay (the request is not let through).
--- Fields 11-13 are code, why, undo (why and undo may be nil: the reply
--- ends before the first nil).
-local function row(a, d, counted, code, why, undo)
+-- d, a table kept from call to call, as a decision: whether it admits, its
+-- reply fields, and the state as it is. An algorithm's check sets the other
+-- fields its commit reads on every admission.
+local function verdict(d, allowed, remaining, reset_ms, retry_ms, delay_ms,
+    kept_remaining, kept_reset_ms)
+	d.allowed, d.remaining, d.reset_ms, d.retry_ms, d.delay_ms = allowed, remaining,
+	    reset_ms, retry_ms, delay_ms
+	d.kept_remaining, d.kept_reset_ms = kept_remaining, kept_reset_ms
+	return d
+end
+
+-- t (emptied of what it held) as the reply fields 1-7 of a decision d under
+-- a, counted or not, and the parameters used, fields 8-10: an allowed rule
+-- that was not counted shows the state as it is, and no delay (the request
+-- is not let through). Fields 11-13 are code, why, undo (why and undo may be
+-- nil: the reply ends before the first nil).
+local function row(t, a, d, counted, code, why, undo)
+	local allowed, remaining, reset_ms, retry_ms, delay_ms
 	if d == nil then	-- unlimited: admitted, nothing read or counted
-		return {1, a.limit, a.limit, 0, 0, a.now, 0, a.window_ms, a.burst or 0,
-		    a.precision_ms or 0, code, why, undo}
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, a.limit, 0, 0, 0
+	elseif not d.allowed then
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 0, d.remaining, d.reset_ms,
+		    d.retry_ms, d.delay_ms
+	elseif not counted then
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.kept_remaining,
+		    d.kept_reset_ms, 0, 0
+	else
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.remaining, d.reset_ms,
+		    d.retry_ms, d.delay_ms
 	end
-	if not d.allowed then
-		return {0, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms,
-		    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
-	end
-	if not counted then
-		return {1, d.kept_remaining, a.limit, d.kept_reset_ms, 0, a.now, 0,
-		    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
-	end
-	return {1, d.remaining, a.limit, d.reset_ms, d.retry_ms, a.now, d.delay_ms,
-	    a.window_ms, a.burst or 0, a.precision_ms or 0, code, why, undo}
+	t[1], t[2], t[3], t[4], t[5], t[6], t[7] = allowed, remaining, a.limit, reset_ms,
+	    retry_ms, a.now, delay_ms
+	t[8], t[9], t[10], t[11], t[12], t[13] = a.window_ms, a.burst or 0,
+	    a.precision_ms or 0, code, why, undo
+	if why == nil then t[13] = nil end
+	return t
 end
 
 -- A standalone call: FCALL LIB_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US
@@ -314,10 +332,10 @@ local function standalone(alg, keys, argv)
 	if keys[2] then a, code, why = apply_override(alg.spec, a, argv, 0, keys[2]) end
 	local d = nil
 	if code ~= 2 then
-		d = alg.check(a, keys[1])
+		d = alg.check(a, keys[1], {})
 		if d.allowed then alg.commit(a, keys[1], d) end
 	end
-	local t = row(a, d, true, code, why and 'override ignored: ' .. why)
+	local t = row({}, a, d, true, code, why and 'override ignored: ' .. why)
 	if not keys[2] then t[8], t[9], t[10], t[11] = nil, nil, nil, nil end	-- 7 fields
 	return t
 end

@@ -26,7 +26,7 @@ do
 		return tonumber(last[2])
 	end
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
 		local window_us = a.window_ms * 1000
 		local gone = num(now - window_us)	-- admissions at or before this have left
@@ -42,17 +42,15 @@ do
 		local kept_reset_ms = last and cdiv(last + window_us - now, 1000) or 0
 		if used + cost <= limit then
 			if last == nil or last < now then last = now end
-			return {allowed = true, remaining = limit - used - cost,
-			    reset_ms = cdiv(last + window_us - now, 1000), retry_ms = 0, delay_ms = 0,
-			    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms,
-			    replace = replace, gone = gone, first = 0}
+			d.replace, d.gone, d.first = replace, gone, 0
+			return verdict(d, true, limit - used - cost, cdiv(last + window_us - now, 1000),
+			    0, 0, limit - used, kept_reset_ms)
 		end
 		-- Denied: the need-th oldest admission in the window must leave first.
 		local need = used + cost - limit
 		local r = redis.call('ZRANGEBYSCORE', key, '(' .. gone, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
-		return {allowed = false, remaining = math.max(0, limit - used),
-		    reset_ms = kept_reset_ms, retry_ms = cdiv(tonumber(r[2]) + window_us - now, 1000),
-		    delay_ms = 0, kept_remaining = limit - used, kept_reset_ms = kept_reset_ms}
+		return verdict(d, false, math.max(0, limit - used), kept_reset_ms,
+		    cdiv(tonumber(r[2]) + window_us - now, 1000), 0, limit - used, kept_reset_ms)
 	end
 
 	function A.commit(a, key, d)

@@ -26,7 +26,7 @@
 do
 	local A = {spec = {limit_max = 1e9, precision = true}}
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
 		local block_us = a.precision_ms * 1000
 		local nblocks = a.window_ms / a.precision_ms
@@ -55,10 +55,9 @@ do
 		local kept_reset_ms = newest and ms_until_out(newest) or 0
 		if used + cost <= limit then
 			if newest == nil or current > newest then newest = current end
-			return {allowed = true, remaining = limit - used - cost,
-			    reset_ms = ms_until_out(newest), retry_ms = 0, delay_ms = 0,
-			    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms,
-			    replace = replace, old = old, current = current}
+			d.replace, d.old, d.current = replace, old, current
+			return verdict(d, true, limit - used - cost, ms_until_out(newest), 0, 0,
+			    limit - used, kept_reset_ms)
 		end
 		-- Denied: the oldest blocks must drop out until cost fits.
 		table.sort(live, function(x, y) return x[1] < y[1] end)
@@ -67,9 +66,8 @@ do
 			freed = freed + b[2]
 			if freed >= need then retry_ms = ms_until_out(b[1]); break end
 		end
-		return {allowed = false, remaining = math.max(0, limit - used),
-		    reset_ms = kept_reset_ms, retry_ms = retry_ms, delay_ms = 0,
-		    kept_remaining = limit - used, kept_reset_ms = kept_reset_ms}
+		return verdict(d, false, math.max(0, limit - used), kept_reset_ms, retry_ms, 0,
+		    limit - used, kept_reset_ms)
 	end
 
 	function A.commit(a, key, d)

@@ -48,7 +48,7 @@ do
 		return num(q) .. '+' .. num(r) .. '/' .. num(scale)
 	end
 
-	function A.check(a, key)
+	function A.check(a, key, d)
 		local now, scale, rate = a.now, a.scale, a.rate
 		local capacity = a.burst * scale	-- in units
 		-- A key of another type holds another algorithm's state (its rule
@@ -81,14 +81,14 @@ do
 		local need = a.cost * scale
 		if units >= need then
 			local left = units - need
-			return {allowed = true, remaining = fdiv(left, scale),
-			    reset_ms = cdiv((t - now) + cdiv(capacity - left, rate), 1000),
-			    retry_ms = 0, delay_ms = 0, kept_remaining = kept_remaining,
-			    kept_reset_ms = kept_reset_ms, replace = replace, units = left, t = t}
+			d.replace, d.units, d.t = replace, left, t
+			return verdict(d, true, fdiv(left, scale),
+			    cdiv((t - now) + cdiv(capacity - left, rate), 1000), 0, 0,
+			    kept_remaining, kept_reset_ms)
 		end
-		return {allowed = false, remaining = kept_remaining, reset_ms = kept_reset_ms,
-		    retry_ms = cdiv((t - now) + cdiv(need - units, rate), 1000), delay_ms = 0,
-		    kept_remaining = kept_remaining, kept_reset_ms = kept_reset_ms}
+		return verdict(d, false, kept_remaining, kept_reset_ms,
+		    cdiv((t - now) + cdiv(need - units, rate), 1000), 0, kept_remaining,
+		    kept_reset_ms)
 	end
 
 	function A.commit(a, key, d)

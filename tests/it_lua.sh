@@ -177,6 +177,29 @@ dry2() { decide 2 'rl:{dry:c}' 'rl:{dry:d}' "" 1000000 fixed_window - 1 1 60000 
 dry2 > /dev/null
 is "a dry rule that admits is not counted when another denies" "0 | 0 0 60000 60000 0 | 1 4 60000 0 0" "$(dry2)"
 is "dry: its count stays 1" "1" "$(rcli hget 'rl:{dry:d}' count)"
+# A batch: several requests in one call (flag n on the first rule of each
+# after the first), each all or nothing, each on the state the ones before
+# it left. Request 1: x (2 per minute) and y (1 per minute); request 2: x;
+# request 3: x, now full, and z, which would admit: nothing counted.
+batch() { rcli -2 --json FCALL "${L}_decide" "$@"; }
+row_b() { printf '[%s,%s,%s,%s,%s,1000000,0,60000,0,0,0,"",""]' "$@"; }
+is "batch: three requests; x denies the third, so z is not counted" \
+	"[1,$(row_b 1 1 2 60000 0),$(row_b 1 0 1 60000 0),1,$(row_b 1 0 2 60000 0),0,$(row_b 0 0 2 60000 60000),$(row_b 1 5 5 0 0)]" \
+	"$(batch 5 'rl:{b:x}' 'rl:{b:y}' 'rl:{b:x}' 'rl:{b:x}' 'rl:{b:z}' "" 1000000 \
+		fixed_window - 1 2 60000 '' '' fixed_window - 1 1 60000 '' '' \
+		fixed_window n 1 2 60000 '' '' fixed_window n 1 2 60000 '' '' fixed_window - 1 5 60000 '' '')"
+is "batch: x counted twice, y once, z never written" "2 1 0" \
+	"$(rcli hget 'rl:{b:x}' count) $(rcli hget 'rl:{b:y}' count) $(rcli exists 'rl:{b:z}')"
+is "batch: one request's bad argument fails that request alone, its rule numbered in it" \
+	"[1,$(row_b 1 2 3 60000 0),error:\"rlgate: rule 2 (gcra): cost 5 is above burst 3: such a request could never be admitted\",1,$(row_b 1 1 3 60000 0)]" \
+	"$(batch 4 'rl:{be:a}' 'rl:{be:b}' 'rl:{be:c}' 'rl:{be:a}' "" 1000000 fixed_window - 1 3 60000 '' '' \
+		fixed_window n 1 3 60000 '' '' gcra - 5 3 60000 '' '' fixed_window n 1 3 60000 '' '')"
+is "batch: the failed request wrote nothing; the others counted once each" "2 0 0" \
+	"$(rcli hget 'rl:{be:a}' count) $(rcli exists 'rl:{be:b}') $(rcli exists 'rl:{be:c}')"
+is "batch: two requests may share a key, one request's rules may not" \
+	"[1,[1,2,3,334,0,1000000,0,1000,3,0,0,\"\",\"\"],error:\"rlgate: rule 2 (gcra): its state key is also rule 1's: each rule needs a key of its own\"]" \
+	"$(batch 3 'rl:{bk:a}' 'rl:{bk:a}' 'rl:{bk:a}' "" 1000000 gcra - 1 3 1000 '' '' \
+		gcra n 1 3 1000 '' '' gcra - 1 3 1000 '' '')"
 # Overrides and unlimited through decide: flag o takes the key after.
 rcli hset 'rl:{ov:a}:override' limit 7 > /dev/null
 rcli hset 'rl:{ov:b}:override' unlimited 1 > /dev/null
@@ -202,7 +225,7 @@ is "a missing argument says where it is" "rlgate: rule 2 (gcra): limit is missin
 	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 fixed_window - 1 3 1000 '' '' gcra - 1 '' 1000 '' '')"
 is "an unknown algorithm" "rlgate: rule 1 (sliding_door): unknown algorithm: use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
 	"$(err 1 'rl:{e:1}' '' 1000000 sliding_door - 1 3 1000 '' '')"
-is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run), o (override key) and u (undo token), or - for none, got \"x\"" \
+is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run), o (override key), u (undo token) and n (a new request), or - for none, got \"x\"" \
 	"$(err 1 'rl:{e:1}' '' 1000000 gcra x 1 3 1000 '' '')"
 is "too few keys for flag o" "rlgate: rule 1 (gcra): no key left for it: each rule takes its state key, and its override key after it with flag o (1 keys given)" \
 	"$(err 1 'rl:{e:1}' '' 1000000 gcra o 1 3 1000 '' '')"

@@ -532,6 +532,22 @@ for k in "${SKIPPED[@]}"; do
 	printf '%-17s %-33s skipped: %s\n' "${k%%|*}" "$(label "${k%%|*}")" "${k#*|}"
 done
 
+# --- Redis CPU per request (issue 27) ------------------------------------
+# What the Redis core behind a hot key spends per decision: every gateway
+# of every host shares it, so this, not the gateway's req/s, says how far
+# one limit scales. Medians over the saturated runs; the ratio is against
+# fastify's from the same run (one rule, one Redis script per request).
+# redis_x KIND: KIND's Redis CPU per request / fastify's, or null.
+redis_x() { awk -v k="$(get "$1" sat 7)" -v f="$(get fastify sat 7)" 'BEGIN {
+	if (k == "" || f == "" || f + 0 <= 0 || k + 0 <= 0) print "null"; else printf "%.2f", k / f }'; }
+echo
+echo "# Redis CPU per request (us), saturated runs, and x fastify's"
+for kind in $KINDS; do
+	rc=$(get "$kind" sat 7)
+	[ -n "$rc" ] && [ "${rc:-0}" -gt 0 ] 2>/dev/null || continue
+	printf '  %-17s %6s us  %6s x fastify\n' "$kind" "$rc" "$(dash "$(redis_x "$kind")")"
+done
+
 # --- targets (issue 21 item 4) -------------------------------------------
 TARGETS=
 target() {	# NAME VALUE OP LIMIT
@@ -539,6 +555,7 @@ target() {	# NAME VALUE OP LIMIT
 	ok=$(awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN {
 	    if (v == "null" || v == "") print "n/a (not run)"
 	    else if (op == ">=") print (v + 0 >= l ? "met" : "NOT met")
+	    else if (op == "<=") print (v + 0 <= l ? "met" : "NOT met")
 	    else print (v + 0 == l ? "met" : "NOT met") }')
 	printf '  %-50s %8s %-2s %-5s %s\n' "$1" "$2" "$3" "$4" "$ok"
 	TARGETS="$TARGETS${TARGETS:+,}
@@ -549,6 +566,9 @@ echo "# targets (issue 21), medians of the round-by-round ratios"
 target "rlgate 1 rule req/s x the floor" "$(ratio rlgate-1 sat 9)" ">=" 0.95
 target "rlgate 3 rules req/s x the floor" "$(ratio rlgate-3 sat 9)" ">=" 0.85
 target "rlgate 1 rule req/s x fastify" "$(ratio rlgate-1 sat 12)" ">=" 1.10
+echo "# targets (issue 27): Redis CPU per request x fastify's (1 rule)"
+target "rlgate 1 rule Redis CPU x fastify" "$(redis_x rlgate-1)" "<=" 0.5
+target "rlgate 3 rules Redis CPU x fastify" "$(redis_x rlgate-3)" "<=" 0.8
 if [ -s "$AUDIT" ]; then
 	target "audit rows lost (answers without their rows)" "$LOST" "=" 0
 else

@@ -1,0 +1,111 @@
+#!/bin/bash
+# redis_cost.sh: the instructions redis-server executes per call of rlgate's
+# Lua library and of the probes that split that cost (issue 27), counted by
+# callgrind. Instructions, not seconds: the same on a busy machine as on an
+# idle one, and repeatable, so a change to lua/ can be measured before and
+# after on this 2-core machine. Kernel time (the socket's read and write)
+# is not in it: PING's figure is the user-space part of a round trip.
+#
+# Each figure is the difference of two runs (1000 and 6000 calls, keys
+# over 1000 values) divided by 5000, so that start-up and loading cancel.
+# One connection and hz 1: with several, or with Redis's timers at their
+# usual 10 a second, what a call costs moved by some per cent with the
+# machine's load (how many calls one wake-up found, how many timer runs a
+# slower run took). About 40 s a row under valgrind.
+#
+# Usage: tests/bench/redis_cost.sh [ROW...]   (default: every row)
+# RLGATE_LUA=file: another build's library (make lua/rlgate.lua there).
+# REDIS_SERVER=path: another redis-server, e.g. one built from source with
+# symbols, to read the split by function with callgrind_annotate on the
+# cg.out files that KEEP=1 leaves in the run's directory.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/../lib.sh"
+
+SERVER=${REDIS_SERVER:-redis-server}
+LIB=${RLGATE_LUA:-$TOP/lua/rlgate.lua}
+FASTIFY="local c=redis.call('INCR',KEYS[1]) if c==1 then redis.call('PEXPIRE',KEYS[1],ARGV[1]) return {c,tonumber(ARGV[1])} end return {c, redis.call('PTTL',KEYS[1])}"
+FASTIFY_SHA=$(printf '%s' "$FASTIFY" | sha1sum | cut -c1-40)
+command -v valgrind >/dev/null || { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
+[ -n "${RLGATE_LUA:-}" ] || make -s -C "$TOP" lua/rlgate.lua || exit 1
+FN=$(sed -n '1s/^#!lua name=//p' "$LIB")	# the library's name: its functions' prefix
+
+# The probes: what a bare call, a reply and each redis.call cost.
+cat > "$T/probe.lua" <<'EOF'
+#!lua name=rlgate_probe
+redis.register_function('p_nop', function() return 1 end)
+redis.register_function('p_time', function() redis.call('TIME') return 1 end)
+redis.register_function('p_get', function(k) redis.call('GET', k[1]) return 1 end)
+redis.register_function('p_hmget', function(k) redis.call('HMGET', k[1], 'start', 'count') return 1 end)
+redis.register_function('p_hset', function(k) redis.call('HSET', k[1], 'count', '12') return 1 end)
+redis.register_function('p_set_px', function(k) redis.call('SET', k[1], '1795730692424132', 'PX', '100000') return 1 end)
+redis.register_function('p_reply13', function() return {1, 999, 1000, 1000, 0, 1795730692424132, 0, 1000, 0, 0, 0, '', ''} end)
+EOF
+
+# instr N ARGS...: total instructions of a redis-server that served N calls.
+instr() {
+	local n=$1 port pid d i
+	shift
+	port=$("$TOP/tests/tools/freeport")
+	d=$(mktemp -d "$T/run.XXXXXX")
+	valgrind --tool=callgrind --callgrind-out-file="$d/cg.out" "$SERVER" \
+	    --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 --dir "$d" \
+	    > "$d/log" 2>&1 &
+	pid=$!
+	PIDS+=("$pid")	# lib.sh's cleanup stops it if this script is cut short
+	for i in $(seq 150); do redis-cli -p "$port" ping > /dev/null 2>&1 && break; sleep 0.2; done
+	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$LIB" > /dev/null
+	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$T/probe.lua" > /dev/null
+	redis-cli -p "$port" SCRIPT LOAD "$FASTIFY" > /dev/null
+	redis-benchmark -p "$port" -c 1 -n "$n" -r 1000 --csv "$@" > "$d/bench" 2>&1
+	redis-cli -p "$port" shutdown nosave > /dev/null 2>&1
+	wait "$pid"
+	awk '/^summary:/ { print $2 }' "$d/cg.out"
+}
+
+# row NAME ARGS...: prints NAME and the instructions per call.
+row() {
+	local name=$1 a b
+	shift
+	a=$(instr 1000 "$@"); b=$(instr 6000 "$@")
+	printf '%-34s %8d\n' "$name" $(( (b - a) / 5000 ))
+}
+
+# One rule's arguments each, with a limit no run reaches.
+FW=(fixed_window - 1 1000000000 1000 '' '')
+TB=(token_bucket - 1 1000000000 1000 '' '')
+GC=(gcra - 1 1000000000 1000 '' '')
+K='rl:{a:__rand_int__}'
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 fw1 tb1 gcra1 three fw10 batch10}
+for r in $ROWS; do
+	case $r in
+	ping)	 row "PING (a round trip)" PING ;;
+	fastify) row "fastify's script (EVALSHA)" EVALSHA "$FASTIFY_SHA" 1 'rlf:__rand_int__' 1000 ;;
+	nop0)	 row "FCALL of nothing, no key" FCALL p_nop 0 ;;
+	nop1)	 row "FCALL of nothing, 1 key" FCALL p_nop 1 "$K" ;;
+	nop31)	 row "FCALL of nothing, 1 key 30 args" FCALL p_nop 1 "$K" $(seq 30) ;;
+	time)	 row "+ TIME" FCALL p_time 1 "$K" ;;
+	get)	 row "+ GET" FCALL p_get 1 "$K" ;;
+	hmget)	 row "+ HMGET 2 fields" FCALL p_hmget 1 "$K" ;;
+	hset)	 row "+ HSET 1 field" FCALL p_hset 1 "$K" ;;
+	set_px)	 row "+ SET PX" FCALL p_set_px 1 "$K" ;;
+	reply13) row "reply of 13 fields" FCALL p_reply13 1 "$K" ;;
+	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "${FW[@]}" ;;
+	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "${TB[@]}" ;;
+	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "${GC[@]}" ;;
+	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
+		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
+		    "${FW[@]}" "${TB[@]}" "${GC[@]}" ;;
+	fw10)	 keys=(); args=()
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	batch10) keys=(); args=()	# 10 requests of one rule, one call
+		 for i in $(seq 10); do
+			keys+=("rl:{a$i:__rand_int__}")
+			args+=(fixed_window "$([ "$i" = 1 ] && echo - || echo n)" "${FW[@]:2}")
+		 done
+		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	*)	 echo "redis_cost: no row $r" >&2; exit 2 ;;
+	esac
+done
