@@ -128,7 +128,7 @@ is "rlgate -t: an unknown socket_group refused with file and line" \
 ini "" "log_level = debug" > "$T/m.ini"
 cat > "$T/launch.py" <<'EOF'
 import os, socket, struct, sys
-uid, mode, size, sock, conf, log, rlgate = sys.argv[1:]
+uid, mode, size, sock, conf, log, rlgate, magic = sys.argv[1:]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 if os.path.exists(sock): os.unlink(sock)
 s.bind(sock); s.listen(64)
@@ -141,16 +141,18 @@ print(name, flush=True)
 if int(size) > 0:
     fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     os.ftruncate(fd, int(size))
-    os.pwrite(fd, b"rlgate metrics table 1".ljust(32, b"\0") + struct.pack("=Q", int(size)), 0)
+    os.pwrite(fd, magic.encode().ljust(32, b"\0") + struct.pack("=Q", int(size)), 0)
     os.fchown(fd, int(uid), int(uid)); os.fchmod(fd, int(mode, 8)); os.close(fd)
 os.dup2(s.fileno(), 0)
 err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 os.dup2(err, 2)
 os.execv(rlgate, [rlgate, "-c", conf])
 EOF
+# The table's magic, as fcgi/metrics.c writes it (a new layout, a new one).
+MAGIC=$(sed -n 's/^#define TABLE_MAGIC[[:space:]]*"\(.*\)"$/\1/p' "$TOP/fcgi/metrics.c")
 # run_m NAME UID MODE SIZE: rlgate under launch.py; sets OBJ and M_PID.
 run_m() {
-	python3 "$T/launch.py" "$2" "$3" "$4" "$T/m.sock" "$T/m.ini" "$T/$1.log" "$RLGATE" > "$T/$1.name" &
+	python3 "$T/launch.py" "$2" "$3" "$4" "$T/m.sock" "$T/m.ini" "$T/$1.log" "$RLGATE" "$MAGIC" > "$T/$1.name" &
 	M_PID=$!
 	PIDS+=("$M_PID")
 	wait_for 10 grep -q 'event loops' "$T/$1.log" || { echo "# rlgate did not start:"; cat "$T/$1.log"; return 1; }
