@@ -37,6 +37,12 @@ endif
 # CIDRs, the path-regex size check.
 CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
 	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c
+# The audit: the handle and its queue (audit), the writer thread with its
+# retries (audit_writer) over the SQLite connection, schema use and
+# statements (audit_db), the checkpoints (audit_ckpt), and the files of a
+# dated name (audit_files).
+AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
+	     fcgi/audit_ckpt.c fcgi/audit_files.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_deploy the deployment (slot
@@ -48,7 +54,7 @@ GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
-	   fcgi/audit.c fcgi/audit_files.c $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
+	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own main.

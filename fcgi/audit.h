@@ -50,9 +50,11 @@
  * and reason, which the schema requires. Integers below 0 in the nullable
  * columns (cost .. delay_ms, status, latency_us) are stored as NULL; 0 is
  * stored as 0. allowed is stored as 0 or 1. The row is copied by
- * audit_push(): the caller keeps its strings. Strings longer than 64 KiB
- * are cut there (a row SQLite would refuse must never block the queue).
+ * audit_push(): the caller keeps its strings. Strings longer than
+ * AUDIT_TEXT_MAX bytes are cut there (a row SQLite would refuse must never
+ * block the queue).
  */
+#define AUDIT_TEXT_MAX		65536
 struct audit_row {
 	int64_t		 ts_ms;
 	const char	*request_id;
@@ -78,34 +80,37 @@ struct audit_row {
 };
 
 /*
- * How it behaves (the design's choices, section 7):
+ * How it behaves (the design's choices, section 7; the numbers are the
+ * constants below):
  *
  * - One writer thread per struct audit (all signals blocked in it). Rows
  *   wait in a queue of queue_max rows. They are written as soon as batch
  *   rows wait, or flush_interval_ms after the first of them arrived (plus
  *   the time of the write in progress). One transaction (BEGIN IMMEDIATE
- *   ... COMMIT) takes every row waiting, up to 16384 rows or about 100 ms
- *   of work, so that other processes sharing the file (each with its own
- *   writer; WAL) get the lock in time. A writer waits up to 250 ms for
- *   the lock, polling every millisecond, and leaves 2 ms between
+ *   ... COMMIT) takes every row waiting, up to AUDIT_TXN_ROWS rows (or
+ *   batch, if larger) or about AUDIT_TXN_MS of work, so that other
+ *   processes sharing the file (each with its own writer; WAL) get the
+ *   lock in time. A writer waits up to AUDIT_BUSY_MS for the lock,
+ *   polling every AUDIT_BUSY_POLL_MS, and leaves AUDIT_GAP_US between
  *   back-to-back transactions, so that busy writers take turns instead of
  *   one starving the others.
  * - A row leaves the queue only when its transaction has committed. When a
  *   write fails (locked by another writer for longer than the busy
  *   timeout, read-only, disk full, I/O error, directory gone), the
  *   transaction is rolled back, the rows stay queued, and the write is
- *   retried with a backoff from 25 ms up to 1 s; after any failure but a
- *   lock the connection is reopened. An episode is logged once
- *   (log_error: the path, SQLite's message and code, the rows waiting):
- *   at its first failure, or, for another writer's lock, once that has
- *   lasted a second (shorter waits are other writers' turns); the first
- *   success after it is logged with log_info ("recovered, N rows
- *   written"). A write that failed for want of space (disk full, quota,
- *   file-size limit) is retried with half the rows, down to one, and first
- *   checkpoints and truncates the WAL, which gives its space back once
- *   there is room for the pages it copies: freeing space is enough to
- *   recover. journal_size_limit cuts a WAL that grew past 64 MiB (the
- *   writer's own fallback below) back to that.
+ *   retried with a backoff that doubles from AUDIT_BACKOFF_MIN_MS up to
+ *   AUDIT_BACKOFF_MAX_MS; after any failure but a lock the connection is
+ *   reopened. An episode is logged once (log_error: the path, SQLite's
+ *   message and code, the rows waiting): at its first failure, or, for
+ *   another writer's lock, once that has lasted AUDIT_BUSY_REPORT_MS
+ *   (shorter waits are other writers' turns); the first success after it
+ *   is logged with log_info ("recovered, N rows written"). A write that
+ *   failed for want of space (disk full, quota, file-size limit) is
+ *   retried with half the rows, down to one, and first checkpoints and
+ *   truncates the WAL, which gives its space back once there is room for
+ *   the pages it copies: freeing space is enough to recover.
+ *   journal_size_limit cuts a WAL that grew past AUDIT_WAL_LIMIT back to
+ *   that.
  * - A database file removed or renamed (rotated) while open is noticed
  *   before the next write (log_warn), and the rows go to a new file
  *   created at the path.
@@ -113,16 +118,27 @@ struct audit_row {
  *   the queue fills (queue_max rows of memory, each about 200 bytes plus
  *   its strings, is the time it buys), and then audit_push() refuses
  *   rows: they are lost, counted (audit_stats()), and logged by the writer
- *   in one line a second at most. Whether such requests are served is the
- *   caller's choice (audit_full(); [audit] on_full).
+ *   in one line every AUDIT_LOST_LOG_MS at most. Whether such requests are
+ *   served is the caller's choice (audit_full(); [audit] on_full).
  * - Checkpoints (PASSIVE, when the WAL passes AUDIT_CHECKPOINT_PAGES) are
  *   run by a thread of their own, on its own connection, never inside a
- *   COMMIT; the writer checkpoints itself when the WAL reaches four
- *   times that (a starved or failing checkpointer), and after any commit
- *   that leaves less free space on the file system than twice the WAL:
- *   the room a checkpoint may need is kept.
+ *   COMMIT; the writer checkpoints itself when the WAL reaches
+ *   AUDIT_CHECKPOINT_MAX (a starved or failing checkpointer), and after
+ *   any commit that leaves less free space on the file system than twice
+ *   the WAL: the room a checkpoint may need is kept.
  */
+#define AUDIT_TXN_ROWS		16384
+#define AUDIT_TXN_MS		100
+#define AUDIT_BUSY_MS		250
+#define AUDIT_BUSY_POLL_MS	1
+#define AUDIT_GAP_US		2000
+#define AUDIT_BACKOFF_MIN_MS	25
+#define AUDIT_BACKOFF_MAX_MS	1000
+#define AUDIT_BUSY_REPORT_MS	1000
+#define AUDIT_LOST_LOG_MS	1000
+#define AUDIT_WAL_LIMIT		(64 << 20)	/* bytes: above AUDIT_CHECKPOINT_MAX */
 #define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) */
+#define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)
 /* Rows written by one INSERT statement; a transaction's rows after its last
  * full group go one to a statement. */
 #define AUDIT_INSERT_ROWS	16
@@ -133,12 +149,13 @@ struct audit;
  * Opens (creating if needed) the database at path in WAL mode with the
  * schema above, and starts the writer thread. queue_max rows are held in
  * memory at most; batch (at most queue_max) and flush_interval_ms (0:
- * write at once) are as above. The opening waits up to 2 s for another
- * process's lock. path may be a dated name (audit_keep()): the file of the
+ * write at once) are as above. The opening waits up to AUDIT_OPEN_BUSY_MS
+ * for another process's lock (schema, the switch to WAL). path may be a dated name (audit_keep()): the file of the
  * present is opened. Returns NULL with a sentence naming path in errbuf on
  * failure (bad arguments, cannot open or create, not a database, read-only,
  * WAL refused). Each handle has its own connection and writer thread.
  */
+#define AUDIT_OPEN_BUSY_MS	2000
 struct audit	*audit_open(const char *path, int queue_max, int batch,
 		    long long flush_interval_ms, char *errbuf, size_t errlen);
 
@@ -148,10 +165,12 @@ struct audit	*audit_open(const char *path, int queue_max, int batch,
  * the caller's thread (after the reply has gone), in one transaction as a
  * rule, with no sync (WAL, synchronous = NORMAL: a crash of the machine
  * may lose the last rows, a crash of the process none) and no checkpoint
- * unless the WAL is due: at 256 pages (each process, the first connection,
- * reads the whole WAL to rebuild its index), or with little free space.
- * Returns NULL with a sentence in errbuf on bad arguments or no memory.
+ * unless the WAL is due: at AUDIT_INLINE_WAL_PAGES (each process, the
+ * first connection, reads the whole WAL to rebuild its index: a short WAL
+ * keeps that read short), or with little free space. Returns NULL with a
+ * sentence in errbuf on bad arguments or no memory.
  */
+#define AUDIT_INLINE_WAL_PAGES	256
 struct audit	*audit_open_inline(const char *path, int queue_max,
 		    char *errbuf, size_t errlen);
 

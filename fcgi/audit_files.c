@@ -2,7 +2,7 @@
  * audit_files: the files of a dated [audit] database name
  * (audit-%Y-%m-%d.db): which file a time's rows go to, and deleting the
  * ones [audit] keep has passed. Names and files only: the queue, the
- * writer and SQLite are audit.c's.
+ * writer and SQLite are audit.c's, audit_writer.c's and audit_db.c's.
  */
 #include <sys/types.h>
 #include <glob.h>

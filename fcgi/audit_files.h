@@ -1,7 +1,7 @@
 /*
  * audit_files: the files of a dated [audit] database name, one whose
  * strftime fields (%Y %m %d %H, each with the coarser ones; conf checks)
- * give a file per period. audit.c's only.
+ * give a file per period. For audit.c and audit_writer.c only.
  */
 #ifndef RLG_AUDIT_FILES_H
 #define RLG_AUDIT_FILES_H

@@ -1,0 +1,172 @@
+/*
+ * audit_int: what the pieces of the audit writer share, and only they:
+ * the handle and its queued rows (audit.c), the SQLite connection, schema
+ * and statements (audit_db.c), the writer thread (audit_writer.c) and the
+ * checkpoints (audit_ckpt.c). Not a contract for anything outside
+ * audit*.c: audit.h is. None of these functions takes a->mu unless it
+ * says so.
+ */
+#ifndef RLG_AUDIT_INT_H
+#define RLG_AUDIT_INT_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include <sqlite3.h>
+
+#include "audit.h"
+
+/* The strings of a row, in the order they are packed. */
+enum {
+	T_REQUEST_ID, T_RULE, T_KEY, T_ALGORITHM, T_REASON, T_METHOD, T_PATH,
+	T_CLIENT_IP, T_COUNT
+};
+
+/*
+ * A queued row: one malloc'd block, the copy of the caller's row followed
+ * by its strings. r's pointers point into text[]. Owned by the queue from
+ * audit_push() until the writer has committed it.
+ */
+struct qrow {
+	struct audit_row	 r;
+	int			 len[T_COUNT];
+	char			 text[];
+};
+
+struct audit {
+	/* The database file in use; the writer changes it (under mu) when
+	 * a dated name's period turns. */
+	char			 path[PATH_MAX];
+	char			*pattern;	/* the dated name, or NULL */
+	long long		 period_start_ms, period_end_ms; /* path's */
+	int			 inline_mode;	/* audit_open_inline(): no threads */
+
+	/* Writer thread only (and audit_open() before the thread starts). */
+	sqlite3			*db;		/* NULL: reopen first */
+	sqlite3_stmt		*insert;	/* one row */
+	sqlite3_stmt		*insert_group;	/* AUDIT_INSERT_ROWS rows */
+	sqlite3_stmt		*begin, *commit, *rollback;
+	int			 busy_ms;	/* a lock is waited for */
+	long long		 busy_since;	/* monotonic ms, the busy handler */
+	int			 err_busy;	/* failed on another's lock */
+	int			 err_full;	/* failed for want of space */
+	int			 truncate_wal;	/* checkpoint and truncate the WAL
+						 * before the next write */
+	int			 wal_frames;	/* WAL size after last commit */
+	int			 writer_ckpt_failing; /* said so already */
+	struct qrow		**txn;		/* rows being written */
+	size_t			 txn_max;
+	char			 err[512];	/* why the last write failed */
+
+	/* Everything below is guarded by mu. */
+	pthread_mutex_t		 mu;
+	/* wake: the writer, for rows or closing (CLOCK_MONOTONIC). */
+	pthread_cond_t		 wake;
+	struct qrow		**ring;		/* the queue: count from head */
+	size_t			 cap;
+	size_t			 head;
+	size_t			 count;
+	size_t			 batch;
+	long long		 flush_interval_ms;
+	int			 writer_waiting; /* signal wake only then */
+	int			 stopping;	/* audit_push() refuses rows */
+	int			 closing;	/* writer drains, then ends */
+	long long		 give_up_at;	/* monotonic ms, once closing */
+	long long		 written;
+	long long		 failures;
+	long long		 lost;		/* rows refused: queue full */
+	long long		 lost_logged;	/* lost when last logged */
+	long long		 lost_log_at;	/* monotonic ms of that line */
+	long long		 keep_ms;	/* dated files older: deleted */
+	int			 swept;		/* writer: old files looked for */
+	void			(*on_write)(void);	/* audit_on_write() */
+	/* ckpt: the checkpointer, for a checkpoint or for closing. */
+	pthread_cond_t		 ckpt;
+	int			 ckpt_wanted;
+
+	pthread_t		 thread;
+	pthread_t		 ckpt_thread;
+	int			 ckpt_failing;	/* checkpointer only: said so */
+	int			 ckpt_started;
+};
+
+/* ---- audit_db.c: the connection to a->path --------------------------- */
+
+/*
+ * Opens a->path (creating it, RLG_AUDIT_FILE_MODE) in WAL mode with the
+ * schema and prepares the statements. Used at start and again by the
+ * writer when the file was replaced or a write failed in a way the
+ * connection may not survive. Returns 0, or -1 with errbuf set, a->db
+ * NULL, and a->err_busy when another connection's lock was in the way.
+ */
+int	audit_db_open(struct audit *a, char *errbuf, size_t errlen);
+
+/* Finalizes the statements and closes a->db; a->db NULL does nothing. */
+void	audit_db_close(struct audit *a);
+
+/*
+ * Before a write: closes a connection whose file was removed or renamed
+ * (rotated) under it, and opens a->path when none is open. Returns 0, or
+ * -1 with a->err and a->err_busy set as audit_db_open() sets them.
+ */
+int	audit_db_ready(struct audit *a);
+
+/*
+ * Writes the first rows of rows[0..n) into the open a->db in one
+ * transaction, as many as fit in AUDIT_TXN_MS. Returns how many were
+ * committed (at least 1), or -1 with a->err, a->err_busy and a->err_full
+ * set, the transaction rolled back, and the connection closed unless
+ * another's lock was the cause.
+ */
+long long audit_db_write(struct audit *a, struct qrow **rows, size_t n);
+
+/*
+ * SQLite's message for the failure rc of db into buf, with the extended
+ * code and the system's reason when the file system said no: "disk I/O
+ * error (code 4874: File too large)".
+ */
+void	audit_db_err(sqlite3 *db, int rc, char *buf, size_t len);
+
+/*
+ * The last connection to close keeps the -wal (emptied) and -shm files:
+ * a report reader of the files' group, who may not create files in the
+ * directory, can open a WAL database only where they exist.
+ */
+void	audit_db_keep_wal(sqlite3 *db);
+
+/* ---- audit_ckpt.c: copying the WAL back into the database ------------- */
+
+/* The checkpointer thread's body (arg: the struct audit); ends once
+ * a->closing is set and a->ckpt signalled. */
+void	*audit_ckpt_main(void *arg);
+
+/*
+ * After a commit (writer thread, or the caller's for an inline handle):
+ * checkpoints on the writer's connection when the WAL is past what the
+ * checkpointer should have kept it to, or there is no checkpointer, or
+ * space is low; else asks the checkpointer (takes a->mu) when one is due.
+ */
+void	 audit_ckpt_after_commit(struct audit *a);
+
+/*
+ * After a write that failed for want of space (a->truncate_wal): the WAL
+ * has taken the space and a TRUNCATE checkpoint on the open a->db gives it
+ * back; clears a->truncate_wal when it worked.
+ */
+void	 audit_ckpt_truncate(struct audit *a);
+
+/* ---- audit_writer.c: writing the queue -------------------------------- */
+
+/* The writer thread's body (arg: the struct audit); ends once closing and
+ * the queue is written, or given up (a->give_up_at). */
+void	*audit_writer_main(void *arg);
+
+/*
+ * An inline handle's rows, written by the caller's thread (audit_close())
+ * in as few transactions as they fit, retried as the writer would until
+ * a->give_up_at. What is left stays queued.
+ */
+void	 audit_write_inline(struct audit *a);
+
+#endif
