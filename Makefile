@@ -19,9 +19,13 @@ CC	?= cc
 CFLAGS	?= -O2 -g
 WARN	 = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	   -Wpointer-arith -Wwrite-strings -Wformat=2 -Werror
-PKGS	 = fcgi hiredis inih sqlite3
+PKGS	 = hiredis inih sqlite3
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libfcgi: only tests/tools/allow_fcgi (the bench's floor) uses it; the
+# gateway speaks FastCGI itself (fcgi/wire.c).
+FCGI_CFLAGS := $(shell pkg-config --cflags fcgi 2>/dev/null)
+FCGI_LIBS   := $(shell pkg-config --libs fcgi 2>/dev/null)
 CPPFLAGS += -D_GNU_SOURCE -Ifcgi $(PKG_CFLAGS)
 LDLIBS	 += $(PKG_LIBS) -lpthread -lm
 
@@ -30,13 +34,15 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
-# The configuration: reading the INI file (conf), the table of typed keys and
-# their setters (conf_keys), the checks between keys (conf_finish), the values
-# checked on their own (numbers, durations, each algorithm's parameters), and
-# the parsers that are their own subject: key/cost templates, addresses and
-# CIDRs, the path-regex size check.
-CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
-	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c
+# The configuration, top down: reading the INI file (conf), the checks
+# between keys (conf_finish), the table of typed keys and their setters
+# (conf_keys), the messages all three collect (conf_errors); below them the
+# parsers that are their own subject: key/cost templates, addresses and
+# CIDRs, the path-regex size check; and at the bottom the values checked on
+# their own (conf_values: the bounded number parser, durations, the
+# algorithms' names and parameters), which netaddr uses too.
+CONF_SRCS = fcgi/conf.c fcgi/conf_finish.c fcgi/conf_keys.c fcgi/conf_errors.c \
+	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c fcgi/conf_values.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_deploy the deployment (slot
@@ -115,6 +121,8 @@ tests/test_%: tests/test_%.o $(LIB_OBJS)
 
 tests/tools/%: tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
+tests/tools/allow_fcgi: LDLIBS += $(FCGI_LIBS)
 
 deps:
 	@sh tests/deps.sh
