@@ -19,9 +19,13 @@ CC	?= cc
 CFLAGS	?= -O2 -g
 WARN	 = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	   -Wpointer-arith -Wwrite-strings -Wformat=2 -Werror
-PKGS	 = fcgi hiredis inih sqlite3
+PKGS	 = hiredis inih sqlite3
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libfcgi: only tests/tools/allow_fcgi (the bench's floor) uses it; the
+# gateway speaks FastCGI itself (fcgi/wire.c).
+FCGI_CFLAGS := $(shell pkg-config --cflags fcgi 2>/dev/null)
+FCGI_LIBS   := $(shell pkg-config --libs fcgi 2>/dev/null)
 CPPFLAGS += -D_GNU_SOURCE -Ifcgi $(PKG_CFLAGS)
 LDLIBS	 += $(PKG_LIBS) -lpthread -lm
 
@@ -30,13 +34,15 @@ CFLAGS	+= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDFLAGS	+= -fsanitize=address,undefined
 endif
 
-# The configuration: reading the INI file (conf), the table of typed keys and
-# their setters (conf_keys), the checks between keys (conf_finish), the values
-# checked on their own (numbers, durations, each algorithm's parameters), and
-# the parsers that are their own subject: key/cost templates, addresses and
-# CIDRs, the path-regex size check.
-CONF_SRCS = fcgi/conf.c fcgi/conf_keys.c fcgi/conf_finish.c fcgi/conf_values.c \
-	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c
+# The configuration, top down: reading the INI file (conf), the checks
+# between keys (conf_finish), the table of typed keys and their setters
+# (conf_keys), the messages all three collect (conf_errors); below them the
+# parsers that are their own subject: key/cost templates, addresses and
+# CIDRs, the path-regex size check; and at the bottom the values checked on
+# their own (conf_values: the bounded number parser, durations, the
+# algorithms' names and parameters), which netaddr uses too.
+CONF_SRCS = fcgi/conf.c fcgi/conf_finish.c fcgi/conf_keys.c fcgi/conf_errors.c \
+	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c fcgi/conf_values.c
 # The audit: the handle and its queue (audit), the writer thread with its
 # retries (audit_writer) over the SQLite connection, schema use and
 # statements (audit_db), the checkpoints (audit_ckpt), and the files of a
@@ -64,7 +70,10 @@ LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))
 LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
-# The report tool: its own sources plus conf and the audit schema.
+# The report tool: its own sources plus conf and the audit schema. main
+# over the results (agg with window, top, verify) read from the audit (db,
+# intern), written by output (text, CSV, JSON; html for the page), over the
+# names of a series (label), over the escapers (escape).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
 REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
 
@@ -121,6 +130,8 @@ tests/test_%: tests/test_%.o $(LIB_OBJS)
 
 tests/tools/%: tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
+tests/tools/allow_fcgi: LDLIBS += $(FCGI_LIBS)
 
 deps:
 	@sh tests/deps.sh

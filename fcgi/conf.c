@@ -2,10 +2,10 @@
  * conf: reads the INI file into an immutable struct conf (see conf.h):
  * lines counted, over-long ones refused, [sections] followed here, each
  * value handed to its key's setter (conf_keys.c), the checks between keys
- * run at the end (conf_finish.c), every error collected as "FILE:LINE:
- * [section] key: ..." in file order. Form only: nothing is opened or
- * connected here (the audit module creates its database, the limiter
- * dials Redis).
+ * run at the end (conf_finish.c), every error collected (conf_errors.c)
+ * as "FILE:LINE: [section] key: ..." and returned in file order. Form
+ * only: nothing is opened or connected here (the audit module creates its
+ * database, the limiter dials Redis).
  */
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -13,7 +13,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,8 +33,6 @@
 _Static_assert(RLG_MAX_LINE < INI_MAX_LINE,
     "libinih must be able to read a whole accepted line at once");
 
-#define MAX_ERRORS	100		/* then stop: the rest is likely noise */
-
 #define SECTIONS_USE	"[gateway], [redis], [audit], [cgi] or [rule:NAME]"
 
 static const char *const section_names[] = {
@@ -44,127 +41,6 @@ static const char *const section_names[] = {
 	[S_AUDIT] = "audit",
 	[S_CGI] = "cgi",
 };
-
-/* ---- errors ---------------------------------------------------------- */
-
-/*
- * Records "FILE:LINE: [sec] key: message". line 0 leaves out the line,
- * sec and key may be NULL. Never fails loudly: out of memory is noted and
- * becomes the one message conf_load() returns.
- */
-void __attribute__((format(printf, 5, 6)))
-conf_error(struct loader *l, int line, const char *sec, const char *key,
-    const char *fmt, ...)
-{
-	char where[64], ctx[RLG_MAX_LINE + 80], msg[1024];
-	struct lerror *e;
-	va_list ap;
-
-	if (l->nerrs >= MAX_ERRORS) {
-		l->too_many = 1;
-		return;
-	}
-	if (l->nerrs == l->errcap) {
-		size_t cap = l->errcap ? l->errcap * 2 : 16;
-
-		if ((e = reallocarray(l->errs, cap, sizeof(*e))) == NULL) {
-			l->oom = 1;
-			return;
-		}
-		l->errs = e;
-		l->errcap = cap;
-	}
-	where[0] = ctx[0] = '\0';
-	if (line > 0)
-		snprintf(where, sizeof(where), ":%d", line);
-	if (sec != NULL && key != NULL)
-		snprintf(ctx, sizeof(ctx), "[%s] %s: ", sec, key);
-	else if (sec != NULL)
-		snprintf(ctx, sizeof(ctx), "[%s]: ", sec);
-	else if (key != NULL)
-		snprintf(ctx, sizeof(ctx), "%s: ", key);
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	e = &l->errs[l->nerrs];
-	if (asprintf(&e->text, "%s%s: %s%s", l->file, where, ctx, msg) == -1) {
-		l->oom = 1;
-		return;
-	}
-	e->line = line;
-	e->seq = l->nerrs++;
-}
-
-/*
- * Records the warning "FILE:LINE: [sec] key: message" for c->warnings:
- * the file loads, but the user likely meant something else.
- */
-void __attribute__((format(printf, 5, 6)))
-conf_warn(struct loader *l, int line, const char *sec, const char *key,
-    const char *fmt, ...)
-{
-	char msg[1024], *text, *more;
-	size_t len;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (asprintf(&text, "%s:%d: [%s] %s: %s\n", l->file, line, sec, key,
-	    msg) == -1) {
-		l->oom = 1;
-		return;
-	}
-	len = strlen(text);
-	if ((more = realloc(l->warnings, l->warnlen + len + 1)) == NULL) {
-		free(text);
-		l->oom = 1;
-		return;
-	}
-	memcpy(more + l->warnlen, text, len + 1);
-	l->warnings = more;
-	l->warnlen += len;
-	free(text);
-}
-
-static int
-lerror_cmp(const void *a, const void *b)
-{
-	const struct lerror *x = a, *y = b;
-
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* All errors in file order, one per line, in a string the caller frees. */
-static char *
-join_errors(struct loader *l)
-{
-	char *out, *p;
-	size_t i, len = 1;
-
-	if (l->oom) {
-		char *s;
-
-		return asprintf(&s, "%s: out of memory\n", l->file) == -1 ?
-		    NULL : s;
-	}
-	qsort(l->errs, l->nerrs, sizeof(*l->errs), lerror_cmp);
-	for (i = 0; i < l->nerrs; i++)
-		len += strlen(l->errs[i].text) + 1;
-	if (l->too_many)
-		len += strlen(l->file) + 64;
-	if ((out = malloc(len)) == NULL)
-		return NULL;
-	p = out;
-	for (i = 0; i < l->nerrs; i++)
-		p += sprintf(p, "%s\n", l->errs[i].text);
-	if (l->too_many)
-		sprintf(p, "%s: too many errors, stopped after %d\n", l->file,
-		    MAX_ERRORS);
-	return out;
-}
 
 /* ---- small helpers, and the sections --------------------------------- */
 
@@ -186,16 +62,6 @@ trim(char *s)
 	while (e > s && ascii_is_blank(e[-1]))
 		*--e = '\0';
 	return s;
-}
-
-char *
-conf_strdup(struct loader *l, const char *s)
-{
-	char *d;
-
-	if ((d = strdup(s)) == NULL)
-		l->oom = 1;
-	return d;
 }
 
 /* Checks that need a whole section of the file, once it is over. */
@@ -588,7 +454,7 @@ conf_load(const char *path, char **errors)
 	loader_free(&l);
 	return l.c;
 fail:
-	*errors = join_errors(&l);
+	*errors = conf_join_errors(&l);
 	loader_free(&l);
 	conf_free(l.c);
 	return NULL;

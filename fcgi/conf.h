@@ -13,6 +13,7 @@
 #include <regex.h>
 #include <stddef.h>
 
+#include "conf_values.h"
 #include "netaddr.h"
 #include "tmpl.h"
 
@@ -32,46 +33,10 @@
 #define RLG_MAX_RULES		256
 /* [gateway] socket_mode's default: the owner and socket_group only. */
 #define RLG_SOCKET_MODE		0660
-#define RLG_MS_SECOND		1000LL
-#define RLG_MS_MINUTE		(60 * RLG_MS_SECOND)
-#define RLG_MS_HOUR		(60 * RLG_MS_MINUTE)
-#define RLG_MS_DAY		(24 * RLG_MS_HOUR)
 #define RLG_MAX_RULE_NAME	64	/* bytes */
 #define RLG_MAX_KEY_PREFIX	64	/* bytes of [redis] key_prefix */
 #define RLG_MAX_REDIS_ADDRESSES	32	/* in [redis] address */
 #define RLG_MAX_REPLICAS	16	/* [redis] replicas */
-
-enum rlg_algorithm {
-	RLG_FIXED_WINDOW,
-	RLG_SLIDING_WINDOW,
-	RLG_SLIDING_LOG,
-	RLG_TOKEN_BUCKET,
-	RLG_GCRA,
-	RLG_LEAKY_BUCKET,
-	RLG_ALGORITHM_COUNT
-};
-
-/*
- * What the scripts in lua/ accept (their args() functions are the contract;
- * conf_check_params() mirrors them).
- */
-#define RLG_MAX_COUNT		1000000000LL	/* limit, burst, cost: 1e9 */
-#define RLG_MAX_LOG_LIMIT	100000LL	/* sliding_log's limit */
-#define RLG_MAX_WINDOW_MS	100000000000LL	/* window_ms: 1e11 */
-#define RLG_MAX_BLOCKS		10000LL		/* sliding_window blocks */
-#define RLG_EXACT_MAX		(1LL << 52)	/* the scripts' MAX */
-#define RLG_EXACT		(1LL << 53)	/* the scripts' EXACT */
-#define RLG_PARAM_UNSET		(-1LL)		/* an empty burst or precision */
-
-/* The parameter a refusal of conf_check_params() is about. */
-enum rlg_param {
-	RLG_PARAM_OK,
-	RLG_PARAM_COST,
-	RLG_PARAM_LIMIT,
-	RLG_PARAM_WINDOW,
-	RLG_PARAM_BURST,
-	RLG_PARAM_PRECISION
-};
 
 enum rlg_headers {
 	RLG_HEADERS_IETF,
@@ -214,12 +179,6 @@ struct conf	*conf_load(const char *path, char **errors);
 /* Frees c and everything it owns. Accepts NULL. */
 void		 conf_free(struct conf *c);
 
-/* Name of an algorithm as written in the file ("token_bucket"). */
-const char	*conf_algorithm_name(enum rlg_algorithm a);
-
-/* Does the algorithm take a burst (token_bucket, gcra, leaky_bucket)? */
-int		 conf_algorithm_has_burst(enum rlg_algorithm a);
-
 /*
  * What rule ru can hold at once with limit (its own, or an override's):
  * its burst when set, else the limit. The cap of a request's cost. (Only
@@ -230,54 +189,6 @@ conf_capacity(const struct rule *ru, long long limit)
 {
 	return ru->burst > 0 ? ru->burst : limit;
 }
-
-/*
- * The one bounded number parser: a decimal integer in [min, max], the whole
- * string. Returns 0 and stores it in *out, or -1 and points *errstr at a
- * static phrase ("is not a number", "is too small", "is too large").
- */
-int		 conf_parse_int(const char *s, long long min, long long max,
-		    long long *out, const char **errstr);
-
-/*
- * A duration: an integer followed by ms, s, m, h or d ("250ms", "1s").
- * Stores milliseconds in *out_ms. Returns 0, or -1 with *errstr set.
- */
-int		 conf_parse_duration(const char *s, long long *out_ms,
-		    const char **errstr);
-
-/*
- * ms written in the largest unit that holds it exactly ("1s", "1500ms",
- * "2h"; "0ms"), into buf (len bytes). Returns buf.
- */
-char		*conf_format_duration(long long ms, char *buf, size_t len);
-
-/*
- * The sliding_window precision a rule gets when it sets none: window/10
- * when that divides the window, else the largest divisor of the window
- * below window/10 (at least 1 ms), so that the blocks tile the window.
- */
-long long	 conf_default_precision(long long window_ms);
-
-/*
- * Would the algorithm's script accept these arguments? The very checks of
- * its args() in lua/, in its order: cost, limit, window_ms, burst and
- * precision_ms (ARGV[2..6]; burst and precision_ms RLG_PARAM_UNSET when
- * empty, then the script's default; each ignored by the scripts that do not
- * take it). Returns RLG_PARAM_OK, or the parameter to blame with a sentence
- * in why (len bytes) saying what is wrong and what would do, naming values
- * as the configuration file writes them (durations as "1s"), without the
- * parameter's name (conf_param_name()).
- */
-enum rlg_param	 conf_check_params(enum rlg_algorithm alg, long long limit,
-		    long long window_ms, long long burst, long long precision_ms,
-		    long long cost, char *why, size_t len);
-
-/* The parameter's key in the file: "cost", "limit", "window", ... */
-const char	*conf_param_name(enum rlg_param p);
-
-/* The greatest common divisor of a and b, never negative. */
-long long	 conf_gcd(long long a, long long b);
 
 /*
  * Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs?

@@ -1,9 +1,10 @@
 /*
  * conf_int: what the pieces of the configuration loader share, and only
  * they: the loader's state while a file is read (conf.c), the key table
- * its setters fill (conf_keys.c), and the checks between keys run at the
- * end of a section and of the file (conf_finish.c). Not a contract for
- * anything outside conf*.c: conf.h is.
+ * its setters fill (conf_keys.c), the checks between keys run at the
+ * end of a section and of the file (conf_finish.c), and the messages all
+ * three collect (conf_errors.c, below them). Not a contract for anything
+ * outside conf*.c: conf.h is.
  */
 #ifndef RLG_CONF_INT_H
 #define RLG_CONF_INT_H
@@ -77,12 +78,6 @@ struct loader {
 	size_t		 warnlen;
 };
 
-struct enum_name {
-	const char	*name;
-	int		 value;
-	int		 alias;		/* accepted, not suggested */
-};
-
 struct key;
 typedef int (*set_fn)(struct loader *, const struct key *, void *,
     const char *);
@@ -103,6 +98,8 @@ extern const struct key conf_keys[NKEYS];
 
 #define FIELD(base, k, type)	((type *)(void *)((char *)(base) + (k)->off))
 
+/* ---- conf_errors.c ---- */
+
 /*
  * Records "FILE:LINE: [sec] key: message". line 0 leaves out the line,
  * sec and key may be NULL. Never fails loudly: out of memory is noted and
@@ -122,8 +119,17 @@ void	conf_warn(struct loader *l, int line, const char *sec,
 #define kerr(l, k, ...) \
 	conf_error((l), (l)->lineno, (l)->secname, (k)->name, __VA_ARGS__)
 
+/*
+ * All errors in file order, one per line (or the one out-of-memory
+ * message), in a string the caller frees; NULL if even that failed.
+ */
+char	*conf_join_errors(struct loader *l);
+
 /* strdup() that notes out of memory in l; the caller frees the copy. */
 char	*conf_strdup(struct loader *l, const char *s);
+
+/* ---- conf_keys.c ---- */
+
 /* How many items a list separated by blanks or commas holds. */
 size_t	 conf_count_tokens(const char *v);
 

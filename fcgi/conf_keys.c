@@ -68,16 +68,6 @@ static const struct enum_name override_sources[] = {
 	{ NULL, 0, 0 }
 };
 
-static const struct enum_name algorithms[] = {
-	{ "fixed_window", RLG_FIXED_WINDOW, 0 },
-	{ "sliding_window", RLG_SLIDING_WINDOW, 0 },
-	{ "sliding_log", RLG_SLIDING_LOG, 0 },
-	{ "token_bucket", RLG_TOKEN_BUCKET, 0 },
-	{ "gcra", RLG_GCRA, 0 },
-	{ "leaky_bucket", RLG_LEAKY_BUCKET, 0 },
-	{ NULL, 0, 0 }
-};
-
 static int	set_int(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_llong(struct loader *, const struct key *, void *,
@@ -200,7 +190,7 @@ const struct key conf_keys[NKEYS] = {
 	[K_HOST] = { S_RULE, "host", set_host, R(host), 0, 0, NULL, NULL, 0 },
 	[K_KEY] = { S_RULE, "key", set_template, R(key), 0, 0, NULL, NULL, 0 },
 	[K_ALGORITHM] = { S_RULE, "algorithm", set_enum, R(algorithm),
-	    0, 0, algorithms, "an algorithm", 0 },
+	    0, 0, conf_algorithms, "an algorithm", 0 },
 	[K_LIMIT] = { S_RULE, "limit", set_llong, R(limit),
 	    1, RLG_MAX_COUNT, NULL, NULL, 0 },
 	[K_WINDOW] = { S_RULE, "window", set_duration, R(window_ms),
@@ -222,17 +212,6 @@ const struct key conf_keys[NKEYS] = {
 	[K_OVERRIDES] = { S_RULE, "overrides", set_enum, R(overrides),
 	    0, 0, override_sources, "an override source", 0 },
 };
-
-const char *
-conf_algorithm_name(enum rlg_algorithm a)
-{
-	size_t i;
-
-	for (i = 0; algorithms[i].name != NULL; i++)
-		if (algorithms[i].value == (int)a)
-			return algorithms[i].name;
-	return "unknown";
-}
 
 /* ---- setters: one per kind of value; report and return -1 on error --- */
 

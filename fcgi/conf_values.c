@@ -1,8 +1,9 @@
 /*
  * conf_values: the values a configuration holds, checked on their own:
- * whole numbers, durations, and each algorithm's parameters (what its Lua
- * script's args() accepts), for conf_keys.c's setters, for rlgate-ctl's
- * overrides and for rlgate-report. Declared in conf.h. The file format is
+ * whole numbers, durations, the algorithms' names, and each algorithm's
+ * parameters (what its Lua script's args() accepts), for conf_keys.c's
+ * setters, for netaddr.c, for rlgate-ctl's overrides and for rlgate-report.
+ * Declared in conf_values.h; calls nothing of the loader's. The file format is
  * conf_keys.c's, reading it conf.c's.
  */
 #include <errno.h>
@@ -12,9 +13,30 @@
 #include <string.h>
 
 #include "ascii.h"
-#include "conf.h"
+#include "conf_values.h"
 
 #define DURATION_USE	"(use 500ms, 1s, 1m, 1h, 1d)"
+
+const struct enum_name conf_algorithms[] = {
+	{ "fixed_window", RLG_FIXED_WINDOW, 0 },
+	{ "sliding_window", RLG_SLIDING_WINDOW, 0 },
+	{ "sliding_log", RLG_SLIDING_LOG, 0 },
+	{ "token_bucket", RLG_TOKEN_BUCKET, 0 },
+	{ "gcra", RLG_GCRA, 0 },
+	{ "leaky_bucket", RLG_LEAKY_BUCKET, 0 },
+	{ NULL, 0, 0 }
+};
+
+const char *
+conf_algorithm_name(enum rlg_algorithm a)
+{
+	size_t i;
+
+	for (i = 0; conf_algorithms[i].name != NULL; i++)
+		if (conf_algorithms[i].value == (int)a)
+			return conf_algorithms[i].name;
+	return "unknown";
+}
 
 int
 conf_parse_int(const char *s, long long min, long long max, long long *out,

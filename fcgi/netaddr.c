@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ascii.h"
-#include "conf.h"
+#include "conf_values.h"
 #include "netaddr.h"
 
 int

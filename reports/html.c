@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+#include "label.h"
 #include "output.h"
 #include "window.h"
 
@@ -43,7 +45,7 @@ page_start(FILE *fp, const char *title)
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
 	    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
 	    "<title>", fp);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("</title>\n<style>\n"
 	    "body { font: 14px/1.45 -apple-system, 'Segoe UI', 'DejaVu Sans', Arial, sans-serif;"
 	    " margin: 24px auto; max-width: 1000px; padding: 0 16px; color: #1f2328; background: #fff; }\n"
@@ -88,7 +90,7 @@ page_meta(FILE *fp, const struct out_meta *m, int64_t rows, int64_t first,
 	fprintf(fp, "%zu database%s", m->dbs->n, m->dbs->n == 1 ? "" : "s");
 	for (size_t i = 0; i < m->dbs->n && i < 8; i++) {
 		fputs(i ? ", " : " (", fp);
-		out_html_str(fp, m->dbs->v[i].path);
+		escape_html(fp, m->dbs->v[i].path);
 	}
 	fputs(m->dbs->n > 8 ? ", ...)" : ")", fp);
 	if (rows > 0)
@@ -321,13 +323,13 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 	for (size_t k = 0; k < nmarks; k++)
 		nviol += marks[k].n;
 
-	out_series_title(s, title, sizeof(title));
-	out_params(&s->params, params, sizeof(params));
+	label_series(s, title, sizeof(title));
+	label_params(&s->params, params, sizeof(params));
 	fprintf(fp, "<section class=\"chart\" id=\"series-%d\">\n<h2>", idx);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("</h2>\n<p class=\"sub\">", fp);
 	if (params[0]) {
-		out_html_str(fp, params);
+		escape_html(fp, params);
 		fputs(s->one_key ? "" : " for each key; the chart sums every key", fp);
 		fputs(" &middot; ", fp);
 	}
@@ -355,9 +357,9 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 
 	fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 	    "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"", SVG_W, SVG_H, SVG_W, SVG_H);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("\">\n<title>", fp);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("</title>\n", fp);
 
 	window_format_duration(bin, bw, sizeof(bw));
@@ -481,11 +483,11 @@ violations_table(FILE *fp, const struct verify *v)
 	    v->nv == 1 ? "" : "s");
 	for (size_t i = 0; i < v->nv && i < MAX_LISTED; i++) {
 		fputs("<tr class=\"violation\"><td>", fp);
-		out_html_str(fp, v->v[i].rule);
+		escape_html(fp, v->v[i].rule);
 		fputs("</td><td>", fp);
-		out_html_str(fp, v->v[i].key ? v->v[i].key : "-");
+		escape_html(fp, v->v[i].key ? v->v[i].key : "-");
 		fprintf(fp, "</td><td>%s</td><td>", window_format_time(v->v[i].from_ms, t));
-		out_html_str(fp, v->v[i].detail);
+		escape_html(fp, v->v[i].detail);
 		fputs("</td></tr>\n", fp);
 	}
 	fputs("</table>\n", fp);
@@ -512,12 +514,12 @@ html_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		for (size_t i = 0; i < a->nseries; i++)
 			if (a->series[i].rule != NULL || m->unmatched)
 				snprintf(title, sizeof(title), "rlgate report: %s",
-				    out_series_title(&a->series[i], params, sizeof(params)));
+				    label_series(&a->series[i], params, sizeof(params)));
 	if (charted != 1)
 		snprintf(title, sizeof(title), "rlgate report: %zu series", charted);
 	page_start(fp, title);
 	fputs("<h1>", fp);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("</h1>\n", fp);
 	page_meta(fp, m, a->rows, a->first_ms, a->last_ms);
 	if (a->rows == 0)
@@ -550,9 +552,9 @@ html_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 			fputs("<tr><td>", fp);
 			if (link)
 				fprintf(fp, "<a href=\"#series-%zu\">", i);
-			out_html_str(fp, out_series_title(s, title, sizeof(title)));
+			escape_html(fp, label_series(s, title, sizeof(title)));
 			fputs(link ? "</a></td><td>" : "</td><td>", fp);
-			out_html_str(fp, out_params(&s->params, params, sizeof(params)));
+			escape_html(fp, label_params(&s->params, params, sizeof(params)));
 			fprintf(fp, "</td><td class=\"n\">%" PRId64 "</td><td class=\"n\">%" PRId64
 			    "</td><td class=\"n\">%zu</td></tr>\n", s->allowed, s->denied, s->nwins);
 		}
@@ -587,7 +589,7 @@ html_top(FILE *fp, const struct top *t, size_t n, const struct out_meta *m)
 	snprintf(title, sizeof(title), "rlgate report: top %zu keys by denials", n);
 	page_start(fp, title);
 	fputs("<h1>", fp);
-	out_html_str(fp, title);
+	escape_html(fp, title);
 	fputs("</h1>\n", fp);
 	page_meta(fp, m, -1, 0, 0);
 	fprintf(fp, "<p>%" PRId64 " of %" PRId64 " keys had denials.</p>\n", t->keys_denied,
@@ -596,9 +598,9 @@ html_top(FILE *fp, const struct top *t, size_t n, const struct out_meta *m)
 	    "<th class=\"n\">total</th><th class=\"n\">deny ratio</th></tr>\n", fp);
 	for (size_t i = 0; i < t->n; i++) {
 		fputs("<tr class=\"top\"><td>", fp);
-		out_html_str(fp, t->v[i].rule);
+		escape_html(fp, t->v[i].rule);
 		fputs("</td><td>", fp);
-		out_html_str(fp, t->v[i].key ? t->v[i].key : "-");
+		escape_html(fp, t->v[i].key ? t->v[i].key : "-");
 		fprintf(fp, "</td><td class=\"n\">%" PRId64 "</td><td class=\"n\">%" PRId64
 		    "</td><td class=\"n\">%.2f%%</td></tr>\n", t->v[i].denied, t->v[i].total,
 		    t->v[i].total ? 100.0 * (double)t->v[i].denied / (double)t->v[i].total : 0);

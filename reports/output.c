@@ -1,242 +1,18 @@
 /*
  * output: text, CSV and JSON for the three results (throughput, verify,
- * top). Formatting only: the numbers come computed. HTML is in html.c.
+ * top). Formatting only: the numbers come computed. HTML is in html.c,
+ * the escapers in escape.c, the names of a series in label.c.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "escape.h"
+#include "label.h"
 #include "output.h"
 #include "window.h"
 
 #define BAR_WIDTH	32
-
-/*
- * The length of the character at p: 1 to 4 for valid UTF-8 (no overlong
- * form, no surrogate, at most U+10FFFF), 0 for a byte that does not start
- * one (C0 80, db.h's NUL, included). p is NUL-terminated.
- */
-static size_t
-utf8_len(const unsigned char *p)
-{
-	size_t n;
-	unsigned lo = 0x80, hi = 0xbf;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		n = 3;
-		if (p[0] == 0xe0)
-			lo = 0xa0;
-		else if (p[0] == 0xed)
-			hi = 0x9f;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		n = 4;
-		if (p[0] == 0xf0)
-			lo = 0x90;
-		else if (p[0] == 0xf4)
-			hi = 0x8f;
-	} else
-		return 0;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-static int
-is_nul(const unsigned char *p)
-{
-	return p[0] == 0xc0 && p[1] == 0x80;
-}
-
-#define REPLACEMENT	"\xef\xbf\xbd"	/* U+FFFD in UTF-8 */
-
-void
-out_json_str(FILE *fp, const char *s)
-{
-	if (s == NULL) {
-		fputs("null", fp);
-		return;
-	}
-	fputc('"', fp);
-	for (const unsigned char *p = (const unsigned char *)s; *p; ) {
-		size_t n = utf8_len(p);
-
-		switch (*p) {
-		case '"':  fputs("\\\"", fp); break;
-		case '\\': fputs("\\\\", fp); break;
-		case '\n': fputs("\\n", fp); break;
-		case '\r': fputs("\\r", fp); break;
-		case '\t': fputs("\\t", fp); break;
-		default:
-			if (is_nul(p)) {
-				fputs("\\u0000", fp);
-				n = 2;
-			} else if (n == 0) {
-				fputs("\\ufffd", fp);
-				n = 1;
-			} else if (*p < 0x20 || *p == 0x7f)
-				fprintf(fp, "\\u%04x", *p);
-			else
-				fwrite(p, 1, n, fp);
-		}
-		p += n;
-	}
-	fputc('"', fp);
-}
-
-enum { CLEAN_KEEP_CTL = 1, CLEAN_CSV = 2 };
-
-/*
- * The bytes to write for the character at p, into out (at most 6), and how
- * many bytes of p it takes (*adv): each byte that is not valid UTF-8, and
- * db.h's NUL, as U+FFFD; control characters (C0, DEL, C1) as U+FFFD unless
- * CLEAN_KEEP_CTL; '"' doubled with CLEAN_CSV.
- */
-static size_t
-clean_char(const unsigned char *p, int flags, char *out, size_t *adv)
-{
-	size_t n = utf8_len(p);
-
-	if (is_nul(p) || n == 0) {
-		*adv = is_nul(p) ? 2 : 1;
-		memcpy(out, REPLACEMENT, 3);
-		return 3;
-	}
-	*adv = n;
-	if (!(flags & CLEAN_KEEP_CTL) && (*p < 0x20 || *p == 0x7f ||
-	    (p[0] == 0xc2 && p[1] < 0xa0))) {
-		memcpy(out, REPLACEMENT, 3);
-		return 3;
-	}
-	if ((flags & CLEAN_CSV) && *p == '"') {
-		memcpy(out, "\"\"", 2);
-		return 2;
-	}
-	memcpy(out, p, n);
-	return n;
-}
-
-static void
-put_clean(FILE *fp, const char *s, int flags)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	char c[8];
-
-	while (*p) {
-		size_t adv, n = clean_char(p, flags, c, &adv);
-
-		fwrite(c, 1, n, fp);
-		p += adv;
-	}
-}
-
-void
-out_csv_str(FILE *fp, const char *s)
-{
-	int quote;
-
-	if (s == NULL)
-		return;
-	quote = strpbrk(s, ",\"\r\n") != NULL;
-	if (quote)
-		fputc('"', fp);
-	put_clean(fp, s, CLEAN_KEEP_CTL | (quote ? CLEAN_CSV : 0));
-	if (quote)
-		fputc('"', fp);
-}
-
-void
-out_html_str(FILE *fp, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	char c[8];
-
-	while (p != NULL && *p) {
-		size_t adv, n;
-
-		switch (*p) {
-		case '&': fputs("&amp;", fp); p++; continue;
-		case '<': fputs("&lt;", fp); p++; continue;
-		case '>': fputs("&gt;", fp); p++; continue;
-		case '"': fputs("&quot;", fp); p++; continue;
-		case '\'': fputs("&#39;", fp); p++; continue;
-		case '\t': case '\n': case '\r': fputc(*p++, fp); continue;
-		}
-		n = clean_char(p, 0, c, &adv);
-		fwrite(c, 1, n, fp);
-		p += adv;
-	}
-}
-
-void
-out_text_str(FILE *fp, const char *s)
-{
-	if (s != NULL)
-		put_clean(fp, s, 0);
-}
-
-const char *
-out_text(const char *s, char *buf, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t o = 0;
-	char c[8];
-
-	if (len == 0)
-		return "";
-	while (p != NULL && *p) {
-		size_t adv, n = clean_char(p, 0, c, &adv);
-
-		if (o + n >= len)
-			break;		/* cut between characters, never inside one */
-		memcpy(buf + o, c, n);
-		o += n;
-		p += adv;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
-const char *
-out_series_title(const struct series *s, char *buf, size_t len)
-{
-	char r[200], k[300];
-
-	if (s->rule == NULL)
-		snprintf(buf, len, "no rule (requests no rule applied to)");
-	else if (s->key != NULL)
-		snprintf(buf, len, "rule %s, key %s", out_text(s->rule, r, sizeof(r)),
-		    out_text(s->key, k, sizeof(k)));
-	else
-		snprintf(buf, len, "rule %s", out_text(s->rule, r, sizeof(r)));
-	return buf;
-}
-
-const char *
-out_params(const struct params *p, char *buf, size_t len)
-{
-	char w[32], alg[64];
-	int with_burst;
-
-	if (p->algorithm == NULL || p->limit < 0 || p->window_ms <= 0) {
-		snprintf(buf, len, "%s", "");
-		return buf;
-	}
-	with_burst = p->burst >= 0 && (strcmp(p->algorithm, "token_bucket") == 0 ||
-	    strcmp(p->algorithm, "gcra") == 0 || strcmp(p->algorithm, "leaky_bucket") == 0);
-	snprintf(buf, len, "%s, limit %" PRId64 " per %s",
-	    out_text(p->algorithm, alg, sizeof(alg)), p->limit,
-	    window_format_duration(p->window_ms, w, sizeof(w)));
-	if (with_burst)
-		snprintf(buf + strlen(buf), len - strlen(buf), ", burst %" PRId64, p->burst);
-	return buf;
-}
 
 static int
 ndigits(int64_t v)
@@ -260,11 +36,11 @@ text_header(FILE *fp, const struct agg *a, const struct out_meta *m)
 	fprintf(fp, ", windows of %s", window_format_duration(m->width_ms, w, sizeof(w)));
 	if (f->rule) {
 		fputs(", rule ", fp);
-		out_text_str(fp, f->rule);
+		escape_text(fp, f->rule);
 	}
 	if (f->key) {
 		fputs(", key ", fp);
-		out_text_str(fp, f->key);
+		escape_text(fp, f->key);
 	}
 	if (f->since_ms != INT64_MIN)
 		fprintf(fp, ", since %s", window_format_time(f->since_ms, t1));
@@ -319,8 +95,8 @@ text_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		/* Admitted without a count: a column only where there are some. */
 		wu = s->unchecked == 0 ? 0 : ndigits(s->unchecked) > 9 ?
 		    ndigits(s->unchecked) : 9;
-		out_params(&s->params, params, sizeof(params));
-		fprintf(fp, "\n%s%s%s%s\n", out_series_title(s, title, sizeof(title)),
+		label_params(&s->params, params, sizeof(params));
+		fprintf(fp, "\n%s%s%s%s\n", label_series(s, title, sizeof(title)),
 		    params[0] ? " (" : "", params, params[0] ? ")" : "");
 		fprintf(fp, "%-23s  %*s  %*s  %*s  %*s", "window (UTC)", wa, "allowed",
 		    wd, "denied", wt, "total", wr, "allowed/s");
@@ -370,9 +146,9 @@ csv_report(FILE *fp, const struct agg *a)
 
 			fprintf(fp, "%s,%" PRId64 ",%" PRId64 ",", window_format_time(w->start_ms, t),
 			    w->start_ms, a->width_ms);
-			out_csv_str(fp, s->rule);
+			escape_csv(fp, s->rule);
 			fputc(',', fp);
-			out_csv_str(fp, s->key);
+			escape_csv(fp, s->key);
 			fprintf(fp, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%.3f\n", w->allowed,
 			    w->denied, w->allowed + w->denied,
 			    agg_per_second(w->allowed, a->width_ms));
@@ -414,11 +190,11 @@ json_report(FILE *fp, const struct agg *a, const struct out_meta *m)
 		const struct series *s = &a->series[i];
 
 		fprintf(fp, "%s\n    {\"rule\": ", i ? "," : "");
-		out_json_str(fp, s->rule);
+		escape_json(fp, s->rule);
 		fputs(", \"key\": ", fp);
-		out_json_str(fp, s->key);
+		escape_json(fp, s->key);
 		fputs(", \"algorithm\": ", fp);
-		out_json_str(fp, s->params.algorithm);
+		escape_json(fp, s->params.algorithm);
 		fputs(", \"limit\": ", fp);
 		json_int_or_null(fp, s->params.limit);
 		fputs(", \"window_ms\": ", fp);
@@ -469,7 +245,7 @@ rule_params(const struct verify_rule *r, char *buf, size_t len)
 	    r->burst };
 	char pr[32];
 
-	out_params(&p, buf, len);
+	label_params(&p, buf, len);
 	if (r->precision_ms > 0)
 		snprintf(buf + strlen(buf), len - strlen(buf), ", precision %s (%s)",
 		    window_format_duration(r->precision_ms, pr, sizeof(pr)),
@@ -491,7 +267,7 @@ text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		fprintf(fp, "%-4s rule %s (%s): %" PRId64 " key%s, %" PRId64 " admitted, %"
 		    PRId64 " violation%s, %" PRId64 " admitted without a count%s\n",
 		    r->violations ? "FAIL" : "ok",
-		    out_text(r->rule, rule, sizeof(rule)),
+		    escape_text_buf(r->rule, rule, sizeof(rule)),
 		    rule_params(r, params, sizeof(params)), r->keys, r->keys == 1 ? "" : "s",
 		    r->admitted, r->violations, r->violations == 1 ? "" : "s",
 		    r->unchecked, r->unchecked == 0 ? "" : v->strict ?
@@ -514,8 +290,8 @@ text_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		const struct violation *x = &v->v[i];
 
 		fprintf(fp, "VIOLATION rule %s key %s (%s): %s\n",
-		    out_text(x->rule, rule, sizeof(rule)),
-		    x->key ? out_text(x->key, key, sizeof(key)) : "(none)", x->algorithm,
+		    escape_text_buf(x->rule, rule, sizeof(rule)),
+		    x->key ? escape_text_buf(x->key, key, sizeof(key)) : "(none)", x->algorithm,
 		    x->detail);
 	}
 	if (v->approximate)
@@ -538,15 +314,15 @@ csv_verify(FILE *fp, const struct verify *v)
 	for (size_t i = 0; i < v->nv; i++) {
 		const struct violation *x = &v->v[i];
 
-		out_csv_str(fp, x->rule);
+		escape_csv(fp, x->rule);
 		fputc(',', fp);
-		out_csv_str(fp, x->key);
+		escape_csv(fp, x->key);
 		fprintf(fp, ",%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%s,%s,%s,%" PRId64 ",%"
 		    PRId64 ",%" PRId64 ",%s,%" PRId64 ",", x->algorithm, x->limit,
 		    x->window_ms, x->burst, x->check, window_format_time(x->from_ms, t1),
 		    window_format_time(x->to_ms, t2), x->from_ms, x->to_ms, x->admitted,
 		    x->allowed, x->decisions);
-		out_csv_str(fp, x->detail);
+		escape_csv(fp, x->detail);
 		fputc('\n', fp);
 	}
 }
@@ -566,9 +342,9 @@ json_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		const struct verify_rule *r = &v->rules[i];
 
 		fprintf(fp, "%s\n    {\"rule\": ", i ? "," : "");
-		out_json_str(fp, r->rule);
+		escape_json(fp, r->rule);
 		fputs(", \"algorithm\": ", fp);
-		out_json_str(fp, r->algorithm);
+		escape_json(fp, r->algorithm);
 		fprintf(fp, ", \"limit\": %" PRId64 ", \"window_ms\": %" PRId64 ", \"burst\": %"
 		    PRId64 ", \"precision_ms\": ", r->limit, r->window_ms, r->burst);
 		if (r->precision_ms > 0)
@@ -584,16 +360,16 @@ json_verify(FILE *fp, const struct verify *v, const struct out_meta *m)
 		const struct violation *x = &v->v[i];
 
 		fprintf(fp, "%s\n    {\"rule\": ", i ? "," : "");
-		out_json_str(fp, x->rule);
+		escape_json(fp, x->rule);
 		fputs(", \"key\": ", fp);
-		out_json_str(fp, x->key);
+		escape_json(fp, x->key);
 		fprintf(fp, ", \"algorithm\": \"%s\", \"check\": \"%s\", \"from\": \"%s\", "
 		    "\"to\": \"%s\", \"from_ms\": %" PRId64 ", \"to_ms\": %" PRId64
 		    ", \"admitted\": %" PRId64 ", \"allowed\": %s, \"decisions\": %" PRId64
 		    ", \"detail\": ", x->algorithm, x->check,
 		    window_format_time(x->from_ms, t1), window_format_time(x->to_ms, t2),
 		    x->from_ms, x->to_ms, x->admitted, x->allowed, x->decisions);
-		out_json_str(fp, x->detail);
+		escape_json(fp, x->detail);
 		fputc('}', fp);
 	}
 	fputs(v->nv ? "\n  ]\n}\n" : "]\n}\n", fp);
@@ -636,9 +412,9 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 	case OUT_CSV:
 		fputs("rule,key,denied,total,deny_ratio\n", fp);
 		for (size_t i = 0; i < t->n; i++) {
-			out_csv_str(fp, t->v[i].rule);
+			escape_csv(fp, t->v[i].rule);
 			fputc(',', fp);
-			out_csv_str(fp, t->v[i].key);
+			escape_csv(fp, t->v[i].key);
 			fprintf(fp, ",%" PRId64 ",%" PRId64 ",%.4f\n", t->v[i].denied,
 			    t->v[i].total, ratio(&t->v[i]));
 		}
@@ -648,9 +424,9 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 		    ",\n  \"top\": [", t->keys, t->keys_denied);
 		for (size_t i = 0; i < t->n; i++) {
 			fprintf(fp, "%s\n    {\"rule\": ", i ? "," : "");
-			out_json_str(fp, t->v[i].rule);
+			escape_json(fp, t->v[i].rule);
 			fputs(", \"key\": ", fp);
-			out_json_str(fp, t->v[i].key);
+			escape_json(fp, t->v[i].key);
 			fprintf(fp, ", \"denied\": %" PRId64 ", \"total\": %" PRId64
 			    ", \"deny_ratio\": %.4f}", t->v[i].denied, t->v[i].total,
 			    ratio(&t->v[i]));
@@ -664,8 +440,8 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 		if (t->n == 0)
 			break;
 		for (size_t i = 0; i < t->n; i++) {
-			int lr = (int)strlen(out_text(t->v[i].rule, rule, sizeof(rule)));
-			int lk = t->v[i].key ? (int)strlen(out_text(t->v[i].key, key,
+			int lr = (int)strlen(escape_text_buf(t->v[i].rule, rule, sizeof(rule)));
+			int lk = t->v[i].key ? (int)strlen(escape_text_buf(t->v[i].key, key,
 			    sizeof(key))) : 1;
 
 			wr = lr > wr ? (lr > 40 ? 40 : lr) : wr;
@@ -675,8 +451,8 @@ out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 		    "total", "deny ratio");
 		for (size_t i = 0; i < t->n; i++)
 			fprintf(fp, "%-*s  %-*s  %10" PRId64 "  %10" PRId64 "  %9.2f%%\n", wr,
-			    out_text(t->v[i].rule, rule, sizeof(rule)), wk,
-			    t->v[i].key ? out_text(t->v[i].key, key, sizeof(key)) : "-",
+			    escape_text_buf(t->v[i].rule, rule, sizeof(rule)), wk,
+			    t->v[i].key ? escape_text_buf(t->v[i].key, key, sizeof(key)) : "-",
 			    t->v[i].denied,
 			    t->v[i].total, 100.0 * ratio(&t->v[i]));
 		break;

@@ -42,29 +42,4 @@ int	out_top(FILE *fp, enum out_format fmt, const struct top *t, size_t n,
 int	html_report(FILE *fp, const struct agg *a, const struct out_meta *m);
 int	html_top(FILE *fp, const struct top *t, size_t n, const struct out_meta *m);
 
-/*
- * Escapers shared by the formats, so that every output is valid whatever
- * bytes a client sent: s may be NULL (JSON null, CSV and HTML empty). Each
- * byte that is not part of valid UTF-8 is written as U+FFFD (JSON:
- * \ufffd), and so is a NUL (db.h), which JSON writes as \u0000. JSON
- * escapes control characters as \u00XX; CSV quotes per RFC 4180 and keeps
- * control characters inside the field; HTML escapes & < > " ' as entities
- * and writes control characters other than tab, CR and LF as U+FFFD; text
- * writes every control character (C0, DEL, C1) as U+FFFD, so that no key
- * can drive a terminal.
- */
-void	out_json_str(FILE *fp, const char *s);
-void	out_csv_str(FILE *fp, const char *s);
-void	out_html_str(FILE *fp, const char *s);
-void	out_text_str(FILE *fp, const char *s);
-
-/* s cleaned as out_text_str() writes it, into buf (cut between characters). */
-const char *out_text(const char *s, char *buf, size_t len);
-
-/* "rule user_list, key org1/user/list" style names of a series. */
-const char *out_series_title(const struct series *s, char *buf, size_t len);
-
-/* "fixed_window, limit 100 per 1s" (", burst 150" where it matters); "" when unknown. */
-const char *out_params(const struct params *p, char *buf, size_t len);
-
 #endif
