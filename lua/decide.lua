@@ -28,6 +28,15 @@
 -- FCALL LIB_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
+-- FCALL_RO LIB_peek 1 KEY [OVERRIDE_KEY] ALGORITHM NOW_US COST LIMIT
+--     WINDOW_MS BURST PRECISION_MS: what LIB_<algorithm> with these
+--   arguments would decide now, from the algorithm's own check, writing
+--   nothing (flag no-writes). Reply {allowed, remaining, limit, reset_ms,
+--   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
+--   override, why, ttl_ms, state}: fields 1 and 3-12 as the decision's row
+--   (why without its "override ignored: "), but remaining and reset_ms of
+--   the state as it is (the decision's, when it denies); ttl_ms the key's
+--   PTTL; state the stored state in words.
 -- FCALL_RO LIB_version 0: the library version.
 -- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
 --   user may not run on KEY, space separated ("" when none).
@@ -226,11 +235,56 @@ local function undo(keys, args)
 	return n
 end
 
+-- What a request of the arguments would meet now (see LIB_peek above): the
+-- algorithm's check on the state, the override applied as a decision
+-- applies it; reads only. rlgate-ctl peek prints it.
+local function peek(keys, args)
+	if #keys < 1 or #keys > 2 then
+		return redis.error_reply('rlgate: ' .. LIB .. '_peek takes 1 key (the state) or 2 ' ..
+		    '(and its override), got ' .. #keys)
+	end
+	local name = args[1] or ''
+	local alg = algorithms[name]
+	if alg == nil then
+		return redis.error_reply('rlgate: unknown algorithm "' .. shown(name) .. '": use ' ..
+		    ALGORITHM_NAMES)
+	end
+	local a, err = params_of(alg.spec, args[3], args[4], args[5], args[6], args[7], 1)
+	if not a then return redis.error_reply('rlgate: ' .. err) end
+	local now
+	now, err = clock(args[2], 1)
+	if err then return redis.error_reply('rlgate: ' .. err) end
+	a.now = now
+	local code, why = 0, nil
+	if keys[2] then a, code, why = apply_override(alg.spec, a, args, 1, keys[2]) end
+	local key = keys[1]
+	local d = alg.check(a, key, {})
+	local t = redis.call('TYPE', key).ok
+	local state
+	if t == 'none' then
+		state = 'none (nothing counted: the whole limit is free)'
+	elseif t ~= alg.state then
+		state = 'a ' .. t .. ', not ' .. name .. ' state: the next request replaces it'
+	else
+		state = alg.describe(a, key, d)
+	end
+	local allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.kept_remaining,
+	    d.kept_reset_ms, 0, d.delay_ms
+	if code == 2 then	-- unlimited: as the decision's row says it
+		remaining, reset_ms, delay_ms = a.limit, 0, 0
+	elseif not d.allowed then
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 0, d.remaining, d.reset_ms,
+		    d.retry_ms, d.delay_ms
+	end
+	return {allowed, remaining, a.limit, reset_ms, retry_ms, now, delay_ms, a.window_ms,
+	    a.burst or 0, a.precision_ms or 0, code, why or '', redis.call('PTTL', key), state}
+end
+
 -- Every command the library runs, with arguments of its shape (K: the
 -- key): what LIB_acl asks Redis about. tests/it_lua.sh checks that it names
 -- every redis.call and redis.pcall of lua/*.lua.
 local CALLS = {{'TIME'}, {'GET', 'K'}, {'SET', 'K', '1'}, {'DEL', 'K'},
-    {'TYPE', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
+    {'TYPE', 'K'}, {'PTTL', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
     {'HGET', 'K', 'f'}, {'HMGET', 'K', 'f'}, {'HGETALL', 'K'},
     {'HSET', 'K', 'f', '1'}, {'HINCRBY', 'K', 'f', '1'}, {'HDEL', 'K', 'f'},
     {'ZADD', 'K', '1', 'm'}, {'ZCOUNT', 'K', '0', '1'},
@@ -258,6 +312,8 @@ redis.register_function{function_name = LIB .. '_version', flags = {'no-writes'}
     callback = function() return VERSION end}
 redis.register_function{function_name = LIB .. '_acl', flags = {'no-writes'},
     callback = acl}
+redis.register_function{function_name = LIB .. '_peek', flags = {'no-writes'},
+    callback = peek}
 -- (A numeric loop: pairs is not there while a library loads.)
 for i = 1, #algorithm_names do
 	local name = algorithm_names[i]
