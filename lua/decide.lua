@@ -36,7 +36,7 @@
 --   override, why, ttl_ms, state}: fields 1 and 3-12 as the decision's row
 --   (why without its "override ignored: "), but remaining and reset_ms of
 --   the state as it is (the decision's, when it denies); ttl_ms the key's
---   PTTL; state the stored state in words.
+--   TTL at NOW_US (-1: none, -2: no key); state the stored state in words.
 -- FCALL_RO LIB_version 0: the library version.
 -- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
 --   user may not run on KEY, space separated ("" when none).
@@ -276,15 +276,19 @@ local function peek(keys, args)
 		allowed, remaining, reset_ms, retry_ms, delay_ms = 0, d.remaining, d.reset_ms,
 		    d.retry_ms, d.delay_ms
 	end
+	-- The TTL from PEXPIRETIME (-1 none, -2 no key), at the call's clock:
+	-- PTTL would be one more command for the gateway's ACL user to allow.
+	local ttl = redis.call('PEXPIRETIME', key)
+	if ttl >= 0 then ttl = ttl - fdiv(now, 1000) end
 	return {allowed, remaining, a.limit, reset_ms, retry_ms, now, delay_ms, a.window_ms,
-	    a.burst or 0, a.precision_ms or 0, code, why or '', redis.call('PTTL', key), state}
+	    a.burst or 0, a.precision_ms or 0, code, why or '', ttl, state}
 end
 
 -- Every command the library runs, with arguments of its shape (K: the
 -- key): what LIB_acl asks Redis about. tests/it_lua.sh checks that it names
 -- every redis.call and redis.pcall of lua/*.lua.
 local CALLS = {{'TIME'}, {'GET', 'K'}, {'SET', 'K', '1'}, {'DEL', 'K'},
-    {'TYPE', 'K'}, {'PTTL', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
+    {'TYPE', 'K'}, {'PEXPIRE', 'K', '1'}, {'PEXPIRETIME', 'K'},
     {'HGET', 'K', 'f'}, {'HMGET', 'K', 'f'}, {'HGETALL', 'K'},
     {'HSET', 'K', 'f', '1'}, {'HINCRBY', 'K', 'f', '1'}, {'HDEL', 'K', 'f'},
     {'ZADD', 'K', '1', 'm'}, {'ZCOUNT', 'K', '0', '1'},
