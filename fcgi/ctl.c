@@ -5,9 +5,10 @@
  * consuming anything, reset it, list a rule's keys (on every master), set
  * a key's override (its own limit, read by the library in the same call);
  * list the versions of the Lua library loaded and unload unused ones (on
- * every master). It reads and deletes state and writes overrides only; it
- * never runs the library's functions (they would count a request) and
- * never decides one.
+ * every master). It deletes state and writes overrides only. peek asks the
+ * library's read-only LIB_peek (FCALL_RO), which runs each algorithm's own
+ * check: how an algorithm's state is read lives in lua/ alone. It never
+ * runs a function that counts a request, and never decides one.
  */
 #include <errno.h>
 #include <stdarg.h>
