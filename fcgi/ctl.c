@@ -5,9 +5,10 @@
  * consuming anything, reset it, list a rule's keys (on every master), set
  * a key's override (its own limit, read by the library in the same call);
  * list the versions of the Lua library loaded and unload unused ones (on
- * every master). It reads and deletes state and writes overrides only; it
- * never runs the library's functions (they would count a request) and
- * never decides one.
+ * every master). It deletes state and writes overrides only. peek asks the
+ * library's read-only LIB_peek (FCALL_RO), which runs each algorithm's own
+ * check: how an algorithm's state is read lives in lua/ alone. It never
+ * runs a function that counts a request, and never decides one.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "redis.h"
 #include "ctl_versions.h"
 #include "rule.h"
+#include "scripts.h"
 #include "version.h"	/* RLG_VERSION, made from debian/changelog */
 
 /* Exit statuses, as rlgate-ctl(8) documents them. */
@@ -31,8 +33,6 @@
 #define EXIT_REDIS	2	/* Redis cannot be reached or failed */
 
 #define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the library's cap */
-
-typedef __int128 i128;
 
 static const char *progname = "rlgate-ctl";
 
@@ -78,37 +78,6 @@ complain(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static i128
-fdiv(i128 a, i128 b)
-{
-	i128 q = a / b;
-
-	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static i128
-cdiv(i128 a, i128 b)
-{
-	return -fdiv(-a, b);
-}
-
-/* A decimal integer reply or string, into *out. Returns 0 or -1. */
-static int
-reply_ll(const redisReply *r, long long *out)
-{
-	const char *e;
-
-	if (r == NULL)
-		return -1;
-	if (r->type == REDIS_REPLY_INTEGER) {
-		*out = r->integer;
-		return 0;
-	}
-	if (r->type != REDIS_REPLY_STRING)
-		return -1;
-	return conf_parse_int(r->str, -TICKS_MAX * 4, TICKS_MAX * 4, out, &e);
-}
-
 /* The value of field name in an HGETALL reply, or NULL. */
 static const redisReply *
 hfield(const redisReply *h, const char *name)
@@ -124,327 +93,29 @@ hfield(const redisReply *h, const char *name)
 	return NULL;
 }
 
-/* "A" or "A+R/D" (the library's exact numbers): A, R and D. */
-static int
-parse_frac(const char *s, long long *a, long long *r, long long *d)
+/* r, the reply to command what; NULL (and a message) when Redis failed. */
+static redisReply *
+checked(redisContext *rc, const struct conf *c, const char *what,
+    redisReply *r)
 {
-	char buf[64], *plus, *slash;
-	const char *e;
-
-	if (strlen(s) >= sizeof(buf))
-		return -1;
-	strcpy(buf, s);
-	*r = 0;
-	*d = 1;
-	if ((plus = strchr(buf, '+')) != NULL) {
-		*plus = '\0';
-		if ((slash = strchr(plus + 1, '/')) == NULL)
-			return -1;
-		*slash = '\0';
-		if (conf_parse_int(plus + 1, 0, TICKS_MAX * 4, r, &e) == -1 ||
-		    conf_parse_int(slash + 1, 1, TICKS_MAX * 4, d, &e) == -1)
-			return -1;
+	if (r == NULL) {
+		complain("redis %s: %s: %s", c->redis_address, what,
+		    rc->errstr);
+		return NULL;
 	}
-	return conf_parse_int(buf, 0, TICKS_MAX * 4, a, &e);
-}
-
-/* What peek shows, computed as the rule's function would see it now. */
-struct view {
-	long long	 remaining;
-	long long	 reset_ms;
-	long long	 retry_after_ms;	/* for a request of the rule's cost */
-	long long	 delay_ms;		/* leaky_bucket: its wait */
-	char		 state[512];
-};
-
-static void
-view_fixed_window(const struct rule *ru, long long cost, long long now,
-    const redisReply *h, struct view *v)
-{
-	long long window_us = ru->window_ms * 1000, start, count;
-
-	if (reply_ll(hfield(h, "start"), &start) == -1 ||
-	    reply_ll(hfield(h, "count"), &count) == -1 ||
-	    now >= start + window_us) {
-		v->remaining = ru->limit;
-		snprintf(v->state, sizeof(v->state), "no open window");
-		return;
+	if (r->type == REDIS_REPLY_ERROR) {
+		complain("redis %s: %s: %s", c->redis_address, what, r->str);
+		freeReplyObject(r);
+		return NULL;
 	}
-	v->remaining = count < ru->limit ? ru->limit - count : 0;
-	v->reset_ms = (long long)cdiv(start + window_us - now, 1000);
-	v->retry_after_ms = count + cost <= ru->limit ? 0 : v->reset_ms;
-	snprintf(v->state, sizeof(v->state), "window start=%lld (%lld ms "
-	    "ago) count=%lld", start, (now - start) / 1000, count);
-}
-
-static int
-cmp_ll2(const void *a, const void *b)
-{
-	const long long *x = a, *y = b;
-
-	return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-static void
-view_sliding_window(const struct rule *ru, long long cost, long long now,
-    const redisReply *h, struct view *v)
-{
-	long long block_us = ru->precision_ms * 1000;
-	long long nblocks = ru->window_ms / ru->precision_ms;
-	long long current = (long long)fdiv(now, block_us);
-	long long first = current - nblocks + 1, used = 0, newest = 0, j, n;
-	long long (*live)[2] = NULL, need, freed = 0;
-	size_t i, nlive = 0;
-	int any = 0;
-
-	if (h != NULL && h->type == REDIS_REPLY_ARRAY && h->elements > 0)
-		live = calloc(h->elements / 2 + 1, sizeof(*live));
-	for (i = 0; live != NULL && i + 1 < h->elements; i += 2) {
-		if (reply_ll(h->element[i], &j) == -1 ||
-		    reply_ll(h->element[i + 1], &n) == -1 ||
-		    j < first || j > current + nblocks)
-			continue;	/* dropped out: the library ignores it */
-		used += n;
-		live[nlive][0] = j;
-		live[nlive++][1] = n;
-		if (!any || j > newest)
-			newest = j;
-		any = 1;
-	}
-	v->remaining = used < ru->limit ? ru->limit - used : 0;
-	if (any)
-		v->reset_ms = (long long)cdiv((newest + nblocks) * block_us -
-		    now, 1000);
-	need = used + cost - ru->limit;
-	if (need > 0 && nlive > 0) {
-		qsort(live, nlive, sizeof(*live), cmp_ll2);
-		for (i = 0; i < nlive; i++) {
-			freed += live[i][1];
-			if (freed >= need) {
-				v->retry_after_ms = (long long)cdiv((live[i][0] +
-				    nblocks) * block_us - now, 1000);
-				break;
-			}
-		}
-	}
-	snprintf(v->state, sizeof(v->state), "%zu of %lld blocks of %lld ms "
-	    "counted, %lld admitted in the window", nlive, nblocks,
-	    ru->precision_ms, used);
-	free(live);
-}
-
-static void
-view_sliding_log(const struct rule *ru, long long cost, long long now,
-    const redisReply *z, struct view *v)
-{
-	long long window_us = ru->window_ms * 1000, gone = now - window_us;
-	long long s, used = 0, newest = 0, need, nth = 0;
-	size_t i, total = 0;
-
-	/* ZRANGE WITHSCORES: member, score, ... in ascending score order. */
-	for (i = 0; z != NULL && z->type == REDIS_REPLY_ARRAY &&
-	    i + 1 < z->elements; i += 2) {
-		if (reply_ll(z->element[i + 1], &s) == -1)
-			continue;
-		total++;
-		newest = s;
-		if (s > gone)
-			used++;
-	}
-	v->remaining = used < ru->limit ? ru->limit - used : 0;
-	if (used > 0)
-		v->reset_ms = (long long)cdiv(newest + window_us - now, 1000);
-	need = used + cost - ru->limit;
-	for (i = 0; need > 0 && z != NULL && z->type == REDIS_REPLY_ARRAY &&
-	    i + 1 < z->elements; i += 2) {
-		if (reply_ll(z->element[i + 1], &s) == -1 || s <= gone)
-			continue;
-		if (++nth == need) {
-			v->retry_after_ms = (long long)cdiv(s + window_us - now,
-			    1000);
-			break;
-		}
-	}
-	snprintf(v->state, sizeof(v->state), "%lld admissions in the last "
-	    "%lld ms (%zu logged)", used, ru->window_ms, total);
-}
-
-/* token_bucket, gcra, leaky_bucket: the rate as exact integers. */
-struct rate {
-	long long	 scale;	/* units per token (ticks per interval) */
-	long long	 rate;	/* units per microsecond */
-	long long	 burst;
-};
-
-static struct rate
-rate_of(const struct rule *ru)
-{
-	long long window_us = ru->window_ms * 1000;
-	long long g = conf_gcd(window_us, ru->limit);
-	struct rate r = { window_us / g, ru->limit / g,
-	    conf_capacity(ru, ru->limit) };
-
 	return r;
-}
-
-static void
-view_token_bucket(const struct rule *ru, long long cost, long long now,
-    const redisReply *h, struct view *v)
-{
-	struct rate r = rate_of(ru);
-	i128 capacity = (i128)r.burst * r.scale, units, deficit, need;
-	const redisReply *tok = hfield(h, "tokens");
-	long long q, rem, d, ts, t;
-
-	if (tok == NULL || tok->type != REDIS_REPLY_STRING ||
-	    parse_frac(tok->str, &q, &rem, &d) == -1 ||
-	    reply_ll(hfield(h, "ts"), &ts) == -1) {
-		units = capacity;
-		ts = now;
-		snprintf(v->state, sizeof(v->state), "no bucket (full)");
-	} else {
-		units = (i128)q * r.scale + (d == r.scale ? rem :
-		    (i128)rem * r.scale / d);
-		snprintf(v->state, sizeof(v->state), "tokens=%s ts=%lld "
-		    "(%lld ms ago)", tok->str, ts, (now - ts) / 1000);
-	}
-	if (units > capacity)
-		units = capacity;
-	else if (units < 0)
-		units = 0;
-	t = ts;
-	if (now > ts) {
-		deficit = capacity - units;
-		if (deficit > 0) {
-			if (now - ts >= cdiv(deficit, r.rate))
-				units = capacity;
-			else
-				units += (i128)(now - ts) * r.rate;
-		}
-		t = now;
-	}
-	need = (i128)cost * r.scale;
-	v->remaining = (long long)fdiv(units, r.scale);
-	v->reset_ms = (long long)cdiv((t - now) + cdiv(capacity - units,
-	    r.rate), 1000);
-	if (units < need)
-		v->retry_after_ms = (long long)cdiv((t - now) +
-		    cdiv(need - units, r.rate), 1000);
-}
-
-/* gcra and leaky_bucket: ticks (1/rate us) from now to the stored time. */
-static i128
-wait_ticks(const redisReply *s, const struct rate *r, long long now,
-    i128 cap, int *ok)
-{
-	long long at, rem, d;
-
-	*ok = 0;
-	if (s == NULL || s->type != REDIS_REPLY_STRING ||
-	    parse_frac(s->str, &at, &rem, &d) == -1)
-		return 0;
-	*ok = 1;
-	if (d != r->rate)
-		rem = (long long)cdiv((i128)rem * r->rate, d);
-	if (at < now || (at == now && rem == 0))
-		return 0;
-	if ((i128)(at - now) * r->rate + rem > cap)
-		return cap;
-	return (i128)(at - now) * r->rate + rem;
-}
-
-static void
-view_gcra(const struct rule *ru, long long cost, long long now,
-    const redisReply *s, struct view *v)
-{
-	struct rate r = rate_of(ru);
-	i128 tau = (i128)r.burst * r.scale, need = (i128)cost * r.scale, w;
-	int ok;
-
-	w = wait_ticks(s, &r, now, tau, &ok);
-	v->remaining = (long long)fdiv(tau - w, r.scale);
-	v->reset_ms = (long long)cdiv(w, (i128)r.rate * 1000);
-	if (w + need > tau)
-		v->retry_after_ms = (long long)cdiv(w + need - tau,
-		    (i128)r.rate * 1000);
-	if (ok)
-		snprintf(v->state, sizeof(v->state), "tat=%s (full in %lld ms)",
-		    s->str, v->reset_ms);
-	else
-		snprintf(v->state, sizeof(v->state), "no bucket (full)");
-}
-
-static void
-view_leaky_bucket(const struct rule *ru, long long now, const redisReply *s,
-    struct view *v)
-{
-	struct rate r = rate_of(ru);
-	i128 max_wait = (i128)r.burst * r.scale, w;
-	int ok;
-
-	w = wait_ticks(s, &r, now, TICKS_MAX, &ok);
-	v->reset_ms = (long long)cdiv(w, (i128)r.rate * 1000);
-	if (w <= max_wait) {
-		v->remaining = (long long)fdiv(max_wait - w, r.scale) + 1;
-		v->delay_ms = v->reset_ms;
-	} else
-		v->retry_after_ms = (long long)cdiv(w - max_wait,
-		    (i128)r.rate * 1000);
-	if (ok)
-		snprintf(v->state, sizeof(v->state), "queue drains at %s (in "
-		    "%lld ms)", s->str, v->reset_ms);
-	else
-		snprintf(v->state, sizeof(v->state), "no queue (idle)");
-}
-
-/* What a request could take from a key with no state. */
-static long long
-fresh_remaining(const struct rule *ru)
-{
-	switch (ru->algorithm) {
-	case RLG_TOKEN_BUCKET:
-	case RLG_GCRA:
-		return rate_of(ru).burst;
-	case RLG_LEAKY_BUCKET:
-		return rate_of(ru).burst + 1;
-	default:
-		return ru->limit;
-	}
-}
-
-/* The type of state each algorithm keeps. */
-static const char *
-state_type(enum rlg_algorithm a)
-{
-	switch (a) {
-	case RLG_FIXED_WINDOW:
-	case RLG_SLIDING_WINDOW:
-	case RLG_TOKEN_BUCKET:
-		return "hash";
-	case RLG_SLIDING_LOG:
-		return "zset";
-	default:
-		return "string";
-	}
 }
 
 /* Sends argv and reads the reply; NULL (and a message) when Redis fails. */
 static redisReply *
 call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
-	redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
-
-	if (r == NULL) {
-		complain("redis %s: %s: %s", c->redis_address, argv[0],
-		    rc->errstr);
-		return NULL;
-	}
-	if (r->type == REDIS_REPLY_ERROR) {
-		complain("redis %s: %s: %s", c->redis_address, argv[0], r->str);
-		freeReplyObject(r);
-		return NULL;
-	}
-	return r;
+	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
 }
 
 /* ---- overrides ------------------------------------------------------- */
@@ -684,127 +355,133 @@ transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
 	return bad ? -1 : 0;
 }
 
+/* The fields of LIB_peek's reply, in order (lua/decide.lua). */
+enum { PK_ALLOWED, PK_REMAINING, PK_LIMIT, PK_RESET, PK_RETRY, PK_NOW,
+    PK_DELAY, PK_WINDOW, PK_BURST, PK_PRECISION, PK_OVERRIDE, PK_WHY,
+    PK_TTL, PK_STATE, PK_COUNT };
+
+/*
+ * FCALL_RO of this build's library: where Redis has it not (ERR Function
+ * not found: no gateway of this build ran there yet), FUNCTION LOAD, never
+ * REPLACE ("already exists": another was first), and the call again. The
+ * reply, or NULL with a message.
+ */
+static redisReply *
+fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
+{
+	const char *load[3] = { "FUNCTION", "LOAD", rlg_library };
+	redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+
+	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
+	    strstr(r->str, "Function not found") == NULL)
+		return checked(rc, c, argv[0], r);
+	freeReplyObject(r);
+	r = redisCommandArgv(rc, 3, load, NULL);
+	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strstr(r->str, "already exists") != NULL) {
+		freeReplyObject(r);
+		r = NULL;
+	} else if ((r = checked(rc, c, "FUNCTION LOAD", r)) == NULL)
+		return NULL;
+	freeReplyObject(r);
+	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
+}
+
+/*
+ * peek: the library's LIB_peek (FCALL_RO) with the rule's arguments, as
+ * the gateway sends them; it runs the algorithm's own check on the state
+ * and the override, at Redis TIME, and writes nothing. Printed here.
+ */
 static int
 cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
     const char *key)
 {
-	char rkey[RLG_REDIS_KEY_SIZE], okey[RLG_REDIS_KEY_SIZE], why[640];
-	const char *const time_[] = { "TIME", NULL };
-	const char *const type_[] = { "TYPE", rkey, NULL };
-	const char *const pttl[] = { "PTTL", rkey, NULL };
-	const char *const hash[] = { "HGETALL", rkey, NULL };
-	const char *const get[] = { "GET", rkey, NULL };
-	const char *const zset[] = { "ZRANGE", rkey, "0", "-1", "WITHSCORES",
-	    NULL };
-	const char *const ohash[] = { "HGETALL", okey, NULL };
-	const char *const *cmds[] = { time_, type_, pttl, hash, get, zset,
-	    ohash };
-	const size_t ncmds = sizeof(cmds) / sizeof(cmds[0]);
-	redisReply *ex = NULL, **el;
-	const char *type;
-	char lim[96], own[96];
-	long long cost, now, sec, usec, ttl;
-	enum rlg_override ost = RLG_OVERRIDE_NONE;
-	struct override o;
-	struct rule eff;
-	struct view v;
-	int rc_exit = EXIT_REDIS;
+	char rkey[RLG_REDIS_KEY_SIZE], okey[RLG_REDIS_KEY_SIZE], fn[64];
+	char num[5][24], lim[96], own[96];
+	const char *argv[12];
+	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
+	long long f[PK_COUNT];
+	const char *why, *state;
+	struct rule eff = *ru;
+	redisReply *r, **el;
+	int argc = 0, i;
 
 	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
 	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
-	/* One MULTI: the clock, the state and the override from the same
-	 * instant. */
-	if (transaction(rc, c, cmds, ncmds, &ex) == -1)
-		goto done;
-	if (ex->elements != ncmds) {
-		complain("redis %s: MULTI/EXEC did not run", c->redis_address);
-		goto done;
-	}
-	el = ex->element;
-	if (el[0]->type != REDIS_REPLY_ARRAY || el[0]->elements != 2 ||
-	    reply_ll(el[0]->element[0], &sec) == -1 ||
-	    reply_ll(el[0]->element[1], &usec) == -1 ||
-	    el[1]->type != REDIS_REPLY_STATUS || reply_ll(el[2], &ttl) == -1) {
-		complain("redis %s: unexpected reply to TIME, TYPE or PTTL",
-		    c->redis_address);
-		goto done;
-	}
-	now = sec * 1000000 + usec;
-	type = el[1]->str;
-	cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	/* The parameters the library would use: the override's, if any. */
-	eff = *ru;
-	describe_limit(ru, own, sizeof(own));
+	snprintf(fn, sizeof(fn), "%s_peek", rlg_library_name);
+	snprintf(num[0], sizeof(num[0]), "%lld", cost);
+	snprintf(num[1], sizeof(num[1]), "%lld", ru->limit);
+	snprintf(num[2], sizeof(num[2]), "%lld", ru->window_ms);
+	snprintf(num[3], sizeof(num[3]), ru->burst > 0 ? "%lld" : "",
+	    ru->burst);
+	snprintf(num[4], sizeof(num[4]), ru->precision_ms > 0 ? "%lld" : "",
+	    ru->precision_ms);
+	argv[argc++] = "FCALL_RO";
+	argv[argc++] = fn;
+	argv[argc++] = ru->overrides ? "2" : "1";
+	argv[argc++] = rkey;
 	if (ru->overrides)
-		ost = read_override(ru, el[6], &o, &eff, why, sizeof(why));
-	ru = &eff;
-	memset(&v, 0, sizeof(v));
-	if (strcmp(type, "none") != 0 &&
-	    strcmp(type, state_type(ru->algorithm)) != 0) {
-		/* The library replaces another algorithm's state: a fresh start. */
-		v.remaining = fresh_remaining(ru);
-		snprintf(v.state, sizeof(v.state), "a %s, not %s state: the "
-		    "next request replaces it", type,
-		    conf_algorithm_name(ru->algorithm));
-	} else {
-		switch (ru->algorithm) {
-		case RLG_FIXED_WINDOW:
-			view_fixed_window(ru, cost, now, el[3], &v);
+		argv[argc++] = okey;
+	argv[argc++] = conf_algorithm_name(ru->algorithm);
+	argv[argc++] = "";		/* NOW_US: Redis TIME */
+	for (i = 0; i < 5; i++)
+		argv[argc++] = num[i];
+	if ((r = fcall_ro(rc, c, argc, argv)) == NULL)
+		return EXIT_REDIS;
+	el = r->element;
+	for (i = 0; r->type == REDIS_REPLY_ARRAY && r->elements == PK_COUNT &&
+	    i < PK_COUNT; i++) {
+		if (el[i]->type != (i == PK_WHY || i == PK_STATE ?
+		    REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
 			break;
-		case RLG_SLIDING_WINDOW:
-			view_sliding_window(ru, cost, now, el[3], &v);
-			break;
-		case RLG_SLIDING_LOG:
-			view_sliding_log(ru, cost, now, el[5], &v);
-			break;
-		case RLG_TOKEN_BUCKET:
-			view_token_bucket(ru, cost, now, el[3], &v);
-			break;
-		case RLG_GCRA:
-			view_gcra(ru, cost, now, el[4], &v);
-			break;
-		default:
-			view_leaky_bucket(ru, now, el[4], &v);
-			break;
-		}
-		if (strcmp(type, "none") == 0)
-			snprintf(v.state, sizeof(v.state), "none (nothing "
-			    "counted: the whole limit is free)");
+		f[i] = el[i]->integer;
 	}
+	if (i != PK_COUNT) {
+		complain("redis %s: %s: unexpected reply (is this build's library "
+		    "there?)", c->redis_address, fn);
+		freeReplyObject(r);
+		return EXIT_REDIS;
+	}
+	why = el[PK_WHY]->str;
+	state = el[PK_STATE]->str;
+	describe_limit(ru, own, sizeof(own));
+	if (f[PK_OVERRIDE] == RLG_OVERRIDE_APPLIED) {
+		eff.limit = f[PK_LIMIT];
+		eff.window_ms = f[PK_WINDOW];
+		eff.burst = f[PK_BURST];
+		eff.precision_ms = f[PK_PRECISION];
+	}
+	describe_limit(&eff, lim, sizeof(lim));
 	printf("rule            %s\n", ru->name);
 	printf("key             %s\n", key);
 	printf("redis_key       %s\n", rkey);
 	printf("algorithm       %s\n", conf_algorithm_name(ru->algorithm));
-	describe_limit(ru, lim, sizeof(lim));
 	printf("limit           %s\n", lim);
-	if (eff.overrides) {
-		if (ost == RLG_OVERRIDE_NONE)
+	if (ru->overrides) {
+		if (f[PK_OVERRIDE] == RLG_OVERRIDE_NONE)
 			printf("override        none\n");
-		else if (ost == RLG_OVERRIDE_APPLIED)
+		else if (f[PK_OVERRIDE] == RLG_OVERRIDE_APPLIED)
 			printf("override        applied (the rule: %s)\n", own);
-		else if (ost == RLG_OVERRIDE_UNLIMITED)
+		else if (f[PK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
 			printf("override        unlimited: admitted, nothing "
 			    "counted\n");
 		else
 			printf("override        ignored: %s\n", why);
 	}
-	printf("now_us          %lld\n", now);
-	printf("state           %s\n", v.state);
-	printf("ttl_ms          %lld\n", ttl);
-	if (ost == RLG_OVERRIDE_UNLIMITED) {
+	printf("now_us          %lld\n", f[PK_NOW]);
+	printf("state           %s\n", state);
+	printf("ttl_ms          %lld\n", f[PK_TTL]);
+	if (f[PK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
 		printf("remaining       unlimited\n");
-		v.reset_ms = v.retry_after_ms = v.delay_ms = 0;
-	} else
-		printf("remaining       %lld\n", v.remaining);
-	printf("reset_ms        %lld\n", v.reset_ms);
-	printf("retry_after_ms  %lld\n", v.retry_after_ms);
+	else
+		printf("remaining       %lld\n", f[PK_REMAINING]);
+	printf("reset_ms        %lld\n", f[PK_RESET]);
+	printf("retry_after_ms  %lld\n", f[PK_RETRY]);
 	printf("cost            %lld\n", cost);
 	if (ru->algorithm == RLG_LEAKY_BUCKET)
-		printf("delay_ms        %lld\n", v.delay_ms);
-	rc_exit = EXIT_DONE;
-done:
-	freeReplyObject(ex);
-	return rc_exit;
+		printf("delay_ms        %lld\n", f[PK_DELAY]);
+	freeReplyObject(r);
+	return EXIT_DONE;
 }
 
 static int

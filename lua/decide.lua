@@ -28,6 +28,15 @@
 -- FCALL LIB_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
+-- FCALL_RO LIB_peek 1 KEY [OVERRIDE_KEY] ALGORITHM NOW_US COST LIMIT
+--     WINDOW_MS BURST PRECISION_MS: what LIB_<algorithm> with these
+--   arguments would decide now, from the algorithm's own check, writing
+--   nothing (flag no-writes). Reply {allowed, remaining, limit, reset_ms,
+--   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
+--   override, why, ttl_ms, state}: fields 1 and 3-12 as the decision's row
+--   (why without its "override ignored: "), but remaining and reset_ms of
+--   the state as it is (the decision's, when it denies); ttl_ms the key's
+--   TTL at NOW_US (-1: none, -2: no key); state the stored state in words.
 -- FCALL_RO LIB_version 0: the library version.
 -- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
 --   user may not run on KEY, space separated ("" when none).
@@ -226,6 +235,55 @@ local function undo(keys, args)
 	return n
 end
 
+-- What a request of the arguments would meet now (see LIB_peek above): the
+-- algorithm's check on the state, the override applied as a decision
+-- applies it; reads only. rlgate-ctl peek prints it.
+local function peek(keys, args)
+	if #keys < 1 or #keys > 2 then
+		return redis.error_reply('rlgate: ' .. LIB .. '_peek takes 1 key (the state) or 2 ' ..
+		    '(and its override), got ' .. #keys)
+	end
+	local name = args[1] or ''
+	local alg = algorithms[name]
+	if alg == nil then
+		return redis.error_reply('rlgate: unknown algorithm "' .. shown(name) .. '": use ' ..
+		    ALGORITHM_NAMES)
+	end
+	local a, err = params_of(alg.spec, args[3], args[4], args[5], args[6], args[7], 1)
+	if not a then return redis.error_reply('rlgate: ' .. err) end
+	local now
+	now, err = clock(args[2], 1)
+	if err then return redis.error_reply('rlgate: ' .. err) end
+	a.now = now
+	local code, why = 0, nil
+	if keys[2] then a, code, why = apply_override(alg.spec, a, args, 1, keys[2]) end
+	local key = keys[1]
+	local d = alg.check(a, key, {})
+	local t = redis.call('TYPE', key).ok
+	local state
+	if t == 'none' then
+		state = 'none (nothing counted: the whole limit is free)'
+	elseif t ~= alg.state then
+		state = 'a ' .. t .. ', not ' .. name .. ' state: the next request replaces it'
+	else
+		state = alg.describe(a, key, d)
+	end
+	local allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.kept_remaining,
+	    d.kept_reset_ms, 0, d.delay_ms
+	if code == 2 then	-- unlimited: as the decision's row says it
+		remaining, reset_ms, delay_ms = a.limit, 0, 0
+	elseif not d.allowed then
+		allowed, remaining, reset_ms, retry_ms, delay_ms = 0, d.remaining, d.reset_ms,
+		    d.retry_ms, d.delay_ms
+	end
+	-- The TTL from PEXPIRETIME (-1 none, -2 no key), at the call's clock:
+	-- PTTL would be one more command for the gateway's ACL user to allow.
+	local ttl = redis.call('PEXPIRETIME', key)
+	if ttl >= 0 then ttl = ttl - fdiv(now, 1000) end
+	return {allowed, remaining, a.limit, reset_ms, retry_ms, now, delay_ms, a.window_ms,
+	    a.burst or 0, a.precision_ms or 0, code, why or '', ttl, state}
+end
+
 -- Every command the library runs, with arguments of its shape (K: the
 -- key): what LIB_acl asks Redis about. tests/it_lua.sh checks that it names
 -- every redis.call and redis.pcall of lua/*.lua.
@@ -258,6 +316,8 @@ redis.register_function{function_name = LIB .. '_version', flags = {'no-writes'}
     callback = function() return VERSION end}
 redis.register_function{function_name = LIB .. '_acl', flags = {'no-writes'},
     callback = acl}
+redis.register_function{function_name = LIB .. '_peek', flags = {'no-writes'},
+    callback = peek}
 -- (A numeric loop: pairs is not there while a library loads.)
 for i = 1, #algorithm_names do
 	local name = algorithm_names[i]

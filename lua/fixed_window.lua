@@ -30,7 +30,7 @@
 -- window keeps its start where, without the request, the next one would
 -- have opened it.
 do
-	local A = {spec = {limit_max = 1e9}}
+	local A = {spec = {limit_max = 1e9}, state = 'hash'}
 
 	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
@@ -53,6 +53,12 @@ do
 		d.replace, d.start, d.count, d.held = replace, start, count, held
 		return verdict(d, allowed, remaining, reset_ms, retry_ms, 0, limit - count,
 		    count > 0 and reset_ms or 0)
+	end
+
+	function A.describe(a, key, d)
+		if not d.held then return 'no open window' end
+		return 'window start=' .. num(d.start) .. ' (' .. num(ms_ago(a.now, d.start)) ..
+		    ' ms ago) count=' .. num(d.count)
 	end
 
 	function A.commit(a, key, d)

@@ -24,7 +24,7 @@
 -- Undo token "A:R:D:ticks" (the TAT the admission set, the ticks it added):
 -- see undo_at in the prelude.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'bucket'}}
+	local A = {spec = {limit_max = 1e9, burst = 'bucket'}, state = 'string'}
 
 	function A.check(a, key, d)
 		local now, cost = a.now, a.cost
@@ -46,6 +46,12 @@ do
 		end
 		return verdict(d, false, kept_remaining, kept_reset_ms,
 		    cdiv(w + need - tau, per_ms), 0, kept_remaining, kept_reset_ms)
+	end
+
+	function A.describe(a, key, d)
+		local s = redis.call('GET', key)
+		if type(s) ~= 'string' or parse_at(s) == nil then return 'no bucket (full)' end
+		return 'tat=' .. s .. ' (full in ' .. num(d.kept_reset_ms) .. ' ms)'
 	end
 
 	function A.commit(a, key, d)

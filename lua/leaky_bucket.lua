@@ -31,7 +31,7 @@
 -- Undo token "A:R:D:ticks" (the Q the admission set, the ticks it added): see
 -- undo_at in the prelude.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'queue'}}
+	local A = {spec = {limit_max = 1e9, burst = 'queue'}, state = 'string'}
 
 	function A.check(a, key, d)
 		local now, cost = a.now, a.cost
@@ -54,6 +54,12 @@ do
 		end
 		return verdict(d, false, 0, kept_reset_ms, cdiv(w - max_wait, per_ms), 0,
 		    kept_remaining, kept_reset_ms)
+	end
+
+	function A.describe(a, key, d)
+		local s = redis.call('GET', key)
+		if type(s) ~= 'string' or parse_at(s) == nil then return 'no queue (idle)' end
+		return 'queue drains at ' .. s .. ' (in ' .. num(d.kept_reset_ms) .. ' ms)'
 	end
 
 	function A.commit(a, key, d)

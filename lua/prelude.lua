@@ -21,6 +21,11 @@
 --                              state as it is (for an allowed rule not counted);
 --                              d.replace: the key holds another type
 --   commit(a, key, d)         writes the state and its TTL
+--   state                     the Redis type of its key ('hash', 'zset',
+--                              'string'): a key of another type is another
+--                              algorithm's, which commit replaces
+--   describe(a, key, d)    -> the state check read, in words, for LIB_peek
+--                              (d: what check filled; reads, never writes)
 --   token(a, d)            -> the undo token of what commit counted
 --   undo_parse(token)      -> u, or nil when the token is not this algorithm's
 --   undo(key, u, now)      -> true when it took something back
@@ -212,6 +217,14 @@ local function ticks_ahead(key, now, ticks_per_us, cap)
 	if at < now or (at == now and r == 0) then return 0 end
 	if at - now > cdiv(cap, ticks_per_us) then return cap end
 	return math.min(cap, (at - now) * ticks_per_us + r)
+end
+
+-- Whole ms from then to now (us), rounded towards 0: how long ago a stored
+-- time was, in LIB_peek's words.
+local function ms_ago(now, t)
+	local x = (now - t) / 1000
+	if x >= 0 then return math.floor(x) end
+	return math.ceil(x)
 end
 
 -- now + ticks (a tick is 1/per_us us) as "A" or "A+R/D".

@@ -18,7 +18,7 @@
 -- Undo token "<now_us>:<first seq>:<cost>": the members this admission added
 -- are removed (those that already left the window are gone). Exact.
 do
-	local A = {spec = {limit_max = 100000}}
+	local A = {spec = {limit_max = 100000}, state = 'zset'}
 
 	-- The newest logged time (nil when the log is empty).
 	local function newest(key)
@@ -51,6 +51,11 @@ do
 		local r = redis.call('ZRANGEBYSCORE', key, '(' .. gone, '+inf', 'WITHSCORES', 'LIMIT', need - 1, 1)
 		return verdict(d, false, math.max(0, limit - used), kept_reset_ms,
 		    cdiv(tonumber(r[2]) + window_us - now, 1000), 0, limit - used, kept_reset_ms)
+	end
+
+	function A.describe(a, key, d)
+		return num(a.limit - d.kept_remaining) .. ' admissions in the last ' .. num(a.window_ms) ..
+		    ' ms (' .. num(redis.call('ZCOUNT', key, '-inf', '+inf')) .. ' logged)'
 	end
 
 	function A.commit(a, key, d)

@@ -24,7 +24,7 @@
 -- Undo token "block:cost": that block's counter goes down by cost (never below
 -- 0, deleted at 0). Exact: a block is counted or not whoever came first.
 do
-	local A = {spec = {limit_max = 1e9, precision = true}}
+	local A = {spec = {limit_max = 1e9, precision = true}, state = 'hash'}
 
 	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
@@ -53,6 +53,7 @@ do
 			end
 		end
 		local kept_reset_ms = newest and ms_until_out(newest) or 0
+		d.used, d.nlive = used, #live
 		if used + cost <= limit then
 			if newest == nil or current > newest then newest = current end
 			d.replace, d.old, d.current = replace, old, current
@@ -68,6 +69,11 @@ do
 		end
 		return verdict(d, false, math.max(0, limit - used), kept_reset_ms, retry_ms, 0,
 		    limit - used, kept_reset_ms)
+	end
+
+	function A.describe(a, key, d)
+		return num(d.nlive) .. ' of ' .. num(a.window_ms / a.precision_ms) .. ' blocks of ' ..
+		    num(a.precision_ms) .. ' ms counted, ' .. num(d.used) .. ' admitted in the window'
 	end
 
 	function A.commit(a, key, d)

@@ -24,7 +24,7 @@
 -- (never more, nothing once the bucket would be full again). Exact when no
 -- other request came in between.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'bucket'}}
+	local A = {spec = {limit_max = 1e9, burst = 'bucket'}, state = 'hash'}
 
 	-- Stored tokens "Q" or "Q+R/S" as units of scale (rounded down if the
 	-- parameters changed since it was written); nil when neither. (tonumber
@@ -89,6 +89,15 @@ do
 		return verdict(d, false, kept_remaining, kept_reset_ms,
 		    cdiv((t - now) + cdiv(need - units, rate), 1000), 0, kept_remaining,
 		    kept_reset_ms)
+	end
+
+	function A.describe(a, key, d)
+		local h = redis.call('HMGET', key, 'tokens', 'ts')
+		local ts = tonumber(h[2])
+		if not h[1] or parse_tokens(h[1], a.scale) == nil or ts == nil then
+			return 'no bucket (full)'
+		end
+		return 'tokens=' .. h[1] .. ' ts=' .. h[2] .. ' (' .. num(ms_ago(a.now, ts)) .. ' ms ago)'
 	end
 
 	function A.commit(a, key, d)

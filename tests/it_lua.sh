@@ -5,7 +5,7 @@
 # retry_after, argument errors, TTLs, overrides) through the standalone
 # functions and through rlgate_decide with one rule (and rlgate_undo against
 # a twin key); then
-# redis-cli checks the usage shown in lua/README.md, rlgate_decide with
+# redis-cli checks the usage shown in lua/README.md (rlgate_peek too), rlgate_decide with
 # several rules and rlgate_undo, and that no algorithm redefines the prelude.
 # LUA_SEED=N repeats a run; LUA_CHECK_N=N sets the requests per random run.
 . "$(dirname "$0")/lib.sh"
@@ -99,6 +99,27 @@ for alg in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucke
 	ttl=$(rcli pttl "rl:{readme:time:$alg}")
 	check "$alg: the key has a TTL ($ttl ms)" [ "$ttl" -gt 0 ]
 done
+# LIB_peek, as lua/README.md shows it: fields 1-12 and 14 (13, the TTL, is
+# Redis's clock's), on the keys above, nothing written. (Before every step of
+# lua_check's hand-computed sequences it agrees with the decision after it.)
+pk() { rcli FCALL_RO "${L}_peek" 1 "$@" | sed 13d | paste -sd'|'; }
+before=$(rcli DUMP 'rl:{readme:fw}' | od -An -tx1 | tr -d ' \n')
+is "${L}_peek fixed_window 500 ms into the window: 2 left, reset 500 ms, its start and count" \
+	"1|2|3|500|0|1500000|0|1000|0|0|0||window start=1000000 (500 ms ago) count=1" \
+	"$(pk 'rl:{readme:fw}' fixed_window 1500000 1 3 1000 '' '')"
+is "${L}_peek writes nothing (DUMP unchanged)" "$before" "$(rcli DUMP 'rl:{readme:fw}' | od -An -tx1 | tr -d ' \n')"
+is "${L}_peek leaky_bucket after two at once: 4 left, the next waits 1000 ms" \
+	"1|4|2|1000|0|1000000|1000|1000|5|0|0||queue drains at 2000000 (in 1000 ms)" \
+	"$(pk 'rl:{readme:lb}' leaky_bucket 1000000 1 2 1000 5 '')"
+is "${L}_peek another algorithm's state: a full bucket, and says so" \
+	"1|3|3|0|0|1500000|0|1000|3|0|0||a hash, not gcra state: the next request replaces it" \
+	"$(pk 'rl:{readme:fw}' gcra 1500000 1 3 1000 '' '')"
+is "${L}_peek a key with no state: the whole limit, no TTL (-2)" \
+	"1|3|3|0|0|1500000|0|1000|0|0|0||none (nothing counted: the whole limit is free) -2" \
+	"$(pk 'rl:{readme:none}' sliding_log 1500000 1 3 1000 '' '') $(rcli FCALL_RO "${L}_peek" 1 'rl:{readme:none}' sliding_log '' 1 3 1000 '' '' | sed -n 13p)"
+is "${L}_peek an unknown algorithm: an error" \
+	"rlgate: unknown algorithm \"nosuch\": use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
+	"$(rcli FCALL_RO "${L}_peek" 1 'rl:{readme:fw}' nosuch 1500000 1 3 1000 '' '' 2>&1)"
 # lua/README.md's override example: set, broken, unlimited, cleared.
 evalo() { rcli FCALL ${L}_fixed_window 2 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' 1700000000000000 1 3 1000 | paste -sd' '; }
 rcli hset 'rl:{user_list:org1}:override' limit 5 > /dev/null

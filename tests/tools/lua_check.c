@@ -428,6 +428,97 @@ call(enum alg a, const char *key, long long now, long long cost,
 	call_k(a, key, NULL, now, cost, p, out);
 }
 
+/* LIB_peek's reply: fields 1-11 as a decision's row (remaining and
+ * reset_ms of the state as it is), then why, ttl_ms, state. */
+enum { PEEK_WHY = 11, PEEK_TTL, PEEK_STATE, PEEK_FIELDS };
+
+/*
+ * FCALL_RO LIB_peek at now with call_k's arguments, into pk (its integer
+ * fields). Returns 0, or -1 with why in err.
+ */
+static int
+peek_k(enum alg a, const char *key, const char *okey, long long now,
+    long long cost, const struct params *p, long long pk[PEEK_FIELDS],
+    char *err, size_t errlen)
+{
+	char fname[64], v[6][32];
+	const char *argv[13];
+	redisReply *r;
+	int n = 0, i;
+
+	snprintf(fname, sizeof(fname), "%s_peek", rlg_library_name);
+	fmt_arg(v[0], sizeof(v[0]), now);
+	fmt_arg(v[1], sizeof(v[1]), cost);
+	fmt_arg(v[2], sizeof(v[2]), p->limit);
+	fmt_arg(v[3], sizeof(v[3]), p->window_ms);
+	fmt_arg(v[4], sizeof(v[4]), p->burst);
+	fmt_arg(v[5], sizeof(v[5]), p->precision_ms);
+	argv[n++] = "FCALL_RO";
+	argv[n++] = fname;
+	argv[n++] = okey == NULL ? "1" : "2";
+	argv[n++] = key;
+	if (okey != NULL)
+		argv[n++] = okey;
+	argv[n++] = alg_names[a];
+	for (i = 0; i < 6; i++)
+		argv[n++] = v[i];
+	if ((r = redisCommandArgv(rc, n, argv, NULL)) == NULL)
+		fatal("redis: %s", rc->errstr);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != PEEK_FIELDS) {
+		snprintf(err, errlen, "%s: %s", fname, r->type == REDIS_REPLY_ERROR ?
+		    r->str : "not an array of 14");
+		freeReplyObject(r);
+		return -1;
+	}
+	for (i = 0; i < PEEK_FIELDS; i++) {
+		int str = i == PEEK_WHY || i == PEEK_STATE;
+
+		if (r->element[i]->type != (str ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER)) {
+			snprintf(err, errlen, "%s: field %d of the wrong type", fname, i + 1);
+			freeReplyObject(r);
+			return -1;
+		}
+		pk[i] = str ? 0 : r->element[i]->integer;
+	}
+	freeReplyObject(r);
+	return 0;
+}
+
+/*
+ * Whether peek pk, made just before decision r at the same now (cost, with
+ * an override key when ext), agrees with it: the same allowed, limit,
+ * retry_after_ms, now_us, delay_ms (and fields 8-11); when denied or
+ * unlimited the same remaining and reset_ms; when counted, remaining less
+ * cost (at least 0) is the decision's. The number of fields that differ,
+ * the first noted.
+ */
+static int
+peek_agrees(const char *what, size_t step, const long long pk[PEEK_FIELDS],
+    const struct reply *r, long long cost, int ext)
+{
+	static const int same[] = { ALLOWED, LIMIT, RETRY, NOW, DELAY };
+	long long want;
+	size_t i;
+	int bad = 0, as_is = r->v[ALLOWED] == 0 || (ext && r->x[XOVERRIDE] == 2);
+
+	for (i = 0; i < sizeof(same) / sizeof(same[0]); i++)
+		if (pk[same[i]] != r->v[same[i]] && bad++ == 0)
+			note("%s step %zu: peek's %s %lld, the decision's %lld", what, step,
+			    field_names[same[i]], pk[same[i]], r->v[same[i]]);
+	want = as_is ? pk[REMAINING] : pk[REMAINING] - cost < 0 ? 0 : pk[REMAINING] - cost;
+	if (want != r->v[REMAINING] && bad++ == 0)
+		note("%s step %zu: peek's remaining %lld%s, the decision's %lld", what, step,
+		    pk[REMAINING], as_is ? "" : " less the cost", r->v[REMAINING]);
+	if (as_is && pk[RESET] != r->v[RESET] && bad++ == 0)
+		note("%s step %zu: peek's reset_ms %lld, the decision's %lld", what, step,
+		    pk[RESET], r->v[RESET]);
+	for (i = 0; ext && i < NEXT; i++)
+		if (pk[NFIELDS + i] != r->x[i] && bad++ == 0)
+			note("%s step %zu: peek's %s %lld, the decision's %lld", what, step,
+			    ext_names[i], pk[NFIELDS + i], r->x[i]);
+	return bad;
+}
+
 static void
 make_key(char *buf, size_t len, const char *what, enum alg a, int n)
 {
@@ -674,22 +765,30 @@ static int
 run_steps(enum alg a, const char *what, const struct params *p,
     const struct step *s, size_t n)
 {
-	char key[128];
+	char key[128], pwhat[160], perr[256];
+	long long pk[PEEK_FIELDS];
 	struct reply r;
 	size_t i;
-	int bad = 0;
+	int bad = 0, pbad = 0;
 
 	snprintf(key, sizeof(key), "%s{%s:hand:%s}", prefix, alg_names[a], what);
+	snprintf(pwhat, sizeof(pwhat), "%s %s", alg_names[a], what);
 	for (i = 0; i < n; i++) {
 		long long want[NFIELDS] = { s[i].allowed, s[i].remaining, p->limit,
 		    s[i].reset, s[i].retry, T0 + s[i].t_us, s[i].delay };
 		int f;
 
+		if (peek_k(a, key, NULL, T0 + s[i].t_us, s[i].cost, p, pk, perr,
+		    sizeof(perr)) == -1) {
+			ok(0, "%s %s step %zu: peek: %s", alg_names[a], what, i + 1, perr);
+			return -1;
+		}
 		call(a, key, T0 + s[i].t_us, s[i].cost, p, &r);
 		if (r.is_err) {
 			ok(0, "%s %s step %zu: error %s", alg_names[a], what, i + 1, r.err);
 			return -1;
 		}
+		pbad += peek_agrees(pwhat, i + 1, pk, &r, s[i].cost, 0);
 		for (f = 0; f < NFIELDS; f++)
 			if (r.v[f] != want[f]) {
 				if (!bad)
@@ -710,6 +809,8 @@ run_steps(enum alg a, const char *what, const struct params *p,
 	}
 	ok(bad == 0, "%s: hand-computed sequence \"%s\" (%zu requests, exact replies, TTL = reset_ms + 1)",
 	    alg_names[a], what, n);
+	ok(pbad == 0, "%s: %s_peek before each step of \"%s\" agrees with the decision that follows "
+	    "(allowed, remaining, reset_ms, retry_after_ms, delay_ms)", alg_names[a], rlg_library_name, what);
 	return bad ? -1 : 0;
 }
 
@@ -1766,14 +1867,16 @@ static void
 run_osteps(enum alg a, const char *what, const struct params *p,
     const struct ostep *s, size_t n)
 {
-	char key[160], okey[180];
+	char key[160], okey[180], pwhat[200], perr[256];
+	long long pk[PEEK_FIELDS];
 	struct reply r;
 	size_t i;
-	int bad = 0, f;
+	int bad = 0, pbad = 0, f;
 
 	snprintf(key, sizeof(key), "%s{%s:override:%s}", prefix, alg_names[a], what);
 	snprintf(okey, sizeof(okey), "%s:override", key);
 	freeReplyObject(command("DEL %s %s", key, okey));
+	snprintf(pwhat, sizeof(pwhat), "%s override %s", alg_names[a], what);
 	for (i = 0; i < n; i++) {
 		long long want[NFIELDS] = { s[i].allowed, s[i].remaining, s[i].limit,
 		    s[i].reset, s[i].retry, T0 + s[i].t_us, s[i].delay };
@@ -1781,11 +1884,17 @@ run_osteps(enum alg a, const char *what, const struct params *p,
 
 		if (s[i].set != NULL)
 			set_override(okey, s[i].set);
+		if (peek_k(a, key, okey, T0 + s[i].t_us, s[i].cost, p, pk, perr,
+		    sizeof(perr)) == -1) {
+			ok(0, "%s override \"%s\" step %zu: peek: %s", alg_names[a], what, i + 1, perr);
+			return;
+		}
 		call_k(a, key, okey, T0 + s[i].t_us, s[i].cost, p, &r);
 		if (r.is_err) {
 			ok(0, "%s override \"%s\" step %zu: error %s", alg_names[a], what, i + 1, r.err);
 			return;
 		}
+		pbad += peek_agrees(pwhat, i + 1, pk, &r, s[i].cost, 1);
 		for (f = 0; f < NFIELDS; f++)
 			if (r.v[f] != want[f]) {
 				note("%s override \"%s\" step %zu (t=%lld us, cost %lld, set \"%s\"): %s is %lld, expected %lld",
@@ -1820,6 +1929,8 @@ run_osteps(enum alg a, const char *what, const struct params *p,
 	}
 	ok(bad == 0, "%s: override sequence \"%s\" (%zu requests: the override applies from the next "
 	    "call, clearing it restores ARGV; exact replies and fields 8-11)", alg_names[a], what, n);
+	ok(pbad == 0, "%s: %s_peek before each step of override sequence \"%s\" agrees with the "
+	    "decision that follows (and fields 8-11)", alg_names[a], rlg_library_name, what);
 }
 
 static void
