@@ -87,7 +87,7 @@ fcgi/version.h: debian/changelog
 	printf '/* Made by make from debian/changelog: do not edit. */\n#define RLG_VERSION\t"%s"\n' \
 		'$(VERSION)' > $@.tmp && mv $@.tmp $@
 # Before the first build, -MMD has not yet said who includes it.
-fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/ctl.o: fcgi/version.h
+fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/status.o fcgi/ctl.o: fcgi/version.h
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@

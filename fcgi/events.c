@@ -2,9 +2,10 @@
  * events: epoll loops that serve FastCGI connections without a thread per
  * request. A loop wakes, reads what every ready connection sent, and
  * decides all the requests that are complete in one batch: one
- * limiter_decide() for all of them, which is one round trip to Redis
- * however many requests and rules there are. Replies go out as soon as
- * they are written, or when their leaky_bucket delay (a timer) has passed.
+ * jobs_decide() (gateway.h) for all of them, one limiter_decide(), which
+ * is one round trip to Redis however many requests and rules there are.
+ * Replies go out as soon as they are written, or when their leaky_bucket
+ * delay (a timer) has passed.
  *
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was

@@ -311,7 +311,6 @@ process_numbers(struct metrics_process *p)
 	metrics_total(p);
 }
 
-
 /* Room for n bytes in p. */
 static int
 page_room(struct page *p, size_t n)

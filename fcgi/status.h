@@ -10,7 +10,9 @@
  * limiter is what a decision asks of Redis and never sees a node, while a
  * health page is about the nodes, one per master, as the Redis layer
  * alone knows them. That is the status module's job and no other's above
- * the Redis layer; nothing on the request path calls into this file.
+ * the Redis layer. The event loops hand it the requests for its path
+ * (job_begin() tells them apart); nothing it calls (gateway, metrics, the
+ * Redis layer) calls back into it.
  */
 #ifndef RLG_STATUS_H
 #define RLG_STATUS_H
