@@ -54,9 +54,10 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # connections and each address's health, redis_deploy the deployment (slot
 # map, master, status, probe), with slot for Cluster routing and sentinel
 # for finding the master);
-# beside the line: the deny cache (limiter's) and the status endpoint's
-# counters (metrics).
-GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c
+# beside the line: the deny cache (limiter's), the counters (metrics) and
+# the status endpoint (status: /health and /metrics, their texts; it reads
+# the counters, gateway's numbers and the Redis layer's health).
+GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
@@ -101,7 +102,7 @@ fcgi/version.h: debian/changelog
 	printf '/* Made by make from debian/changelog: do not edit. */\n#define RLG_VERSION\t"%s"\n' \
 		'$(VERSION)' > $@.tmp && mv $@.tmp $@
 # Before the first build, -MMD has not yet said who includes it.
-fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/ctl.o: fcgi/version.h
+fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/status.o fcgi/ctl.o: fcgi/version.h
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
@@ -162,7 +163,8 @@ bench: deps
 # (fuzz_template), the request path request -> rule -> respond
 # (fuzz_request), the FastCGI records of the events engine
 # (fuzz_wire) and the shared /metrics table filled with random bytes
-# (fuzz_metrics, which includes fcgi/metrics.c itself). They are built with clang and
+# (fuzz_metrics, which includes fcgi/metrics.c itself and links status.c
+# for the texts). They are built with clang and
 # -fsanitize=fuzzer,address,undefined from objects of their own (*.fz.o),
 # whatever SANITIZE says, so they never mix with the gateway's build.
 # `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/NAME/
@@ -185,6 +187,14 @@ FUZZ_LIB_OBJS	 = $(CONF_SRCS:.c=.fz.o) fcgi/request.fz.o fcgi/rule.fz.o \
 		$(WARN) -MMD -MP -c -o $@ $<
 
 tests/fuzz_%: tests/fuzz_%.fz.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
+
+# fuzz_metrics includes metrics.c; status.c, which writes the texts it
+# checks, links the rest of the gateway.
+FUZZ_METRICS_OBJS = fcgi/status.fz.o fcgi/gateway.fz.o \
+		    $(filter-out fcgi/metrics.fz.o,$(LIB_SRCS:.c=.fz.o))
+.SECONDARY: $(FUZZ_METRICS_OBJS)
+tests/fuzz_metrics: tests/fuzz_metrics.fz.o $(FUZZ_METRICS_OBJS)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 fuzz: deps

@@ -2,9 +2,10 @@
  * events: epoll loops that serve FastCGI connections without a thread per
  * request. A loop wakes, reads what every ready connection sent, and
  * decides all the requests that are complete in one batch: one
- * limiter_decide() for all of them, which is one round trip to Redis
- * however many requests and rules there are. Replies go out as soon as
- * they are written, or when their leaky_bucket delay (a timer) has passed.
+ * jobs_decide() (gateway.h) for all of them, one limiter_decide(), which
+ * is one round trip to Redis however many requests and rules there are.
+ * Replies go out as soon as they are written, or when their leaky_bucket
+ * delay (a timer) has passed.
  *
  * A connection moves on in progress(): send what is pending, close when
  * the web server asked for that, take the next request from what was
@@ -30,6 +31,8 @@
 #include "gateway.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
+#include "status.h"
 #include "wire.h"
 
 #define IN_FIRST	4096
@@ -61,7 +64,8 @@ struct loop {
 	pthread_t	 thread;
 	int		 ep;
 	int		 wake;		/* eventfd written by events_stop() */
-	struct limiter	*lim;
+	struct redis	*redis;		/* the loop's connections */
+	struct limiter	*lim;		/* over redis */
 	struct metrics_worker *metrics;
 	struct conn	*conns;
 	size_t		 nconns;
@@ -90,8 +94,6 @@ static char		 listen_tags[RLG_MAX_LISTENERS];
 static atomic_int	 stopping;
 static long long	 stop_deadline_us;	/* set before stopping */
 static char		 wake_tag;		/* epoll data of the eventfd */
-
-#define NO_MATCHES	SIZE_MAX	/* first[] of a status page */
 
 static void	progress(struct loop *, struct conn *);
 
@@ -439,7 +441,7 @@ decide_batch(struct loop *L)
 	const struct conf *cf = g->conf;
 	struct conn **batch = L->ready, *c;
 	struct job *j;
-	size_t i, n = L->nready, total = 0, nreqs = 0, len, room;
+	size_t i, n = L->nready, total = 0, len, room;
 
 	L->ready = L->batch;
 	L->batch = batch;
@@ -457,12 +459,12 @@ decide_batch(struct loop *L)
 	for (i = 0; i < n; i++) {
 		c = batch[i];
 		j = &L->jobs[i];
-		L->first[i] = NO_MATCHES;
+		L->first[i] = RLG_NO_MATCHES;
 		job_begin(j, cf, c->w.envp, 1, L->m + total);
 		if (c->w.refused != NULL)
 			job_refuse(j, c->w.refused_status, c->w.refused);
 		if (j->status) {
-			len = status_page(cf, j, L->lim, &L->status);
+			len = status_page(cf, &j->req, L->redis, &L->status);
 			if (wire_reply(&c->w, L->status.buf, len) == -1)
 				c->w.closing = 1;
 			continue;
@@ -470,21 +472,12 @@ decide_batch(struct loop *L)
 		L->first[i] = total;
 		total += j->d.n;
 	}
-	/* The matches stay where job_begin() put them, the verdicts beside
-	 * them: the limiter sees each request's own. */
-	for (i = 0; i < n; i++)
-		if (L->first[i] != NO_MATCHES && L->jobs[i].d.n > 0) {
-			L->reqs[nreqs].m = L->m + L->first[i];
-			L->reqs[nreqs].n = L->jobs[i].d.n;
-			L->reqs[nreqs++].v = L->v + L->first[i];
-		}
-	if (nreqs > 0)
-		limiter_decide(L->lim, cf, L->reqs, nreqs);
+	jobs_decide(L->lim, cf, L->jobs, L->first, n, L->m, L->v, L->reqs);
 	for (i = 0; i < n; i++) {
 		c = batch[i];
 		j = &L->jobs[i];
 		c->queued = 0;
-		if (L->first[i] == NO_MATCHES) {
+		if (L->first[i] == RLG_NO_MATCHES) {
 			progress(L, c);
 			continue;
 		}
@@ -627,6 +620,7 @@ loop_free(struct loop *L)
 	if (L->wake >= 0)
 		close(L->wake);
 	limiter_free(L->lim);
+	redis_free(L->redis);
 	metrics_worker_free(L->metrics);
 	while (L->spares != NULL) {
 		struct conn *c = L->spares;
@@ -668,7 +662,8 @@ loop_init(struct loop *L)
 	ev.data.ptr = &wake_tag;
 	if (epoll_ctl(L->ep, EPOLL_CTL_ADD, L->wake, &ev) == -1)
 		return -1;
-	if ((L->lim = limiter_new()) == NULL ||
+	if ((L->redis = redis_new()) == NULL ||
+	    (L->lim = limiter_new(L->redis)) == NULL ||
 	    (L->metrics = metrics_worker_new()) == NULL ||
 	    (L->out = malloc(RLG_MAX_RESPONSE)) == NULL) {
 		errno = ENOMEM;

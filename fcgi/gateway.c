@@ -2,7 +2,8 @@
  * gateway: what the event loops and CGI mode share. The configuration in use
  * (a generation, swapped by a reload while requests finish with the one
  * they started with), a request's decision in two halves around the Redis
- * round trip, its audit rows, and the status endpoint.
+ * round trip and the decide step between them, its audit rows, and this
+ * process's numbers for the status endpoint (status.c serves it).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,14 +18,9 @@
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
-#include "redis.h"
 #include "request.h"
 #include "respond.h"
 #include "rule.h"
-
-/* /health answers 503 when the oldest audit row waits longer than this. */
-#define RLG_HEALTH_AUDIT_LAG_MS	10000
-#define RLG_HEALTH_NODES	64	/* Redis nodes /health lists */
 
 static pthread_mutex_t	 gen_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct generation *current;
@@ -245,15 +241,33 @@ job_end(struct job *j, const struct match *m, const struct verdict *v,
 	return len;
 }
 
+void
+jobs_decide(struct limiter *lim, const struct conf *c, const struct job *jobs,
+    const size_t *first, size_t n, struct match *m, struct verdict *v,
+    struct limiter_request *reqs)
+{
+	size_t i, nreqs = 0;
+
+	/* The matches stay where job_begin() put them, the verdicts beside
+	 * them: the limiter sees each request's own. */
+	for (i = 0; i < n; i++)
+		if (first[i] != RLG_NO_MATCHES && jobs[i].d.n > 0) {
+			reqs[nreqs].m = m + first[i];
+			reqs[nreqs].n = jobs[i].d.n;
+			reqs[nreqs++].v = v + first[i];
+		}
+	if (nreqs > 0)
+		limiter_decide(lim, c, reqs, nreqs);
+}
+
 size_t
 job_serve(const struct conf *c, struct limiter *lim, struct job *j,
     struct match *m, struct verdict *v, struct metrics_worker *w, char *out)
 {
-	struct limiter_request rq = { m, j->d.n, v };
-	size_t len;
+	struct limiter_request rq;
+	size_t first = 0, len;
 
-	if (j->d.n > 0)
-		limiter_decide(lim, c, &rq, 1);
+	jobs_decide(lim, c, j, &first, 1, m, v, &rq);
 	len = job_end(j, m, v, w, out);
 	/* leaky_bucket: the consumer waits its turn instead of failing. */
 	if (j->d.allowed && j->d.delay_ms > 0)
@@ -261,9 +275,8 @@ job_serve(const struct conf *c, struct limiter *lim, struct job *j,
 	return len;
 }
 
-/* What the status pages show besides the counters, for this process. */
-static void
-own_numbers(struct metrics_process *p)
+void
+gateway_numbers(struct metrics_process *p)
 {
 	struct audit_stats st;
 	long long now = wall_ms();
@@ -293,151 +306,6 @@ gateway_publish(void)
 {
 	struct metrics_process p;
 
-	own_numbers(&p);
+	gateway_numbers(&p);
 	metrics_publish(&p);
 }
-
-/* The numbers of every process sharing the counters, this one's fresh. */
-static void
-process_numbers(struct metrics_process *p)
-{
-	own_numbers(p);
-	metrics_publish(p);
-	metrics_total(p);
-}
-
-/* Room for n bytes in p. */
-static int
-page_room(struct page *p, size_t n)
-{
-	char *bigger;
-
-	if (n <= p->cap)
-		return 0;
-	if ((bigger = realloc(p->buf, n + 4096)) == NULL)
-		return -1;
-	p->buf = bigger;
-	p->cap = n + 4096;
-	return 0;
-}
-
-/*
- * Puts the headers of a status page in front of its body, which is
- * body_len bytes at p->buf + PAGE_HEAD. Returns the reply's length.
- */
-#define PAGE_HEAD	128
-static size_t
-page_reply(struct page *p, int status, const char *type, size_t body_len)
-{
-	char head[PAGE_HEAD];
-	int n;
-
-	n = snprintf(head, sizeof(head), "Status: %d %s\r\nContent-Type: %s\r\n"
-	    "Cache-Control: no-store\r\n\r\n", status,
-	    respond_reason_phrase(status), type);
-	if (n < 0 || n >= (int)sizeof(head))	/* our own short strings */
-		abort();
-	memmove(p->buf + n, p->buf + PAGE_HEAD, body_len);
-	memcpy(p->buf, head, (size_t)n);
-	return (size_t)n + body_len;
-}
-
-/*
- * The status endpoint: <status_path>/health and <status_path>/metrics for
- * status_allow clients, when the web server maps the path to rlgate as a
- * responder. Asked as an authorizer about such a path (lighttpd asks its
- * "/" authorizer before it runs the responder), rlgate says "go on" with
- * no decision and no audit row: a scrape is never rate-limited. Returns
- * the length of the reply it wrote into p (0 when out of memory).
- */
-size_t
-status_page(const struct conf *c, const struct job *j, struct limiter *l,
-    struct page *p)
-{
-	static const char go_on[] = "Status: 200 OK\r\n\r\n";
-	const struct request *req = &j->req;
-	const char *sub = req->path + strlen(c->status_path);
-	struct redis_health nodes[RLG_HEALTH_NODES];
-	struct metrics_health h;
-	unsigned char addr[16];
-	char ip[INET6_ADDRSTRLEN], err[256], *body;
-	size_t len, room;
-	int family, healthy, i;
-
-	if (page_room(p, PAGE_HEAD + 4096) == -1)
-		return 0;
-	if (req->role == RLG_ROLE_AUTHORIZER) {
-		memcpy(p->buf, go_on, sizeof(go_on) - 1);
-		return sizeof(go_on) - 1;
-	}
-	body = p->buf + PAGE_HEAD;
-	room = p->cap - PAGE_HEAD;
-	family = request_parse_ip(req->ip, strlen(req->ip), addr, ip);
-	if (family == -1 || !netaddr_in_cidrs(c->status_allow,
-	    c->nstatus_allow, family, addr)) {
-		len = (size_t)snprintf(body, room, "{\"type\":"
-		    "\"about:blank\",\"title\":\"Forbidden\",\"status\":403,"
-		    "\"detail\":\"the status endpoint answers only the "
-		    "addresses in [gateway] status_allow\"}\n");
-		return page_reply(p, 403, "application/problem+json", len);
-	}
-	if (strcmp(sub, "/metrics") == 0) {
-		struct metrics_process mp;
-		int n;
-
-		process_numbers(&mp);
-		/* Each master, PINGed now, with the Redis layer's counts. */
-		n = limiter_health(l, c, nodes, RLG_HEALTH_NODES, err,
-		    sizeof(err));
-		mp.nodes = nodes;
-		mp.nnodes = n < 0 ? 0 : n > RLG_HEALTH_NODES ?
-		    RLG_HEALTH_NODES : n;
-		while ((len = metrics_prometheus(&mp, p->buf + PAGE_HEAD,
-		    p->cap - PAGE_HEAD)) >= p->cap - PAGE_HEAD)
-			if (page_room(p, PAGE_HEAD + len + 1) == -1) {
-				len = p->cap - PAGE_HEAD - 1;
-				break;
-			}
-		return page_reply(p, 200,
-		    "text/plain; version=0.0.4; charset=utf-8", len);
-	}
-	if (strcmp(sub, "/health") == 0) {
-		memset(&h, 0, sizeof(h));
-		h.version = RLG_VERSION;
-		h.redis_address = c->redis_address;
-		/* Every master answers, or Redis is not healthy: the keys
-		 * of a silent one's slots are not decided. */
-		h.nnodes = limiter_health(l, c, nodes, RLG_HEALTH_NODES, err,
-		    sizeof(err));
-		if (h.nnodes < 0)
-			h.nnodes = 0;
-		else
-			err[0] = '\0';
-		h.redis_ok = h.nnodes > 0;
-		h.redis_error = err;
-		if (h.nnodes > RLG_HEALTH_NODES)
-			h.nnodes = RLG_HEALTH_NODES;
-		h.nodes = nodes;
-		for (i = 0; i < h.nnodes; i++) {
-			if (!nodes[i].ok && h.redis_ok) {
-				h.redis_ok = 0;
-				h.redis_error = nodes[i].errstr;
-			}
-			if (nodes[i].latency_us > h.redis_latency_us)
-				h.redis_latency_us = nodes[i].latency_us;
-		}
-		process_numbers(&h.p);
-		h.config_path = c->path;
-		h.rules = c->nrules;
-		h.audit_lag_max_ms = RLG_HEALTH_AUDIT_LAG_MS;
-		len = metrics_health_json(&h, body, room, &healthy);
-		return page_reply(p, healthy ? 200 : 503, "application/json",
-		    len);
-	}
-	len = (size_t)snprintf(body, room, "{\"type\":"
-	    "\"about:blank\",\"title\":\"Not Found\",\"status\":404,"
-	    "\"detail\":\"try %s/health or %s/metrics\"}\n",
-	    c->status_path, c->status_path);
-	return page_reply(p, 404, "application/problem+json", len);
-}
-

@@ -1,12 +1,14 @@
 /*
  * gateway: what the event loops (events.c) and CGI mode share: the
  * configuration in use, a request's decision in two halves around the
- * Redis round trip, its audit rows, and the status endpoint.
+ * Redis round trip and the decide step between them, its audit rows, and
+ * this process's numbers for the status endpoint (status.h serves it).
  */
 #ifndef RLG_GATEWAY_H
 #define RLG_GATEWAY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conf.h"
 #include "limiter.h"
@@ -41,7 +43,8 @@ struct job {
 	struct decision	 d;
 	int		 bad_status;	/* request_init()'s */
 	int		 status;	/* for the status endpoint: answer it
-					 * with status_page(), no decision */
+					 * with status_page() (status.h), no
+					 * decision */
 	long long	 start_us;
 };
 
@@ -62,6 +65,20 @@ void		 job_begin(struct job *j, const struct conf *c, char **envp,
 void		 job_refuse(struct job *j, int status, const char *why);
 
 /*
+ * The decide step, the same for a batch (the event loops) and one request
+ * (CGI): asks lim, in one round trip (limiter_decide()), for the verdicts
+ * of jobs[0..n) (job_begin() done) that have matches: job i's are at
+ * m + first[i], its verdicts go to v + first[i]. A job whose first[i] is
+ * RLG_NO_MATCHES (a status page) is not asked. reqs: room for n, the
+ * limiter's view of them.
+ */
+#define RLG_NO_MATCHES	SIZE_MAX
+void		 jobs_decide(struct limiter *lim, const struct conf *c,
+		    const struct job *jobs, const size_t *first, size_t n,
+		    struct match *m, struct verdict *v,
+		    struct limiter_request *reqs);
+
+/*
  * Decides j from its matches m[0..j->d.n) and their verdicts v, writes
  * the reply into out (RLG_MAX_RESPONSE bytes), queues its audit rows and
  * counts it into w (NULL: nowhere). Returns the reply's length.
@@ -73,7 +90,7 @@ size_t		 job_end(struct job *j, const struct match *m,
 		    char *out);
 
 /*
- * Decides j (job_begin() done, its matches in m) with one round trip on
+ * Decides j (job_begin() done, its matches in m) with jobs_decide() on
  * lim, then job_end() into out, and waits out a leaky_bucket delay in
  * this thread: CGI mode's way, one request per process.
  */
@@ -81,19 +98,12 @@ size_t		 job_serve(const struct conf *c, struct limiter *lim,
 		    struct job *j, struct match *m, struct verdict *v,
 		    struct metrics_worker *w, char *out);
 
-/* A growing buffer. */
-struct page {
-	char		*buf;
-	size_t		 cap;
-};
-
 /*
- * Answers j, a request for c's status endpoint, into p, with l for the
- * health check's PING. Returns the reply's length (0 when out of
- * memory).
+ * This process's numbers besides the counters (workers, audit, the
+ * configuration in force, the deny cache) into p, for the status pages.
+ * Thread safe.
  */
-size_t		 status_page(const struct conf *c, const struct job *j,
-		    struct limiter *l, struct page *p);
+void		 gateway_numbers(struct metrics_process *p);
 
 /*
  * Publishes this process's numbers (workers, audit, configuration) to the

@@ -75,14 +75,12 @@ static atomic_llong	wait_logged_ms;		/* last unreplicated line */
 static atomic_long	wait_quiet;		/* unreplicated since */
 
 struct limiter *
-limiter_new(void)
+limiter_new(struct redis *r)
 {
 	struct limiter *l = calloc(1, sizeof(*l));
 
-	if (l != NULL && (l->redis = redis_new()) == NULL) {
-		free(l);
-		l = NULL;
-	}
+	if (l != NULL)
+		l->redis = r;
 	return l;
 }
 
@@ -91,7 +89,6 @@ limiter_free(struct limiter *l)
 {
 	if (l == NULL)
 		return;
-	redis_free(l->redis);
 	free(l->calls);
 	free(l->info);
 	free(l->rix);
@@ -109,19 +106,6 @@ limiter_set_metrics(struct limiter *l, struct metrics_worker *w)
 {
 	l->metrics = w;
 	redis_set_metrics(l->redis, w);
-}
-
-int
-limiter_probe(const struct conf *c, char *errbuf, size_t errlen)
-{
-	return redis_probe(c, errbuf, errlen);
-}
-
-int
-limiter_health(struct limiter *l, const struct conf *c,
-    struct redis_health *nodes, size_t max, char *errbuf, size_t errlen)
-{
-	return redis_health(l->redis, c, nodes, max, errbuf, errlen);
 }
 
 /* Do a request's keys fall in several hash slots, on several nodes? */

@@ -85,12 +85,16 @@ struct limiter_request {
 
 struct limiter;
 struct metrics_worker;
-struct redis_health;
+struct redis;
 
-/* A limiter with no connection yet. Returns NULL when out of memory. */
-struct limiter	*limiter_new(void);
+/*
+ * A limiter whose calls go out on r, the calling loop's Redis connections
+ * (redis_new()), which it borrows: r must outlive it, and only r's loop
+ * may use either. Returns NULL when out of memory.
+ */
+struct limiter	*limiter_new(struct redis *r);
 
-/* Closes its connections and frees l. Accepts NULL. */
+/* Frees l (not its struct redis). Accepts NULL. */
 void		 limiter_free(struct limiter *l);
 
 /* Counts l's round trips, latency and errors into w (NULL: nowhere). */
@@ -128,22 +132,5 @@ void		 limiter_set_metrics(struct limiter *l,
  */
 int		 limiter_decide(struct limiter *l, const struct conf *c,
 		    struct limiter_request *r, size_t nr);
-
-/*
- * Checks that Redis, as c configures it, answers and holds the library.
- * Returns 0, or -1 with a sentence in errbuf. For `rlgate -t` and start-up.
- */
-int		 limiter_probe(const struct conf *c, char *errbuf,
-		    size_t errlen);
-
-/*
- * PINGs every master of c's deployment on l's connections and fills up to
- * max entries of nodes (redis.h). Returns how many masters there are, or
- * -1 when none is known, with a sentence in errbuf. For /health. Not
- * thread safe: l's loop only.
- */
-int		 limiter_health(struct limiter *l, const struct conf *c,
-		    struct redis_health *nodes, size_t max, char *errbuf,
-		    size_t errlen);
 
 #endif

@@ -29,6 +29,7 @@
 #include "limiter.h"
 #include "log.h"
 #include "metrics.h"
+#include "redis.h"
 #include "respond.h"
 
 extern char **environ;
@@ -282,7 +283,8 @@ reload(const char *path)
 static int
 run_cgi(struct conf *c)
 {
-	struct limiter *lim = limiter_new();
+	struct redis *r = redis_new();
+	struct limiter *lim = r != NULL ? limiter_new(r) : NULL;
 	struct match *m = calloc(RLG_MAX_MATCHES, sizeof(*m));
 	struct verdict *v = calloc(RLG_MAX_MATCHES, sizeof(*v));
 	char *out = malloc(RLG_MAX_RESPONSE), errbuf[256], num[32];
@@ -305,6 +307,7 @@ run_cgi(struct conf *c)
 	job_begin(&j, c, environ, 0, m);
 	len = job_serve(c, lim, &j, m, v, NULL, out);
 	limiter_free(lim);
+	redis_free(r);
 	if (j.d.allowed && c->cgi_upstream != NULL) {
 		/* The program's output is the reply: the row comes first. */
 		audit_close(gateway_audit, 5000);
@@ -450,7 +453,7 @@ main(int argc, char *argv[])
 	{
 		char errbuf[512];
 
-		if (limiter_probe(c, errbuf, sizeof(errbuf)) == -1)
+		if (redis_probe(c, errbuf, sizeof(errbuf)) == -1)
 			log_warn("redis %s: %s; starting anyway (on_error "
 			    "applies until it answers)", c->redis_address,
 			    errbuf);

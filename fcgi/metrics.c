@@ -1,6 +1,6 @@
 /*
- * metrics: per-worker counters and the texts the status endpoint serves.
- * The counters live in one table: private memory, or, once metrics_share()
+ * metrics: per-worker counters and their sums, for the status endpoint
+ * (status.c writes the texts it serves). The counters live in one table: private memory, or, once metrics_share()
  * has found the processes serving the same socket and configuration, a
  * POSIX shared memory object they all map, each worker with a slot of its
  * own. A worker only ever writes its own slot (relaxed atomic stores, so a
@@ -16,25 +16,21 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "metrics.h"
-#include "redis.h"
 
-/* Redis round-trip histogram bounds, in microseconds (le labels in s). */
-static const long long bounds_us[] = {
+const long long metrics_bounds_us[RLG_METRICS_BOUNDS] = {
 	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
 	250000, 500000, 1000000
 };
-#define NBOUNDS	(sizeof(bounds_us) / sizeof(bounds_us[0]))
+#define NBOUNDS	RLG_METRICS_BOUNDS
 
 static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"allowed", "denied", "redis_error", "dry_run", "bad_request",
@@ -581,7 +577,7 @@ metrics_redis_latency(struct metrics_worker *w, long long us)
 		return;
 	if (us < 0)
 		us = 0;
-	for (b = 0; b < NBOUNDS && us > bounds_us[b]; b++)
+	for (b = 0; b < NBOUNDS && us > metrics_bounds_us[b]; b++)
 		;
 	bump(&w->lat_bucket[b], 1);
 	bump(&w->lat_sum_us, (unsigned long long)us);
@@ -609,8 +605,7 @@ nworkers(void)
 	return table != NULL ? load_count(&table->nworkers, MAX_WORKERS) : 0;
 }
 
-/* Busy workers of the processes still running. */
-static int
+int
 metrics_workers_busy(void)
 {
 	struct metrics_worker *w;
@@ -625,294 +620,54 @@ metrics_workers_busy(void)
 	return n;
 }
 
-/* A bounded appender that keeps counting what it could not write. */
-struct out {
-	char	*p;
-	size_t	 len;	/* needed so far */
-	size_t	 cap;
-};
-
-static void put(struct out *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-put(struct out *o, const char *fmt, ...)
+void
+metrics_counts(struct metrics_counts *n)
 {
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(o->len < o->cap ? o->p + o->len : NULL,
-	    o->len < o->cap ? o->cap - o->len : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->len += (size_t)n;
-}
-
-static void
-header(struct out *o, const char *name, const char *type, const char *help)
-{
-	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* One metric with a single integer sample: HELP, TYPE, the value. */
-static void
-metric(struct out *o, const char *name, const char *type, const char *help,
-    long long v)
-{
-	header(o, name, type, help);
-	put(o, "%s %lld\n", name, v);
-}
-
-/* A label value: backslash, quote and newline escaped. */
-static void
-put_label(struct out *o, const char *s)
-{
-	for (; *s != '\0'; s++) {
-		if (*s == '\\' || *s == '"')
-			put(o, "\\%c", *s);
-		else if (*s == '\n')
-			put(o, "\\n");
-		else
-			put(o, "%c", *s);
-	}
-}
-
-/* Each master's series: up at this scrape, and the Redis layer's counts. */
-static void
-node_metrics(struct out *o, const struct metrics_process *p)
-{
-	static const struct {
-		const char	*name, *type, *help;
-	} fam[] = {
-		{ "rlgate_redis_node_up", "gauge",
-		    "Each Redis master: 1 when it answered a PING at this "
-		    "scrape." },
-		{ "rlgate_redis_node_errors_total", "counter",
-		    "Calls to this node that failed (no answer, refused, not "
-		    "sent)." },
-		{ "rlgate_redis_node_redirects_total", "counter",
-		    "MOVED and ASK redirects this node answered (cluster)." },
-		{ "rlgate_redis_node_slot_refreshes_total", "counter",
-		    "Slot maps read from this node (cluster)." },
-	};
-	long long v;
-	size_t f;
-	int i;
-
-	for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-		header(o, fam[f].name, fam[f].type, fam[f].help);
-		for (i = 0; i < p->nnodes; i++) {
-			const struct redis_health *n = &p->nodes[i];
-
-			v = f == 0 ? n->ok : f == 1 ? n->errors : f == 2 ?
-			    n->redirects : n->refreshes;
-			put(o, "%s{node=\"", fam[f].name);
-			put_label(o, n->address);
-			put(o, "\"} %lld\n", v);
-		}
-	}
-}
-
-size_t
-metrics_prometheus(const struct metrics_process *p, char *out, size_t outlen)
-{
-	unsigned long long requests = 0, errors = 0, lat[NBOUNDS + 1] = { 0 };
-	unsigned long long unreplicated = 0;
-	unsigned long long sum_us = 0, lat_count = 0, cum, v;
-	struct out o = { out, 0, outlen };
 	struct metrics_worker *w;
-	int nw = nworkers(), nnames, s, k, i;
+	int nw = nworkers(), i;
 	size_t b;
 
-	if (outlen > 0)
-		out[0] = '\0';
+	memset(n, 0, sizeof(*n));
 	for (i = 0; i < nw; i++) {
 		w = &table->workers[i];
-		requests += get(&w->requests);
-		errors += get(&w->redis_errors);
-		unreplicated += get(&w->replica_timeouts);
+		n->requests += get(&w->requests);
+		n->redis_errors += get(&w->redis_errors);
+		n->replica_timeouts += get(&w->replica_timeouts);
 		for (b = 0; b <= NBOUNDS; b++)
-			lat[b] += get(&w->lat_bucket[b]);
-		sum_us += get(&w->lat_sum_us);
-		lat_count += get(&w->lat_count);
+			n->latency[b] += get(&w->lat_bucket[b]);
+		n->latency_sum_us += get(&w->lat_sum_us);
+		n->latency_count += get(&w->lat_count);
 	}
+}
 
-	header(&o, "rlgate_decisions_total", "counter",
-	    "Rule decisions by rule and outcome (rule=\"\": a bad request no "
-	    "rule is named for).");
-	nnames = table != NULL ? load_count(&table->nnames,
+int
+metrics_rules_named(void)
+{
+	return table != NULL ? load_count(&table->nnames,
 	    RLG_METRICS_RULES) : 0;
-	for (s = 0; s <= nnames; s++) {
-		const char *name = s < nnames ? table->names[s] : "";
-		int slot = s < nnames ? s : RLG_METRICS_RULES;
-
-		for (k = 0; k < RLG_OUT_COUNT; k++) {
-			v = 0;
-			for (i = 0; i < nw; i++)
-				v += get(&table->workers[i].decisions[slot][k]);
-			/* Bad requests without a rule: once there are some. */
-			if (s == nnames && v == 0)
-				continue;
-			/* Rule names are [A-Za-z0-9_.-]: nothing to escape.
-			 * A stored one may lack its NUL: its bytes only. */
-			put(&o, "rlgate_decisions_total{rule=\"%.*s\","
-			    "outcome=\"%s\"} %llu\n", RLG_MAX_RULE_NAME, name,
-			    outcome_names[k], v);
-		}
-	}
-
-	metric(&o, "rlgate_requests_total", "counter",
-	    "Requests decided (the status endpoint is not counted).",
-	    (long long)requests);
-	metric(&o, "rlgate_redis_errors_total", "counter",
-	    "Calls to Redis that failed: connect, timeout, error reply.",
-	    (long long)errors);
-	metric(&o, "rlgate_redis_replica_timeouts_total", "counter",
-	    "Decision calls that counted on a master where fewer than "
-	    "[redis] replicas acknowledged in time (WAIT); their rules "
-	    "followed on_error.", (long long)unreplicated);
-	header(&o, "rlgate_redis_latency_seconds", "histogram",
-	    "Round trip of one pipelined decision call to Redis.");
-	for (b = 0, cum = 0; b < NBOUNDS; b++) {
-		cum += lat[b];
-		put(&o, "rlgate_redis_latency_seconds_bucket{le=\"%g\"} %llu\n",
-		    (double)bounds_us[b] / 1e6, cum);
-	}
-	cum += lat[NBOUNDS];
-	put(&o, "rlgate_redis_latency_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-	put(&o, "rlgate_redis_latency_seconds_sum %.6f\n",
-	    (double)sum_us / 1e6);
-	put(&o, "rlgate_redis_latency_seconds_count %llu\n", lat_count);
-
-	node_metrics(&o, p);
-
-	metric(&o, "rlgate_audit_rows_written_total", "counter",
-	    "Audit rows committed to the database.", p->audit_written);
-	metric(&o, "rlgate_audit_rows_queued", "gauge",
-	    "Audit rows waiting in memory to be written.", p->audit_queued);
-	metric(&o, "rlgate_audit_retries_total", "counter",
-	    "Audit writes that failed and were retried.", p->audit_retries);
-	metric(&o, "rlgate_audit_rows_lost_total", "counter",
-	    "Audit rows lost: the queue was full ([audit] on_full).",
-	    p->audit_lost);
-	header(&o, "rlgate_audit_lag_seconds", "gauge",
-	    "Age of the oldest audit row waiting to be written.");
-	put(&o, "rlgate_audit_lag_seconds %.3f\n",
-	    (double)p->audit_lag_ms / 1e3);
-	metric(&o, "rlgate_workers_busy", "gauge",
-	    "Worker threads serving a request (this scrape included).",
-	    (long long)metrics_workers_busy());
-	metric(&o, "rlgate_workers", "gauge", "Worker threads.",
-	    (long long)p->workers);
-	metric(&o, "rlgate_processes", "gauge",
-	    "Processes serving this socket and configuration, counted here.",
-	    (long long)p->processes);
-	metric(&o, "rlgate_deny_cache_entries", "gauge",
-	    "Denials remembered by the deny cache.",
-	    (long long)p->deny_cache_entries);
-	metric(&o, "rlgate_config_generation", "gauge",
-	    "Configurations loaded since start (1 at start, +1 per reload).",
-	    p->generation);
-	header(&o, "rlgate_config_loaded_timestamp_seconds", "gauge",
-	    "When the configuration in force was loaded.");
-	put(&o, "rlgate_config_loaded_timestamp_seconds %.3f\n",
-	    (double)p->loaded_ms / 1e3);
-	return o.len;
 }
 
-/* s as a JSON string (the inputs are paths, addresses and messages). */
-static void
-put_str(struct out *o, const char *s)
+const char *
+metrics_rule_name(int slot)
 {
-	size_t at = o->len < o->cap ? o->len : o->cap;
-	size_t end;
-
-	if (s == NULL) {
-		put(o, "null");
-		return;
-	}
-	end = respond_json_string(o->p, at, o->cap, s, strlen(s));
-	/* Cut: count it as if written so the caller sees the overflow. */
-	o->len = end >= o->cap ? o->cap + strlen(s) + 2 : end;
+	return table->names[slot];
 }
 
-static void
-put_time(struct out *o, long long ms)
+unsigned long long
+metrics_decisions(int slot, enum metrics_outcome o)
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[32];
+	unsigned long long v = 0;
+	int i, nw = nworkers();
 
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	put(o, "\"%s.%03lldZ\"", buf, ms % 1000);
+	if (slot == RLG_METRICS_NO_RULE)
+		slot = RLG_METRICS_RULES;
+	for (i = 0; i < nw; i++)
+		v += get(&table->workers[i].decisions[slot][o]);
+	return v;
 }
 
-size_t
-metrics_health_json(const struct metrics_health *h, char *out,
-    size_t outlen, int *healthy)
+const char *
+metrics_outcome_name(enum metrics_outcome o)
 {
-	struct out o = { out, 0, outlen };
-	int audit_ok = !h->p.audit || h->p.audit_lag_ms <= h->audit_lag_max_ms;
-	const char *sep = "";
-	int i;
-
-	*healthy = h->redis_ok && audit_ok;
-	put(&o, "{\"status\":\"%s\",\"version\":", *healthy ? "ok" :
-	    "unavailable");
-	put_str(&o, h->version);
-	put(&o, ",\"redis\":{\"reachable\":%s,\"address\":",
-	    h->redis_ok ? "true" : "false");
-	put_str(&o, h->redis_address);
-	if (h->redis_ok)
-		put(&o, ",\"latency_ms\":%.3f",
-		    (double)h->redis_latency_us / 1e3);
-	else {
-		put(&o, ",\"error\":");
-		put_str(&o, h->redis_error);
-	}
-	put(&o, ",\"nodes\":[");
-	for (i = 0; i < h->nnodes; i++) {
-		const struct redis_health *n = &h->nodes[i];
-
-		put(&o, "%s{\"address\":", i ? "," : "");
-		put_str(&o, n->address);
-		put(&o, ",\"role\":");
-		put_str(&o, n->role);
-		put(&o, ",\"reachable\":%s", n->ok ? "true" : "false");
-		if (n->ok)
-			put(&o, ",\"latency_ms\":%.3f}",
-			    (double)n->latency_us / 1e3);
-		else {
-			put(&o, ",\"error\":");
-			put_str(&o, n->errstr);
-			put(&o, "}");
-		}
-	}
-	put(&o, "]}");
-	put(&o, ",\"audit\":{\"enabled\":%s", h->p.audit ? "true" : "false");
-	if (h->p.audit)
-		put(&o, ",\"queued\":%lld,\"lag_ms\":%lld,\"written\":%lld,"
-		    "\"retries\":%lld,\"lost\":%lld,\"lag_max_ms\":%lld",
-		    h->p.audit_queued, h->p.audit_lag_ms, h->p.audit_written,
-		    h->p.audit_retries, h->p.audit_lost, h->audit_lag_max_ms);
-	put(&o, "},\"config\":{\"generation\":%lld,\"loaded_at\":",
-	    h->p.generation);
-	put_time(&o, h->p.loaded_ms);
-	put(&o, ",\"loaded_ms\":%lld,\"path\":", h->p.loaded_ms);
-	put_str(&o, h->config_path);
-	put(&o, ",\"rules\":%zu},\"processes\":%d,\"workers\":{\"busy\":%d,"
-	    "\"total\":%d},\"deny_cache\":{\"entries\":%zu},\"problems\":[",
-	    h->rules, h->p.processes, metrics_workers_busy(), h->p.workers,
-	    h->p.deny_cache_entries);
-	if (!h->redis_ok) {
-		put(&o, "\"redis does not answer\"");
-		sep = ",";
-	}
-	if (!audit_ok)
-		put(&o, "%s\"the audit database is %lld ms behind\"", sep,
-		    h->p.audit_lag_ms);
-	put(&o, "]}\n");
-	return o.len < outlen ? o.len : outlen;
+	return outcome_names[o];
 }

@@ -4,9 +4,9 @@
  * metrics_worker, with no lock and no shared cache line on the request
  * path; a scrape sums them, over every process that serves the same
  * listening socket and configuration (spawn-fcgi -F N) once they share
- * their counters (metrics_share()). Writes the Prometheus text exposition
- * format 0.0.4 and the health JSON; the HTTP framing and who may ask are
- * main's.
+ * their counters (metrics_share()). Sums them for a scrape; the texts
+ * (Prometheus, the health JSON), the HTTP framing and who may ask are
+ * status.h's.
  */
 #ifndef RLG_METRICS_H
 #define RLG_METRICS_H
@@ -87,7 +87,6 @@ void	 metrics_redis_error(struct metrics_worker *w);
 void	 metrics_replica_timeout(struct metrics_worker *w);
 
 /* What the process knows beyond the counters, for a scrape. */
-struct redis_health;
 struct metrics_process {
 	int		 workers;
 	int		 audit;		/* an audit database is open */
@@ -100,9 +99,6 @@ struct metrics_process {
 	long long	 loaded_ms;	/* the current one's, ms since epoch */
 	size_t		 deny_cache_entries;
 	int		 processes;	/* sharing the counters (metrics_total) */
-	/* Each Redis master as the scrape found it (redis.h), or none. */
-	const struct redis_health *nodes;
-	int		 nnodes;
 };
 
 /*
@@ -121,35 +117,49 @@ void	 metrics_publish(const struct metrics_process *p);
 void	 metrics_total(struct metrics_process *p);
 
 /*
- * Writes the Prometheus text (format 0.0.4) of every counter plus p into
- * out (outlen bytes). Returns the length it needs: when that is outlen or
- * more, out holds a cut text and the caller retries with a larger buffer
- * (like snprintf). Thread safe.
+ * Reading the counters, for a scrape: each figure is the sum over every
+ * worker slot ever taken, in every process sharing the counters, read now
+ * (a worker counting meanwhile may be in one figure and not the next).
+ * Thread safe.
  */
-size_t	 metrics_prometheus(const struct metrics_process *p, char *out,
-	    size_t outlen);
 
-/* What /health reports. */
-struct metrics_health {
-	const char	*version;
-	int		 redis_ok;	/* every node answers */
-	const char	*redis_address;	/* as configured */
-	const char	*redis_error;	/* why not, when not */
-	long long	 redis_latency_us;	/* the slowest node's */
-	const struct redis_health *nodes;	/* each master (redis.h) */
-	int		 nnodes;
-	struct metrics_process p;
-	const char	*config_path;
-	size_t		 rules;
-	long long	 audit_lag_max_ms;	/* beyond: audit unhealthy */
+/* Redis round-trip histogram bounds, in microseconds (le labels in s). */
+#define RLG_METRICS_BOUNDS	13
+extern const long long metrics_bounds_us[RLG_METRICS_BOUNDS];
+
+struct metrics_counts {
+	unsigned long long requests;		/* metrics_decided() */
+	unsigned long long redis_errors;
+	unsigned long long replica_timeouts;
+	/* Round trips per bucket (not cumulative); the last: beyond the
+	 * last bound. */
+	unsigned long long latency[RLG_METRICS_BOUNDS + 1];
+	unsigned long long latency_sum_us;
+	unsigned long long latency_count;
 };
 
+/* Fills n with the sums of the counters above. */
+void	 metrics_counts(struct metrics_counts *n);
+
+/* How many rule names have a counter slot (0 .. RLG_METRICS_RULES). */
+int	 metrics_rules_named(void);
+
 /*
- * Writes the health JSON of h into out (outlen bytes, cut if need be) and
- * returns its length; *healthy is 1 when Redis answers and the audit keeps
- * up (lag at most audit_lag_max_ms), else 0 (the endpoint answers 503).
+ * Slot's rule name (slot below metrics_rules_named()): at most
+ * RLG_MAX_RULE_NAME bytes, not always NUL-terminated (print it with
+ * %.*s); its bytes are [A-Za-z0-9_.-] when the table is sound.
  */
-size_t	 metrics_health_json(const struct metrics_health *h, char *out,
-	    size_t outlen, int *healthy);
+const char *metrics_rule_name(int slot);
+
+/* Decisions of the rule in slot with outcome o; slot RLG_METRICS_NO_RULE:
+ * the bad requests no rule is named for. */
+#define RLG_METRICS_NO_RULE	(-1)
+unsigned long long metrics_decisions(int slot, enum metrics_outcome o);
+
+/* o's "outcome" label value. */
+const char *metrics_outcome_name(enum metrics_outcome o);
+
+/* Workers serving a request now, in the processes still running. */
+int	 metrics_workers_busy(void);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * fuzz_metrics: libFuzzer target for the shared counter table of
  * metrics.c, filled with whatever bytes another process (or memory gone
- * bad) could leave in it. metrics.c is included, not linked: the target
+ * bad) could leave in it, read as the status endpoint reads it (status.c
+ * writes the texts). metrics.c is included, not linked: the target
  * puts the input in the table itself, then runs every reader and writer
  * of it as a process sharing it would: a slot taken, counted into and
  * given back, the rules registered, the totals summed, the /metrics text
@@ -22,6 +23,7 @@
 #define MAX_PROCS		8
 #define RLG_METRICS_RULES	16
 #include "metrics.c"
+#include "status.h"
 
 #define NRULES	3
 #define TEXT_MAX	(1 << 20)
@@ -57,7 +59,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rule rules[NRULES];
 	struct conf c;
 	struct metrics_process p;
-	struct metrics_health h;
+	struct status_health h;
 	struct metrics_worker *w;
 	struct table *t = fuzz_table();
 	size_t span, i, len;
@@ -105,7 +107,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (p.audit_written < 0 || p.audit_lost < 0 || p.audit_retries < 0)
 		die("a total went negative");
 
-	len = metrics_prometheus(&p, text, sizeof(text));
+	len = status_prometheus(&p, NULL, 0, text, sizeof(text));
 	if (len >= sizeof(text) || strlen(text) != len)
 		die("/metrics text cut or with a NUL in it");
 
@@ -114,7 +116,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	h.config_path = "/etc/rlgate/rlgate.ini";
 	h.rules = NRULES;
 	h.audit_lag_max_ms = 1000;
-	len = metrics_health_json(&h, text, sizeof(text), &healthy);
+	len = status_health_json(&h, text, sizeof(text), &healthy);
 	if (len >= sizeof(text))
 		die("health JSON cut");
 

@@ -180,7 +180,7 @@ is "health: 503 when Redis is down" 503 "$(health)"
 is "health: redis not reachable, a reason given" "false unavailable" "$(hj '(.redis.reachable|tostring) + " " + .status')"
 check "health: the reason names the failure" jq -e '.redis.error | type == "string" and length > 0' "$T/health.json"
 check "health: the node is listed down, with its reason" jq -e '.redis.nodes[0].reachable == false and (.redis.nodes[0].error | length > 0)' "$T/health.json"
-# fcgi/metrics.c: one problem while the audit is not behind.
+# fcgi/status.c: one problem while the audit is not behind.
 is "health: problems lists exactly Redis" '["redis does not answer"]' "$(jq -c .problems "$T/health.json")"
 status "$BASE/open/a" > /dev/null
 scrape
