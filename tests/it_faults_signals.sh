@@ -127,7 +127,7 @@ is "audit: every denied request has its row, exactly" "$ok429" "$(rows "rule='mi
 is "audit: no other rows for the rule" "$((ok200 + ok429))" "$(rows "rule='mixed'")"
 is "audit: no decision written twice" 0 "$(sql "SELECT count(*) - count(DISTINCT request_id) FROM decisions")"
 check "the stop was logged" grep -q 'stopped' "$LOG"
-# fcgi/audit.c logs a loss as "audit: PATH: giving up at shutdown: ERR; N
+# fcgi/audit_writer.c logs a loss as "audit: PATH: giving up at shutdown: ERR; N
 # rows not written", and any failed write first as "cannot write: ...".
 check "and no row was reported lost" bash -c "! grep -q -e 'giving up at shutdown' -e 'rows not written' '$LOG'"
 check "and no audit write failed" bash -c "! grep -q 'audit: .*: cannot write: ' '$LOG'"
