@@ -773,8 +773,6 @@ limiter_decide(struct limiter *l, const struct conf *c,
 			continue;
 		nparts += group(l, c, k, &r[k], &nrix, l->info + nparts);
 	}
-	if (nparts == 0)
-		return 0;
 	/* Nothing to undo but what read_decide() finds counted. */
 	for (i = 0; i < nrix; i++)
 		l->undo[i] = NULL;

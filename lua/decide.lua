@@ -63,7 +63,8 @@ end
 
 -- Tables kept from call to call, by a rule's place in the call: its entry,
 -- its decision (d, which the algorithm's check fills) and its reply row; and
--- the reply. A call then makes no new table, and no garbage, for them. Every
+-- the reply. A call then makes no new table, and no garbage, for them (a
+-- seventh of a one-rule call's Redis time, tests/bench/README.md). Every
 -- use writes each field it reads; the reply ends at the nil after its last
 -- row. (The library's state outlives a call, and Redis converts the reply
 -- before the next call begins.)
