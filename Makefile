@@ -52,14 +52,15 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_deploy the deployment (slot
-# map, master, status, probe), with slot for Cluster routing and sentinel
-# for finding the master);
+# map, master), with slot for Cluster routing and sentinel for finding the
+# master; redis_admin above them asks the deployment as a whole: status,
+# probe, rlgate-ctl's connections);
 # beside the line: the deny cache (limiter's), the counters (metrics) and
 # the status endpoint (status: /health and /metrics, their texts; it reads
 # the counters, gateway's numbers and the Redis layer's health).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
-	   fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
+	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
@@ -91,7 +92,7 @@ MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
 PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 	  $(if $(REPORT_SRCS),reports/rlgate-report)
 
-.PHONY: all deps test unit integration run bench install clean fuzz deb
+.PHONY: all deps test unit integration run bench install clean fuzz deb cycles
 all: $(PROGS)
 
 %.o: %.c
@@ -141,10 +142,17 @@ deps:
 # would change what a test can show (tests/it_deploy_cgi.sh).
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory cycles
 	@RLGATE_SANITIZE=$(SANITIZE) bash tests/run
 
-unit: all $(UNIT_BINS)
+unit: all $(UNIT_BINS) cycles
 	@bash tests/run unit
+
+# Files call downward only: fails, naming the files, when the objects of
+# fcgi/ and reports/ depend on each other in a circle.
+cycles: all
+	@bash tests/tools/callgraph.sh $(GATEWAY:.c=.o) $(LIB_OBJS) $(CTL:.c=.o) \
+		$(REPORT_SRCS:.c=.o)
 
 integration: all $(TOOL_BINS)
 	@bash tests/run integration
