@@ -73,8 +73,8 @@ LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema. main
-# over the results (agg with window, top, verify) read from the audit (db,
-# intern), written by output (text, CSV, JSON; html for the page), over the
+# over the results (agg with window, top, verify over its loader
+# verify_load) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page), over the
 # names of a series (label), over the escapers (escape).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
 REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
