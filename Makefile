@@ -65,8 +65,10 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
-# The admin command: the same configuration and Redis connection, its own main.
-CTL	 = fcgi/ctl.c fcgi/ctl_versions.c
+# The admin command: the same configuration and Redis connection, its own
+# main: the limit state's commands (ctl), the libraries' (ctl_versions), over
+# their complaint and Redis plumbing (ctl_redis).
+CTL	 = fcgi/ctl.c fcgi/ctl_versions.c fcgi/ctl_redis.c
 # The Lua library: the prelude, the algorithms (sorted), the functions.
 LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))
