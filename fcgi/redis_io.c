@@ -210,7 +210,7 @@ redis_io_start(redisContext *ctx, const char *host, long long timeout_ms,
 		if (ctx->err == REDIS_ERR_IO && strcmp(why,
 		    strerror(EAGAIN)) == 0)
 			snprintf(err, errlen, "TLS handshake: timed out after "
-			    "%lld ms", timeout_ms);
+			    "%lld ms (is it a TLS port?)", timeout_ms);
 		else if (ctx->err == REDIS_ERR_EOF)
 			snprintf(err, errlen, "TLS handshake: connection "
 			    "closed by the server (is it a TLS port?)");

@@ -602,3 +602,61 @@ start_sentinel_set() {
 			{ echo "# sentinel $p does not see the set"; return 1; }
 	done
 }
+
+# --- TLS (tests/it_tls.sh) -------------------------------------------------
+
+# tls_certs DIR: with the openssl CLI, in DIR: ca.crt (a CA) and, signed by
+# it, server.crt/.key (subjectAltName IP 127.0.0.1 and DNS localhost,
+# valid for a day), expired.crt/.key (the same names, valid in 2020 only)
+# and client.crt/.key (a client certificate); other-ca.crt and
+# other.crt/.key, a server certificate with the same names from that other
+# CA.
+tls_certs() {
+	local d=$1 n
+	mkdir -p "$d/db" && : > "$d/db/index.txt" && echo 01 > "$d/db/serial"
+	printf 'subjectAltName = IP:127.0.0.1, DNS:localhost\n' > "$d/san.cnf"
+	printf '[ca]\ndefault_ca = d\n[d]\ndatabase = %s/db/index.txt\nnew_certs_dir = %s/db\nserial = %s/db/serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n[p]\ncommonName = supplied\n' \
+		"$d" "$d" "$d" > "$d/ca.cnf"
+	for n in ca other-ca; do
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.crt" \
+			-days 2 -subj "/CN=rlgate test $n" 2>/dev/null || return 1
+	done
+	for n in server expired client other; do
+		openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
+			-subj "/CN=$n" 2>/dev/null || return 1
+	done
+	openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 1 -extfile "$d/san.cnf" -out "$d/server.crt" 2>/dev/null &&
+	openssl x509 -req -in "$d/client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 1 -out "$d/client.crt" 2>/dev/null &&
+	openssl x509 -req -in "$d/other.csr" -CA "$d/other-ca.crt" -CAkey "$d/other-ca.key" \
+		-CAcreateserial -days 1 -extfile "$d/san.cnf" -out "$d/other.crt" 2>/dev/null &&
+	openssl ca -batch -config "$d/ca.cnf" -cert "$d/ca.crt" -keyfile "$d/ca.key" \
+		-startdate 20200101000000Z -enddate 20200102000000Z -extfile "$d/san.cnf" \
+		-notext -in "$d/expired.csr" -out "$d/expired.crt" >/dev/null 2>&1
+}
+
+# tls_server_args NAME: redis-server's TLS arguments with certificate NAME
+# (server, expired, other) from $TLS_DIR and its CA for clients; no
+# client certificate asked for unless TLS_AUTH_CLIENTS=yes.
+tls_server_args() {
+	echo "--tls-cert-file $TLS_DIR/$1.crt --tls-key-file $TLS_DIR/$1.key" \
+		"--tls-ca-cert-file $TLS_DIR/ca.crt --tls-auth-clients ${TLS_AUTH_CLIENTS:-no}"
+}
+# tcli PORT ARGS...: redis-cli over TLS (with the client certificate).
+tcli() {
+	local p=$1; shift
+	redis-cli --tls --cacert "$TLS_DIR/ca.crt" --cert "$TLS_DIR/client.crt" \
+		--key "$TLS_DIR/client.key" -p "$p" "$@"
+}
+# start_tls_redis [CERT]: a redis-server on TLS only (--port 0), with
+# certificate CERT (default server); sets TLS_PORT and TLS_PID.
+start_tls_redis() {
+	TLS_PORT=$(free_port)
+	redis-server --port 0 --tls-port "$TLS_PORT" $(tls_server_args "${1:-server}") \
+		--bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+		--logfile "$T/redis-$TLS_PORT.log" &
+	TLS_PID=$!
+	PIDS+=("$TLS_PID")
+	wait_for 10 port_open "$TLS_PORT" || { echo "# TLS redis did not start"; return 1; }
+}

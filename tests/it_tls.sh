@@ -1,0 +1,128 @@
+#!/bin/bash
+# TLS to Redis (issue 28, part 2): certificates made here with the openssl
+# CLI (tests/lib.sh tls_certs), real redis-servers serving TLS only
+# (--port 0 --tls-port), rlgate with [redis] tls = yes:
+#   0. rlgate -t: the tls_* keys checked with FILE:LINE;
+#   1. a single server: exact counts, rlgate-ctl peek, the calls at the
+#      TLS port;
+#   2. what must fail, each named: a certificate from another CA (the
+#      server named in the log, then on_error's answer), a wrong
+#      tls_server_name, an expired certificate, client certificates
+#      required but not given (and given: fine), a plain port;
+#   3. a 6-node cluster with tls-cluster yes: exact counts on every
+#      master, then a master killed under load: its keys answered by
+#      on_error until the replica takes over, every limit exact in the
+#      audit and rlgate-report --verify finds nothing;
+#   4. Sentinel over TLS (Sentinels and the master): exact counts.
+. "$(dirname "$0")/lib.sh"
+RC=$TOP/tests/tools/redis_call
+FR=$TOP/tests/tools/fcgi_raw
+REPORT=$TOP/reports/rlgate-report
+for t in "$RC" "$FR" "$REPORT"; do [ -x "$t" ] || { echo "# build $t first"; exit 1; }; done
+TLS_DIR=$T/tls
+tls_certs "$TLS_DIR" || { echo "# openssl could not make the certificates"; exit 1; }
+
+probe() { "$RC" -c "$1" -P 2>&1; }
+req() {		# req PATH: the status rlgate answers as an authorizer
+	"$FR" "127.0.0.1:$RLGATE_PORT" "request 1 authorizer close GET $1" "wait-reply 1" |
+		sed -n 's/^STDOUT 1 Status: \([0-9]*\).*/\1/p'
+}
+# ini FILE [REDIS-LINES...]: 3 per minute per path (rule r), on_error deny
+# for /d/*, allow elsewhere.
+ini() {
+	local f=$1; shift
+	AUDIT_DB=$T/$(basename "$f" .ini).db
+	{
+		ini_redis_audit "$@"
+		printf '\n[rule:d]\npath = /d/*\nkey = {path}\nlimit = 3\nwindow = 1m\non_error = deny\n'
+		printf '\n[rule:r]\npath = /*\nkey = {path}\nlimit = 3\nwindow = 1m\n'
+	} > "$f"
+}
+CA="tls_ca_file = $TLS_DIR/ca.crt"
+# exact MODE N: 4 requests on each of N paths: 3 admitted, 1 denied each,
+# and the audit agrees, no redis_error.
+exact() {
+	local mode=$1 n=$2 i codes=
+	for i in $(seq "$n"); do codes="$codes $(req "/$mode/k$i") $(req "/$mode/k$i") $(req "/$mode/k$i") $(req "/$mode/k$i")"; done
+	is "$mode: over TLS, $((3 * n)) of $((4 * n)) admitted" "$((3 * n)) $n" \
+		"$(echo $codes | tr ' ' '\n' | grep -c 200) $(echo $codes | tr ' ' '\n' | grep -c 429)"
+}
+audit_exact() {
+	local mode=$1 n=$2
+	wait_for 5 rows_at_least "$((4 * n))" "key LIKE '/$mode/%'"
+	is "$mode: audit: $((3 * n)) admitted, $n denied by the limit, none by on_error" "$((3 * n)) $n 0" \
+		"$(rows "key LIKE '/$mode/%' AND allowed = 1") $(rows "key LIKE '/$mode/%' AND allowed = 0 AND reason = 'limit'") $(rows "reason = 'redis_error'")"
+}
+
+# 0. The configuration.
+start_tls_redis || exit 1
+P=$TLS_PORT
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls_ca_file = $TLS_DIR/ca.crt"
+is "-t: tls_ca_file without tls = yes" "$T/t.ini:3: [redis] tls_ca_file: is set but tls is not on; set tls = yes, or remove it" \
+	"$("$RLGATE" -t -c "$T/t.ini" 2>&1)"
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls = yes" "tls_ca_file = $T/none.crt" "tls_key_file = $TLS_DIR/client.key"
+is "-t: an unreadable file, a key without its certificate" \
+"$T/t.ini:4: [redis] tls_ca_file: $T/none.crt cannot be read: No such file or directory (a PEM file rlgate's user may read)
+$T/t.ini:5: [redis] tls_key_file: is set without tls_cert_file; a client certificate needs both (or neither)" \
+	"$("$RLGATE" -t -c "$T/t.ini" 2>&1)"
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls = maybe"
+is "-t: tls is a boolean" "$T/t.ini:3: [redis] tls: \"maybe\" is not a boolean (use yes or no)" \
+	"$("$RLGATE" -t -c "$T/t.ini" 2>&1)"
+ini "$T/t.ini" "address = unix:$T/r.sock" "tls = yes"
+check "-t: tls over a unix socket is refused" grep -q "^$T/t.ini:3: \[redis\] tls: is yes, but address unix:$T/r.sock is a unix socket" \
+	<("$RLGATE" -t -c "$T/t.ini" 2>&1)
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls = yes" "tls_ca_file = $T/t.ini"
+is "-t: a CA file with no certificate in it" "$T/t.ini: [redis] tls_ca_file $T/t.ini: no CA certificate read from it (no certificate or crl found)" \
+	"$("$RLGATE" -t -c "$T/t.ini" 2>&1)"
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_cert_file = $TLS_DIR/client.crt" "tls_key_file = $TLS_DIR/server.key"
+check "-t: a key that is not the certificate's" grep -q "tls_key_file $TLS_DIR/server.key: not the key of tls_cert_file $TLS_DIR/client.crt" \
+	<("$RLGATE" -t -c "$T/t.ini" 2>&1)
+ini "$T/t.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA"
+is "-t: tls = yes with its CA: OK" "configuration OK" "$("$RLGATE" -t -c "$T/t.ini" 2>&1)"
+
+# 1. A single server.
+ini "$T/single.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA"
+is "single: the probe loads the library over TLS" "probe OK" "$(probe "$T/single.ini")"
+start_rlgate "$T/single.ini" single || exit 1
+exact single 2
+stop_rlgate; RLGATE_PORT=
+audit_exact single 2
+check "single: nothing logged at error level" test -z "$(grep -E 'error|warn' "$T/single.log")"
+is "single: the server ran 8 FCALLs (and nothing else connected)" 8 "$(tcli "$P" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p')"
+check "rlgate-ctl peek over TLS: /single/k1 has 0 remaining" \
+	grep -qi "remaining.*0" <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" peek r /single/k1 2>&1)
+
+# 2. What must fail, and say why.
+start_tls_redis other || exit 1
+ini "$T/other.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
+start_rlgate "$T/other.ini" other || exit 1
+is "another CA: on_error's answers (allow, deny)" "200 503" "$(req /a) $(req /d/a)"
+stop_rlgate; RLGATE_PORT=
+check "another CA: the log names the server and why" grep -q \
+	"redis 127.0.0.1:$TLS_PORT: TLS handshake: certificate verify failed (unable to get local issuer certificate); answering with on_error" "$T/other.log"
+wait_for 5 rows_at_least 2 "reason = 'redis_error'"
+is "another CA: audit: all by on_error (d denied, r admitted /a and /d/a)" "1 2 3" \
+	"$(rows "rule = 'd' AND allowed = 0") $(rows "rule = 'r' AND allowed = 1") $(rows "reason = 'redis_error'")"
+is "another CA: the probe says so" "probe: TLS handshake: certificate verify failed (unable to get local issuer certificate)" \
+	"$(probe "$T/other.ini")"
+ini "$T/name.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = redis.example"
+is "a wrong tls_server_name" "probe: TLS handshake: certificate verify failed (hostname mismatch: not redis.example)" \
+	"$(probe "$T/name.ini")"
+ini "$T/name.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = localhost"
+is "tls_server_name = localhost (in the certificate)" "probe OK" "$(probe "$T/name.ini")"
+start_tls_redis expired || exit 1
+ini "$T/exp.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
+is "an expired certificate" "probe: TLS handshake: certificate verify failed (certificate has expired)" \
+	"$(probe "$T/exp.ini")"
+TLS_AUTH_CLIENTS=yes start_tls_redis || exit 1
+ini "$T/noclient.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
+check "client certificates required, none given: said" grep -q "^probe: FCALL_RO: TLS: tlsv13 alert certificate required" \
+	<(probe "$T/noclient.ini")
+ini "$T/client.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA" \
+	"tls_cert_file = $TLS_DIR/client.crt" "tls_key_file = $TLS_DIR/client.key"
+is "client certificates required and given" "probe OK" "$(probe "$T/client.ini")"
+start_redis || exit 1
+ini "$T/plain.ini" "address = 127.0.0.1:$REDIS_PORT" "tls = yes" "$CA"
+is "tls = yes at a plain port: said" "probe: TLS handshake: timed out after 2000 ms (is it a TLS port?)" "$(probe "$T/plain.ini")"
+
+finish
