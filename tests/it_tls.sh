@@ -27,15 +27,15 @@ req() {		# req PATH: the status rlgate answers as an authorizer
 	"$FR" "127.0.0.1:$RLGATE_PORT" "request 1 authorizer close GET $1" "wait-reply 1" |
 		sed -n 's/^STDOUT 1 Status: \([0-9]*\).*/\1/p'
 }
-# ini FILE [REDIS-LINES...]: 3 per minute per path (rule r), on_error deny
-# for /d/*, allow elsewhere.
+# ini FILE [REDIS-LINES...]: 3 per minute per path under /r/ (rule r,
+# on_error allow) and /d/ (rule d, on_error deny).
 ini() {
 	local f=$1; shift
 	AUDIT_DB=$T/$(basename "$f" .ini).db
 	{
 		ini_redis_audit "$@"
 		printf '\n[rule:d]\npath = /d/*\nkey = {path}\nlimit = 3\nwindow = 1m\non_error = deny\n'
-		printf '\n[rule:r]\npath = /*\nkey = {path}\nlimit = 3\nwindow = 1m\n'
+		printf '\n[rule:r]\npath = /r/*\nkey = {path}\nlimit = 3\nwindow = 1m\n'
 	} > "$f"
 }
 CA="tls_ca_file = $TLS_DIR/ca.crt"
@@ -43,15 +43,15 @@ CA="tls_ca_file = $TLS_DIR/ca.crt"
 # and the audit agrees, no redis_error.
 exact() {
 	local mode=$1 n=$2 i codes=
-	for i in $(seq "$n"); do codes="$codes $(req "/$mode/k$i") $(req "/$mode/k$i") $(req "/$mode/k$i") $(req "/$mode/k$i")"; done
+	for i in $(seq "$n"); do codes="$codes $(req "/r/$mode/k$i") $(req "/r/$mode/k$i") $(req "/r/$mode/k$i") $(req "/r/$mode/k$i")"; done
 	is "$mode: over TLS, $((3 * n)) of $((4 * n)) admitted" "$((3 * n)) $n" \
 		"$(echo $codes | tr ' ' '\n' | grep -c 200) $(echo $codes | tr ' ' '\n' | grep -c 429)"
 }
 audit_exact() {
 	local mode=$1 n=$2
-	wait_for 5 rows_at_least "$((4 * n))" "key LIKE '/$mode/%'"
+	wait_for 5 rows_at_least "$((4 * n))" "key LIKE '/r/$mode/%'"
 	is "$mode: audit: $((3 * n)) admitted, $n denied by the limit, none by on_error" "$((3 * n)) $n 0" \
-		"$(rows "key LIKE '/$mode/%' AND allowed = 1") $(rows "key LIKE '/$mode/%' AND allowed = 0 AND reason = 'limit'") $(rows "reason = 'redis_error'")"
+		"$(rows "key LIKE '/r/$mode/%' AND allowed = 1") $(rows "key LIKE '/r/$mode/%' AND allowed = 0 AND reason = 'limit'") $(rows "reason = 'redis_error'")"
 }
 
 # 0. The configuration.
@@ -89,19 +89,19 @@ stop_rlgate; RLGATE_PORT=
 audit_exact single 2
 check "single: nothing logged at error level" test -z "$(grep -E 'error|warn' "$T/single.log")"
 is "single: the server ran 8 FCALLs (and nothing else connected)" 8 "$(tcli "$P" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p')"
-check "rlgate-ctl peek over TLS: /single/k1 has 0 remaining" \
-	grep -qi "remaining.*0" <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" peek r /single/k1 2>&1)
+check "rlgate-ctl peek over TLS: /r/single/k1 has 0 remaining" \
+	grep -qi "remaining.*0" <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" peek r /r/single/k1 2>&1)
 
 # 2. What must fail, and say why.
 start_tls_redis other || exit 1
 ini "$T/other.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
 start_rlgate "$T/other.ini" other || exit 1
-is "another CA: on_error's answers (allow, deny)" "200 503" "$(req /a) $(req /d/a)"
+is "another CA: on_error's answers (allow, deny)" "200 503" "$(req /r/a) $(req /d/a)"
 stop_rlgate; RLGATE_PORT=
 check "another CA: the log names the server and why" grep -q \
 	"redis 127.0.0.1:$TLS_PORT: TLS handshake: certificate verify failed (unable to get local issuer certificate); answering with on_error" "$T/other.log"
 wait_for 5 rows_at_least 2 "reason = 'redis_error'"
-is "another CA: audit: all by on_error (d denied, r admitted /a and /d/a)" "1 2 3" \
+is "another CA: audit: both by on_error (d denied, r admitted)" "1 1 2" \
 	"$(rows "rule = 'd' AND allowed = 0") $(rows "rule = 'r' AND allowed = 1") $(rows "reason = 'redis_error'")"
 is "another CA: the probe says so" "probe: TLS handshake: certificate verify failed (unable to get local issuer certificate)" \
 	"$(probe "$T/other.ini")"
@@ -124,5 +124,80 @@ is "client certificates required and given" "probe OK" "$(probe "$T/client.ini")
 start_redis || exit 1
 ini "$T/plain.ini" "address = 127.0.0.1:$REDIS_PORT" "tls = yes" "$CA"
 is "tls = yes at a plain port: said" "probe: TLS handshake: timed out after 2000 ms (is it a TLS port?)" "$(probe "$T/plain.ini")"
+
+# 3. A cluster with tls-cluster yes: the nodes announce their TLS ports.
+start_tls_cluster || { not_ok "cluster starts"; finish; exit; }
+M=("${CLUSTER_PORTS[@]:0:3}")
+ini "$T/cluster.ini" "mode = cluster" "address = 127.0.0.1:${CLUSTER_PORTS[0]} 127.0.0.1:${CLUSTER_PORTS[1]}" "tls = yes" "$CA"
+printf '\n[rule:c]\npath = /c/*\nkey = {path}\nlimit = 30\nwindow = 1h\non_error = deny\n' >> "$T/cluster.ini"
+is "cluster: the probe loads the library on every master over TLS" "probe OK" "$(probe "$T/cluster.ini")"
+start_rlgate "$T/cluster.ini" cluster || exit 1
+exact cluster 9
+audit_exact cluster 9
+held=0
+for p in "${M[@]}"; do
+	n=$(tcli "$p" --scan --pattern 'rl:{r:/r/cluster/*' | grep -c .)
+	[ "$n" -gt 0 ] && held=$((held + 1))
+done
+is "cluster: every master holds some of the 9 keys" 3 "$held"
+
+# The master of /c/k1 killed under load (6 keys, rule c: 30 per hour,
+# on_error deny): until its replica takes over, its keys get 503s
+# (redis_error); the other masters' keys never do; every key ends with
+# exactly 30 admitted, and rlgate-report --verify agrees.
+KEYS="k1 k2 k3 k4 k5 k6"
+loader() {
+	local k
+	while [ ! -e "$T/stop" ]; do
+		for k in $KEYS; do echo "$k $(req "/c/$k")"; done
+	done > "$T/load.txt"
+}
+loader & LOADER=$!
+lines_of() { [ "$(grep -c "^$1 ${3:-}" "$T/load.txt" 2>/dev/null)" -ge "$2" ]; }
+wait_for 30 lines_of k6 5 || echo "# the load did not start"
+VICTIM=
+for p in "${M[@]}"; do [ "$(tcli "$p" EXISTS 'rl:{c:/c/k1}')" = 1 ] && VICTIM=$p; done
+REPLICA=
+for p in "${CLUSTER_PORTS[@]:3}"; do
+	tcli "$p" ROLE | sed -n 3p | grep -qx "$VICTIM" && REPLICA=$p
+done
+check "cluster: /c/k1's master ($VICTIM) has a replica ($REPLICA)" test -n "$VICTIM" -a -n "$REPLICA"
+VK=() OK=()
+for k in $KEYS; do
+	if [ "$(tcli "$VICTIM" EXISTS "rl:{c:/c/$k}")" = 1 ]; then VK+=("'/c/$k'"); else OK+=("'/c/$k'"); fi
+done
+VK=$(IFS=,; echo "${VK[*]}") OK=$(IFS=,; echo "${OK[*]}")
+kill_node "$VICTIM"
+ID0=$(sql "SELECT max(id) FROM decisions")
+back() { [ "$(rows "key = '/c/k1' AND reason = 'limit' AND id > $ID0")" -ge 1 ]; }
+wait_for 30 back
+check "cluster: /c/k1 decided again after the failover" back
+all_done() { local k; for k in $KEYS; do lines_of "$k" 3 429 || return 1; done; }
+wait_for 60 all_done
+touch "$T/stop"; wait "$LOADER"
+stop_rlgate; RLGATE_PORT=
+e503=$(grep -c ' 503$' "$T/load.txt")
+check "cluster: meanwhile the killed master's keys ($VK) answered by on_error = deny ($e503 503s)" test "$e503" -gt 0
+is "cluster: each a redis_error row, denied; none for the other masters' keys" "$e503 0" \
+	"$(rows "key IN ($VK) AND reason = 'redis_error' AND allowed = 0") $(rows "key IN (${OK:-''}) AND reason = 'redis_error'")"
+is "cluster: every key admitted exactly 30 times" "30 30 30 30 30 30" \
+	"$(for k in $KEYS; do rows "rule = 'c' AND key = '/c/$k' AND allowed = 1"; done | paste -sd' ')"
+is "cluster: the answers agree (6 x 30 200s)" 180 "$(grep -c ' 200$' "$T/load.txt")"
+"$REPORT" --verify -r c "$AUDIT_DB" > "$T/verify.txt" 2>&1
+is "cluster: rlgate-report --verify finds no violation" 0 "$?"
+is "cluster: the killed master's outage logged once" 1 "$(grep -c "redis 127.0.0.1:$VICTIM: .*answering with on_error" "$T/cluster.log")"
+
+# 4. Sentinel: the Sentinels and the master they name, all over TLS.
+start_tls_sentinel_set || { not_ok "sentinel starts"; finish; exit; }
+S=("${SENTINEL_PORTS[@]}")
+ini "$T/sentinel.ini" "mode = sentinel" "address = 127.0.0.1:${S[0]} 127.0.0.1:${S[1]}" \
+	"master_name = mymaster" "tls = yes" "$CA"
+is "sentinel: the probe finds the master and loads the library over TLS" "probe OK" "$(probe "$T/sentinel.ini")"
+start_rlgate "$T/sentinel.ini" sentinel || exit 1
+exact sentinel 2
+stop_rlgate; RLGATE_PORT=
+audit_exact sentinel 2
+is "sentinel: the master ran the 8 FCALLs" 8 "$(tcli "$SENTINEL_MASTER_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p')"
+check "sentinel: nothing logged at error level" test -z "$(grep -E 'error|warn' "$T/sentinel.log")"
 
 finish
