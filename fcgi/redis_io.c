@@ -133,7 +133,7 @@ static void
 io_error(redisContext *ctx, SSL *ssl, int n)
 {
 	char why[128];
-	int e = SSL_get_error(ssl, n), saved = errno;
+	int saved = errno, e = SSL_get_error(ssl, n);
 
 	switch (e) {
 	case SSL_ERROR_ZERO_RETURN:

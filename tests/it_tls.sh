@@ -8,7 +8,8 @@
 #   2. what must fail, each named: a certificate from another CA (the
 #      server named in the log, then on_error's answer), a wrong
 #      tls_server_name, an expired certificate, client certificates
-#      required but not given (and given: fine), a plain port;
+#      required but not given (and given: fine), a plain port; a reload
+#      reads the CA file again;
 #   3. a 6-node cluster with tls-cluster yes: exact counts on every
 #      master, then a master killed under load: its keys answered by
 #      on_error until the replica takes over, every limit exact in the
@@ -105,6 +106,18 @@ is "another CA: audit: both by on_error (d denied, r admitted)" "1 1 2" \
 	"$(rows "rule = 'd' AND allowed = 0") $(rows "rule = 'r' AND allowed = 1") $(rows "reason = 'redis_error'")"
 is "another CA: the probe says so" "probe: TLS handshake: certificate verify failed (unable to get local issuer certificate)" \
 	"$(probe "$T/other.ini")"
+# A reload reads the CA file again: wrong, then right.
+cp "$TLS_DIR/other-ca.crt" "$T/ca-now.crt"
+ini "$T/reload.ini" "address = 127.0.0.1:$P" "tls = yes" "tls_ca_file = $T/ca-now.crt"
+start_rlgate "$T/reload.ini" reload || exit 1
+is "reload: with another CA's file, on_error" 503 "$(req /d/reload)"
+cp "$TLS_DIR/ca.crt" "$T/ca-now.crt"
+kill -HUP "$RLGATE_PID"
+decided() { [ "$(req /d/reload)" = 200 ]; }
+check "reload: with the right CA's file, decided again" wait_for 10 decided
+stop_rlgate; RLGATE_PORT=
+is "reload: audit: by Redis after the reload" limit \
+	"$(sql "SELECT reason FROM decisions WHERE rule = 'd' ORDER BY id DESC LIMIT 1")"
 ini "$T/name.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = redis.example"
 is "a wrong tls_server_name" "probe: TLS handshake: certificate verify failed (hostname mismatch: not redis.example)" \
 	"$(probe "$T/name.ini")"
