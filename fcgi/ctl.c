@@ -736,7 +736,6 @@ find_rule(const struct conf *c, const char *name)
 	return NULL;
 }
 
-/* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
 /* The configuration, and the TLS context it names (redis_io.c); NULL
  * with the reasons said. */
 static struct conf *
@@ -758,6 +757,7 @@ load(const char *path)
 	return c;
 }
 
+/* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
 static int
 main_versions(const char *path, const char *cmd, int argc, char *argv[])
 {

@@ -24,6 +24,7 @@ TLS_DIR=$T/tls
 tls_certs "$TLS_DIR" || { echo "# openssl could not make the certificates"; exit 1; }
 
 probe() { "$RC" -c "$1" -P 2>&1; }
+quiet() { "$@" > /dev/null; }
 req() {		# req PATH: the status rlgate answers as an authorizer
 	"$FR" "127.0.0.1:$RLGATE_PORT" "request 1 authorizer close GET $1" "wait-reply 1" |
 		sed -n 's/^STDOUT 1 Status: \([0-9]*\).*/\1/p'
@@ -36,7 +37,7 @@ ini() {
 	{
 		ini_redis_audit "$@"
 		printf '\n[rule:d]\npath = /d/*\nkey = {path}\nlimit = 3\nwindow = 1m\non_error = deny\n'
-		printf '\n[rule:r]\npath = /r/*\nkey = {path}\nlimit = 3\nwindow = 1m\n'
+		printf '\n[rule:r]\npath = /r/*\nkey = {path}\nlimit = 3\nwindow = 1m\noverrides = redis\n'
 	} > "$f"
 }
 CA="tls_ca_file = $TLS_DIR/ca.crt"
@@ -90,8 +91,17 @@ stop_rlgate; RLGATE_PORT=
 audit_exact single 2
 check "single: nothing logged at error level" test -z "$(grep -E 'error|warn' "$T/single.log")"
 is "single: the server ran 8 FCALLs (and nothing else connected)" 8 "$(tcli "$P" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p')"
+L=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
+check "rlgate-ctl versions over TLS lists $L" grep -q "$L" <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" versions 2>&1)
 check "rlgate-ctl peek over TLS: /r/single/k1 has 0 remaining" \
 	grep -qi "remaining.*0" <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" peek r /r/single/k1 2>&1)
+check "rlgate-ctl reset over TLS: then 3 remaining" sh -c \
+	"'$TOP/fcgi/rlgate-ctl' -c '$T/single.ini' reset r /r/single/k1 >/dev/null &&
+	 '$TOP/fcgi/rlgate-ctl' -c '$T/single.ini' peek r /r/single/k1 | grep -qi 'remaining.*3'"
+check "rlgate-ctl override over TLS (MULTI/EXEC): set" quiet \
+	"$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" override r /r/single/k2 unlimited
+check "rlgate-ctl override over TLS: shown" grep -q unlimited <("$TOP/fcgi/rlgate-ctl" -c "$T/single.ini" override r /r/single/k2 2>&1)
+check "and in Redis: one hash with the override" test "$(tcli "$P" --scan --pattern '*/r/single/k2*' | wc -l)" -ge 1
 
 # 2. What must fail, and say why.
 start_tls_redis other || exit 1
