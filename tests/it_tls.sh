@@ -14,7 +14,8 @@
 #      master, then a master killed under load: its keys answered by
 #      on_error until the replica takes over, every limit exact in the
 #      audit and rlgate-report --verify finds nothing;
-#   4. Sentinel over TLS (Sentinels and the master): exact counts.
+#   4. Sentinel over TLS (Sentinels and the master): exact counts, and a
+#      failover followed (+switch-master heard over TLS).
 . "$(dirname "$0")/lib.sh"
 RC=$TOP/tests/tools/redis_call
 FR=$TOP/tests/tools/fcgi_raw
@@ -222,5 +223,17 @@ stop_rlgate; RLGATE_PORT=
 audit_exact sentinel 2
 is "sentinel: the master ran the 8 FCALLs" 8 "$(tcli "$SENTINEL_MASTER_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p')"
 check "sentinel: nothing logged at error level" test -z "$(grep -E 'error|warn' "$T/sentinel.log")"
+# kill -9 the master: the Sentinels (over TLS) promote the replica and
+# announce it (+switch-master, on rlgate's TLS subscription); decisions
+# come back at the replica.
+start_rlgate "$T/sentinel.ini" sentinel-failover || exit 1
+is "sentinel: before the kill, decided" 200 "$(req /d/sf1)"
+kill_node "$SENTINEL_MASTER_PORT"
+sdecided() { case $(req /d/sf2) in 200|429) return 0;; esac; return 1; }
+check "sentinel: decided again after the failover" wait_for 30 sdecided
+check "sentinel: rlgate heard +switch-master over TLS" wait_for 10 grep -q \
+	"sentinel: +switch-master mymaster 127.0.0.1 $SENTINEL_MASTER_PORT 127.0.0.1 $SENTINEL_REPLICA_PORT" "$T/sentinel-failover.log"
+stop_rlgate; RLGATE_PORT=
+is "sentinel: the replica is the master now" master "$(tcli "$SENTINEL_REPLICA_PORT" ROLE | head -1)"
 
 finish
