@@ -12,7 +12,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +27,6 @@
 static pthread_mutex_t	tls_lock = PTHREAD_MUTEX_INITIALIZER;
 static SSL_CTX		*tls_ctx;		/* NULL: TLS is off */
 static char		 tls_name[256];		/* tls_server_name, or "" */
-static atomic_int	 tls_on;
 
 /* OpenSSL's last reason, in words, and its queue emptied. */
 static const char *
@@ -102,16 +100,9 @@ redis_io_setup(const struct conf *c, char *err, size_t errlen)
 	tls_ctx = n;
 	snprintf(tls_name, sizeof(tls_name), "%s",
 	    c->redis_tls_server_name != NULL ? c->redis_tls_server_name : "");
-	atomic_store(&tls_on, n != NULL);
 	pthread_mutex_unlock(&tls_lock);
 	SSL_CTX_free(old);	/* the sessions open hold their reference */
 	return 0;
-}
-
-int
-redis_io_tls(void)
-{
-	return atomic_load(&tls_on);
 }
 
 static SSL *

@@ -25,8 +25,6 @@ struct conf;
  */
 int		 redis_io_setup(const struct conf *c, char *err,
 		    size_t errlen);
-/* Is TLS on (the last redis_io_setup() had tls = yes)? */
-int		 redis_io_tls(void);
 
 /*
  * Starts TLS on ctx's connected socket when TLS is on (nothing for a unix
