@@ -22,6 +22,7 @@
 #include "conf.h"
 #include "limiter.h"
 #include "redis.h"
+#include "redis_io.h"
 #include "ctl_versions.h"
 #include "rule.h"
 #include "scripts.h"
@@ -115,7 +116,7 @@ checked(redisContext *rc, const struct conf *c, const char *what,
 static redisReply *
 call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
-	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
+	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }
 
 /* ---- overrides ------------------------------------------------------- */
@@ -335,7 +336,7 @@ transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
 	}
 	redisAppendCommand(rc, "EXEC");
 	for (i = 0; i < ncmds + 2; i++) {
-		if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+		if (redis_io_get_reply(rc, (void **)&r) != REDIS_OK) {
 			complain("redis %s: %s", c->redis_address, rc->errstr);
 			return -1;
 		}
@@ -370,13 +371,13 @@ static redisReply *
 fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
 	const char *load[3] = { "FUNCTION", "LOAD", rlg_library };
-	redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+	redisReply *r = redis_io_command_argv(rc, argc, argv);
 
 	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
 	    strstr(r->str, "Function not found") == NULL)
 		return checked(rc, c, argv[0], r);
 	freeReplyObject(r);
-	r = redisCommandArgv(rc, 3, load, NULL);
+	r = redis_io_command_argv(rc, 3, load);
 	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 	    strstr(r->str, "already exists") != NULL) {
 		freeReplyObject(r);
@@ -384,7 +385,7 @@ fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
 	} else if ((r = checked(rc, c, "FUNCTION LOAD", r)) == NULL)
 		return NULL;
 	freeReplyObject(r);
-	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
+	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }
 
 /*
@@ -635,7 +636,7 @@ scan_master(void *arg, redisContext *rc, const char *address)
 	size_t i, len;
 
 	do {
-		if ((r = redisCommandArgv(rc, 6, argv, NULL)) == NULL) {
+		if ((r = redis_io_command_argv(rc, 6, argv)) == NULL) {
 			complain("redis %s: SCAN: %s", address, rc->errstr);
 			return -1;
 		}
@@ -735,12 +736,33 @@ find_rule(const struct conf *c, const char *name)
 	return NULL;
 }
 
+/* The configuration, and the TLS context it names (redis_io.c); NULL
+ * with the reasons said. */
+static struct conf *
+load(const char *path)
+{
+	struct conf *c;
+	char *errors = NULL, err[512];
+
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fputs(errors != NULL ? errors : "out of memory\n", stderr);
+		free(errors);
+		return NULL;
+	}
+	if (redis_io_setup(c, err, sizeof(err)) == -1) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		conf_free(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
 static int
 main_versions(const char *path, const char *cmd, int argc, char *argv[])
 {
 	struct conf *c;
-	char *errors = NULL, err[512];
+	char err[512];
 	int status;
 
 	if (argc != (strcmp(cmd, "unload") == 0 ? 2 : 1)) {
@@ -749,11 +771,8 @@ main_versions(const char *path, const char *cmd, int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if ((c = conf_load(path, &errors)) == NULL) {
-		fputs(errors != NULL ? errors : "out of memory\n", stderr);
-		free(errors);
+	if ((c = load(path)) == NULL)
 		return EXIT_USAGE;
-	}
 	err[0] = '\0';
 	switch (ctl_versions(c, cmd, argc == 2 ? argv[1] : NULL, err,
 	    sizeof(err))) {
@@ -776,7 +795,7 @@ main(int argc, char *argv[])
 {
 	const char *path = getenv("RLGATE_CONF"), *cmd, *key = NULL;
 	const struct rule *ru;
-	char *errors = NULL, err[512], rkey[RLG_REDIS_KEY_SIZE];
+	char err[512], rkey[RLG_REDIS_KEY_SIZE];
 	redisContext *rc;
 	struct conf *c;
 	int ch, want, status;
@@ -829,11 +848,8 @@ main(int argc, char *argv[])
 			return EXIT_USAGE;
 		}
 	}
-	if ((c = conf_load(path, &errors)) == NULL) {
-		fputs(errors != NULL ? errors : "out of memory\n", stderr);
-		free(errors);
+	if ((c = load(path)) == NULL)
 		return EXIT_USAGE;
-	}
 	if ((ru = find_rule(c, argv[1])) == NULL) {
 		fprintf(stderr, "%s: %s has no rule \"%s\"", progname, path,
 		    argv[1]);
@@ -869,7 +885,7 @@ main(int argc, char *argv[])
 		status = cmd_reset(rc, c, ru, key);
 	else
 		status = cmd_override(rc, c, ru, key, argc - 3, argv + 3);
-	redisFree(rc);
+	redis_io_free(rc);
 done:
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {

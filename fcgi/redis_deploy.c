@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_int.h"
+#include "redis_io.h"
 #include "sentinel.h"
 #include "slot.h"
 
@@ -38,12 +39,16 @@ target_of(const struct conf *c)
 {
 	char *s;
 
-	if (asprintf(&s, "%d|%s|%s|%s|%d|%s|%s", (int)c->redis_mode,
+	if (asprintf(&s, "%d|%s|%s|%s|%d|%s|%s|%d|%s|%s|%s|%s",
+	    (int)c->redis_mode,
 	    c->redis_address, c->redis_username ? c->redis_username : "",
 	    c->redis_password ? c->redis_password : "", c->redis_database,
 	    c->redis_master_name ? c->redis_master_name : "",
-	    c->redis_sentinel_password ? c->redis_sentinel_password :
-	    "") == -1)
+	    c->redis_sentinel_password ? c->redis_sentinel_password : "",
+	    c->redis_tls, c->redis_tls_ca_file ? c->redis_tls_ca_file : "",
+	    c->redis_tls_server_name ? c->redis_tls_server_name : "",
+	    c->redis_tls_cert_file ? c->redis_tls_cert_file : "",
+	    c->redis_tls_key_file ? c->redis_tls_key_file : "") == -1)
 		return NULL;
 	return s;
 }
@@ -378,7 +383,7 @@ redis_deploy_find_master(struct redis *r, const struct conf *c)
 	redis_conn_health_up(r->deploy);
 	r->rediscover = 0;
 	if ((k = redis_conn_node_get(r, host, port)) == -1) {
-		redisFree(ctx);
+		redis_io_free(ctx);
 		return -1;
 	}
 	if (old >= 0 && (old != k || announced))
@@ -390,7 +395,7 @@ redis_deploy_find_master(struct redis *r, const struct conf *c)
 		r->nodes[k]->ctx = ctx;
 		r->nodes[k]->epoch = atomic_load(&r->nodes[k]->h->epoch);
 	} else
-		redisFree(ctx);
+		redis_io_free(ctx);
 	return 0;
 }
 
@@ -460,7 +465,7 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 			continue;
 		}
 		t0 = mono_us();
-		if ((rep = redisCommand(nd->ctx, "PING")) == NULL ||
+		if ((rep = redis_io_command(nd->ctx, "PING")) == NULL ||
 		    rep->type == REDIS_REPLY_ERROR) {
 			if (rep != NULL)
 				snprintf(e->errstr, sizeof(e->errstr),
@@ -506,7 +511,7 @@ redis_each_master(struct redis *r, const struct conf *c, redis_master_fn fn,
 			return -1;
 		}
 		rc = fn(arg, ctx, r->nodes[k]->addr);
-		redisFree(ctx);
+		redis_io_free(ctx);
 		if (rc == -1)
 			return -1;
 	}
@@ -608,7 +613,7 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			probe_replicas(c, ctx, c->redis_mode ==
 			    RLG_REDIS_SINGLE ? c->redis_address : why);
 		}
-		redisFree(ctx);
+		redis_io_free(ctx);
 		return rc;
 	}
 	if ((r = redis_new()) == NULL) {
@@ -632,7 +637,7 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		} else
 			probe_replicas(c, ctx, r->nodes[k]->addr);
 		if (ctx != NULL)
-			redisFree(ctx);
+			redis_io_free(ctx);
 	}
 	for (k = 0; k < RLG_SLOTS && r->slots[k] != NO_NODE; k++)
 		;
