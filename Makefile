@@ -19,7 +19,7 @@ CC	?= cc
 CFLAGS	?= -O2 -g
 WARN	 = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	   -Wpointer-arith -Wwrite-strings -Wformat=2 -Werror
-PKGS	 = hiredis inih sqlite3
+PKGS	 = hiredis inih sqlite3 openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # libfcgi: only tests/tools/allow_fcgi (the bench's floor) uses it; the
@@ -51,7 +51,8 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 	     fcgi/audit_ckpt.c fcgi/audit_files.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
-# connections and each address's health, redis_deploy the deployment (slot
+# connections and each address's health, redis_io the bytes on their
+# sockets (plain, or TLS with OpenSSL), redis_deploy the deployment (slot
 # map, master), with slot for Cluster routing and sentinel for finding the
 # master; redis_admin above them asks the deployment as a whole: status,
 # probe, rlgate-ctl's connections);
@@ -60,7 +61,8 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # the counters, gateway's numbers and the Redis layer's health).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
-	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_deploy.c fcgi/slot.c \
+	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
+	   fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c

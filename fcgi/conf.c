@@ -500,6 +500,10 @@ conf_free(struct conf *c)
 		    strlen(c->redis_sentinel_password));
 	free(c->redis_sentinel_password);
 	free(c->redis_username);
+	free(c->redis_tls_ca_file);
+	free(c->redis_tls_server_name);
+	free(c->redis_tls_cert_file);
+	free(c->redis_tls_key_file);
 	if (c->redis_password != NULL)
 		explicit_bzero(c->redis_password, strlen(c->redis_password));
 	free(c->redis_password);

@@ -147,6 +147,12 @@ struct conf {
 	int			 redis_replicas;	/* WAIT for this many
 						 * after each decision
 						 * call; 0: none */
+	int			 redis_tls;	/* TLS to every node and
+						 * Sentinel (redis_io.c) */
+	char			*redis_tls_ca_file;	/* NULL: the system's */
+	char			*redis_tls_server_name;	/* NULL: each host */
+	char			*redis_tls_cert_file;	/* client certificate */
+	char			*redis_tls_key_file;	/* its key */
 
 	/* [audit] */
 	char			*audit_database;	/* NULL = no audit */
@@ -171,7 +177,8 @@ struct conf {
  * NULL and sets *errors to every problem found, one "FILE:LINE: ..." per
  * line, each ending in a newline, sorted by line, in a string the caller
  * frees (NULL only if even that could not be allocated). Checks form, not
- * existence: paths and addresses are not opened. Thread safe (no global
+ * existence: paths and addresses are not opened (the [redis] tls_* files
+ * only must be readable: their contents are redis_io_setup()'s). Thread safe (no global
  * state; inih's run-time settings are left at their defaults).
  */
 struct conf	*conf_load(const char *path, char **errors);

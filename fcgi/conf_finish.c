@@ -5,6 +5,8 @@
  * that depend on it, [audit] batch/queue, keep and dated names, and that
  * there is a rule. One value's form is conf_keys.c's setters'.
  */
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +135,61 @@ dated_name_problem(const char *path)
 	return NULL;
 }
 
+
+/* [redis] tls_*: only with tls = yes, a key with its certificate, files
+ * that can be read (rlgate runs with them; OpenSSL reads them at start-up
+ * and on a reload, redis_io.c). */
+static void
+finish_tls(struct loader *l)
+{
+	static const struct { int k; size_t off; int file; } keys[] = {
+		{ K_TLS_CA_FILE, offsetof(struct conf, redis_tls_ca_file), 1 },
+		{ K_TLS_SERVER_NAME,
+		    offsetof(struct conf, redis_tls_server_name), 0 },
+		{ K_TLS_CERT_FILE, offsetof(struct conf, redis_tls_cert_file),
+		    1 },
+		{ K_TLS_KEY_FILE, offsetof(struct conf, redis_tls_key_file), 1 },
+	};
+	const struct conf *c = l->c;
+	const char *v;
+	size_t i;
+
+	if (l->state[K_TLS] == KS_BAD)
+		return;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		v = *(char *const *)(const void *)((const char *)c +
+		    keys[i].off);
+		if (v == NULL || l->state[keys[i].k] == KS_BAD)
+			continue;
+		if (!c->redis_tls)
+			conf_error(l, l->seen[keys[i].k], "redis",
+			    conf_keys[keys[i].k].name, "is set but tls is "
+			    "not on; set tls = yes, or remove it");
+		else if (keys[i].file && access(v, R_OK) == -1)
+			conf_error(l, l->seen[keys[i].k], "redis",
+			    conf_keys[keys[i].k].name, "%s cannot be read: %s "
+			    "(a PEM file rlgate's user may read)", v,
+			    strerror(errno));
+	}
+	if (!c->redis_tls)
+		return;
+	if (c->redis_address != NULL && strncmp(c->redis_address, "unix:",
+	    5) == 0)
+		conf_error(l, l->seen[K_TLS], "redis", "tls", "is yes, but "
+		    "address %s is a unix socket: Redis serves TLS on TCP "
+		    "only (use host:port, the server's tls-port)",
+		    c->redis_address);
+	if ((c->redis_tls_key_file == NULL) != (c->redis_tls_cert_file ==
+	    NULL)) {
+		int k = c->redis_tls_key_file != NULL ? K_TLS_KEY_FILE :
+		    K_TLS_CERT_FILE;
+
+		conf_error(l, l->seen[k], "redis", conf_keys[k].name, "is set "
+		    "without %s; a client certificate needs both (or neither)",
+		    k == K_TLS_KEY_FILE ? "tls_cert_file" : "tls_key_file");
+	}
+}
+
 /* [redis] mode against the keys that depend on it. */
 static void
 finish_redis(struct loader *l)
@@ -171,6 +228,7 @@ finish_redis(struct loader *l)
 		conf_error(l, l->seen[K_DATABASE], "redis", "database", "is %d, but "
 		    "Redis Cluster has only database 0; remove it or set 0",
 		    c->redis_database);
+	finish_tls(l);
 	/* WAIT gets half the timeout (redis.c), and WAIT 0 would block. */
 	if (c->redis_replicas > 0 && c->redis_timeout_ms < 2 &&
 	    l->state[K_TIMEOUT] != KS_BAD)

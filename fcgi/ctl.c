@@ -22,6 +22,7 @@
 #include "limiter.h"
 #include "redis.h"
 #include "ctl_redis.h"
+#include "redis_io.h"
 #include "ctl_versions.h"
 #include "rule.h"
 #include "scripts.h"
@@ -515,7 +516,7 @@ scan_master(void *arg, redisContext *rc, const char *address)
 	size_t i, len;
 
 	do {
-		if ((r = redisCommandArgv(rc, 6, argv, NULL)) == NULL) {
+		if ((r = redis_io_command_argv(rc, 6, argv)) == NULL) {
 			ctl_complain("redis %s: SCAN: %s", address, rc->errstr);
 			return -1;
 		}
@@ -615,12 +616,33 @@ find_rule(const struct conf *c, const char *name)
 	return NULL;
 }
 
+/* The configuration, and the TLS context it names (redis_io.c); NULL
+ * with the reasons said. */
+static struct conf *
+load(const char *path)
+{
+	struct conf *c;
+	char *errors = NULL, err[512];
+
+	if ((c = conf_load(path, &errors)) == NULL) {
+		fputs(errors != NULL ? errors : "out of memory\n", stderr);
+		free(errors);
+		return NULL;
+	}
+	if (redis_io_setup(c, err, sizeof(err)) == -1) {
+		fprintf(stderr, "%s: %s\n", path, err);
+		conf_free(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
 static int
 main_versions(const char *path, const char *cmd, int argc, char *argv[])
 {
 	struct conf *c;
-	char *errors = NULL, err[512];
+	char err[512];
 	int status;
 
 	if (argc != (strcmp(cmd, "unload") == 0 ? 2 : 1)) {
@@ -629,11 +651,8 @@ main_versions(const char *path, const char *cmd, int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if ((c = conf_load(path, &errors)) == NULL) {
-		fputs(errors != NULL ? errors : "out of memory\n", stderr);
-		free(errors);
+	if ((c = load(path)) == NULL)
 		return EXIT_USAGE;
-	}
 	err[0] = '\0';
 	switch (ctl_versions(c, cmd, argc == 2 ? argv[1] : NULL, err,
 	    sizeof(err))) {
@@ -656,7 +675,7 @@ main(int argc, char *argv[])
 {
 	const char *path = getenv("RLGATE_CONF"), *cmd, *key = NULL;
 	const struct rule *ru;
-	char *errors = NULL, err[512], rkey[RLG_REDIS_KEY_SIZE];
+	char err[512], rkey[RLG_REDIS_KEY_SIZE];
 	redisContext *rc;
 	struct conf *c;
 	int ch, want, status;
@@ -709,11 +728,8 @@ main(int argc, char *argv[])
 			return EXIT_USAGE;
 		}
 	}
-	if ((c = conf_load(path, &errors)) == NULL) {
-		fputs(errors != NULL ? errors : "out of memory\n", stderr);
-		free(errors);
+	if ((c = load(path)) == NULL)
 		return EXIT_USAGE;
-	}
 	if ((ru = find_rule(c, argv[1])) == NULL) {
 		fprintf(stderr, "%s: %s has no rule \"%s\"", progname, path,
 		    argv[1]);
@@ -749,7 +765,7 @@ main(int argc, char *argv[])
 		status = cmd_reset(rc, c, ru, key);
 	else
 		status = cmd_override(rc, c, ru, key, argc - 3, argv + 3);
-	redisFree(rc);
+	redis_io_free(rc);
 done:
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {

@@ -13,6 +13,7 @@
 
 #include "conf.h"
 #include "ctl_redis.h"
+#include "redis_io.h"
 #include "scripts.h"
 
 void
@@ -64,7 +65,7 @@ checked(redisContext *rc, const struct conf *c, const char *what,
 redisReply *
 ctl_call(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
-	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
+	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }
 
 /*
@@ -88,7 +89,7 @@ ctl_transaction(redisContext *rc, const struct conf *c, const char *const *cmds[
 	}
 	redisAppendCommand(rc, "EXEC");
 	for (i = 0; i < ncmds + 2; i++) {
-		if (redisGetReply(rc, (void **)&r) != REDIS_OK) {
+		if (redis_io_get_reply(rc, (void **)&r) != REDIS_OK) {
 			ctl_complain("redis %s: %s", c->redis_address, rc->errstr);
 			return -1;
 		}
@@ -118,13 +119,13 @@ redisReply *
 ctl_fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
 	const char *load[3] = { "FUNCTION", "LOAD", rlg_library };
-	redisReply *r = redisCommandArgv(rc, argc, argv, NULL);
+	redisReply *r = redis_io_command_argv(rc, argc, argv);
 
 	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
 	    strstr(r->str, "Function not found") == NULL)
 		return checked(rc, c, argv[0], r);
 	freeReplyObject(r);
-	r = redisCommandArgv(rc, 3, load, NULL);
+	r = redis_io_command_argv(rc, 3, load);
 	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 	    strstr(r->str, "already exists") != NULL) {
 		freeReplyObject(r);
@@ -132,5 +133,5 @@ ctl_fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv
 	} else if ((r = checked(rc, c, "FUNCTION LOAD", r)) == NULL)
 		return NULL;
 	freeReplyObject(r);
-	return checked(rc, c, argv[0], redisCommandArgv(rc, argc, argv, NULL));
+	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }

@@ -13,6 +13,7 @@
 #include "ctl_redis.h"
 #include "ctl_versions.h"
 #include "redis.h"
+#include "redis_io.h"
 #include "scripts.h"
 
 #define LIBS_MAX	64	/* libraries listed; more are not rlgate's */
@@ -47,7 +48,7 @@ list_master(void *arg, redisContext *rc, const char *address)
 	size_t i, j;
 	int k;
 
-	if ((r = redisCommandArgv(rc, 4, argv, NULL)) == NULL ||
+	if ((r = redis_io_command_argv(rc, 4, argv)) == NULL ||
 	    r->type != REDIS_REPLY_ARRAY) {
 		ctl_complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
 		    rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str :
@@ -101,7 +102,7 @@ delete_master(void *arg, redisContext *rc, const char *address)
 		    (ls->drop != NULL && strcmp(here.name[k], ls->drop) != 0))
 			continue;
 		argv[2] = here.name[k];
-		if ((r = redisCommandArgv(rc, 3, argv, NULL)) == NULL ||
+		if ((r = redis_io_command_argv(rc, 3, argv)) == NULL ||
 		    r->type == REDIS_REPLY_ERROR) {
 			ctl_complain("redis %s: FUNCTION DELETE %s: %s", address,
 			    here.name[k], r == NULL ? rc->errstr : r->str);

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis.h"
+#include "redis_io.h"
 #include "respond.h"
 
 extern char **environ;
@@ -85,11 +86,18 @@ static struct conf *
 load(const char *path, FILE *errf)
 {
 	struct conf *c;
-	char *errors = NULL;
+	char *errors = NULL, err[512];
 
 	if ((c = conf_load(path, &errors)) == NULL) {
 		fputs(errors ? errors : "out of memory\n", errf);
 		free(errors);
+		return NULL;
+	}
+	/* The TLS context, from the files as they are now: a reload
+	 * takes renewed certificates. */
+	if (redis_io_setup(c, err, sizeof(err)) == -1) {
+		fprintf(errf, "%s: %s\n", path, err);
+		conf_free(c);
 		return NULL;
 	}
 	metrics_register_rules(c);

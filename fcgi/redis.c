@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_int.h"
+#include "redis_io.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "slot.h"
@@ -385,7 +386,7 @@ flush(struct node *nd)
 	int done = 0;
 
 	while (!done)
-		if (redisBufferWrite(nd->ctx, &done) == REDIS_ERR)
+		if (redis_io_write(nd->ctx, &done) == REDIS_ERR)
 			return -1;
 	return 0;
 }
@@ -452,7 +453,7 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 			if (r->pfd[i].revents == 0)
 				continue;
 			k = r->pfdnode[i];
-			if (redisBufferRead(nd->ctx) == REDIS_ERR) {
+			if (redis_io_read(nd->ctx) == REDIS_ERR) {
 				redis_conn_ctx_why(nd->ctx,
 				    c->redis_timeout_ms, why, sizeof(why));
 				node_fail(r, c, calls, k, RLG_CALL_FAILED,

@@ -187,7 +187,7 @@ int		 redis_each_master(struct redis *r, const struct conf *c,
  * with c's connect timeout and timeout set (a blocking call that takes
  * longer fails "timed out after N ms"), AUTH (username may be NULL; none
  * when password is NULL) and SELECT (database not 0) done. Returns a
- * context the caller frees with redisFree(), or NULL with why in err.
+ * context the caller frees with redis_io_free(), or NULL with why in err.
  * Thread safe.
  */
 struct redisContext *redis_dial(const char *address, const char *username,
@@ -200,7 +200,7 @@ struct redisContext *redis_dial(const char *address, const char *username,
  * the gateway makes one (timeouts, AUTH, SELECT): for rlgate-ctl's
  * commands that need no routing. In cluster mode, a connection to the
  * master of key (keylen bytes) instead. Returns a context the caller frees
- * with redisFree(), or NULL with a sentence in errbuf.
+ * with redis_io_free(), or NULL with a sentence in errbuf.
  */
 struct redisContext *redis_connect(const struct conf *c, const char *key,
 		    size_t keylen, char *errbuf, size_t errlen);

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_int.h"
+#include "redis_io.h"
 #include "sentinel.h"
 #include "slot.h"
 
@@ -87,7 +88,7 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 			continue;
 		}
 		t0 = mono_us();
-		if ((rep = redisCommand(nd->ctx, "PING")) == NULL ||
+		if ((rep = redis_io_command(nd->ctx, "PING")) == NULL ||
 		    rep->type == REDIS_REPLY_ERROR) {
 			if (rep != NULL)
 				snprintf(e->errstr, sizeof(e->errstr),
@@ -133,7 +134,7 @@ redis_each_master(struct redis *r, const struct conf *c, redis_master_fn fn,
 			return -1;
 		}
 		rc = fn(arg, ctx, r->nodes[k]->addr);
-		redisFree(ctx);
+		redis_io_free(ctx);
 		if (rc == -1)
 			return -1;
 	}
@@ -235,7 +236,7 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			probe_replicas(c, ctx, c->redis_mode ==
 			    RLG_REDIS_SINGLE ? c->redis_address : why);
 		}
-		redisFree(ctx);
+		redis_io_free(ctx);
 		return rc;
 	}
 	if ((r = redis_new()) == NULL) {
@@ -259,7 +260,7 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		} else
 			probe_replicas(c, ctx, r->nodes[k]->addr);
 		if (ctx != NULL)
-			redisFree(ctx);
+			redis_io_free(ctx);
 	}
 	for (k = 0; k < RLG_SLOTS && r->slots[k] != NO_NODE; k++)
 		;

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "netaddr.h"
 #include "redis_int.h"
+#include "redis_io.h"
 #include "scripts.h"
 
 #define BACKOFF_FIRST_MS	50
@@ -166,7 +167,7 @@ redis_conn_command(redisContext *ctx, long long timeout_ms, redisReply **out,
 	redisReply *rep;
 	char why[160];
 
-	rep = redisCommandArgv(ctx, argc, argv, NULL);
+	rep = redis_io_command_argv(ctx, argc, argv);
 	if (rep == NULL) {
 		redis_conn_ctx_why(ctx, timeout_ms, why, sizeof(why));
 		snprintf(err, errlen, "%s: %s", argv[0], why);
@@ -244,6 +245,9 @@ dial_host(const char *host, int port, const char *username,
 	/* TCP only: on a unix socket it fails and leaves ctx in error. */
 	if (port != 0)
 		redisEnableKeepAlive(ctx);
+	if (port != 0 && redis_io_start(ctx, host, timeout_ms, err,
+	    errlen) == -1)
+		goto fail;
 	if (password != NULL) {
 		const char *argv[3] = { "AUTH", username, password };
 
@@ -266,8 +270,7 @@ dial_host(const char *host, int port, const char *username,
 	}
 	return ctx;
 fail:
-	if (ctx != NULL)
-		redisFree(ctx);
+	redis_io_free(ctx);
 	return NULL;
 }
 
@@ -394,8 +397,7 @@ redis_conn_load_library(redisContext *ctx, long long timeout_ms,
 void
 redis_conn_node_close(struct node *nd)
 {
-	if (nd->ctx != NULL)
-		redisFree(nd->ctx);
+	redis_io_free(nd->ctx);
 	nd->ctx = NULL;
 }
 
@@ -453,17 +455,6 @@ redis_conn_reset(struct redis *r)
 			r->slots[i] = NO_NODE;
 }
 
-/* Has the connection been closed (or spoken) since its last reply? A
- * server restarted while we were idle: reconnect before sending, so that
- * the calls are not lost on a dead connection. */
-static int
-stale(redisContext *ctx)
-{
-	struct pollfd p = { ctx->fd, POLLIN, 0 };
-
-	return poll(&p, 1, 0) != 0;
-}
-
 /*
  * Makes sure node k has a usable connection, honouring its back-off.
  * 0, or -1 (its calls are not sent) with the node marked down when a try
@@ -475,10 +466,13 @@ redis_conn_node_connect(struct redis *r, const struct conf *c, int k)
 	struct node *nd = r->nodes[k];
 	char err[256];
 
-	/* Once per run: a syscall, and a node may get many calls. */
+	/* Once per run: a syscall, and a node may get many calls. Made
+	 * before an outage, or closed (or spoken) since its last reply: a
+	 * server restarted while we were idle; reconnect before sending, so
+	 * that the calls are not lost on a dead connection. */
 	if (nd->ctx != NULL && !nd->checked &&
-	    (nd->epoch != atomic_load(&nd->h->epoch) || stale(nd->ctx)))
-		/* made before an outage, or dead */
+	    (nd->epoch != atomic_load(&nd->h->epoch) ||
+	    redis_io_stale(nd->ctx)))
 		redis_conn_node_close(nd);
 	nd->checked = 1;
 	if (nd->ctx != NULL)

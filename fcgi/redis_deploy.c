@@ -20,6 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "redis_int.h"
+#include "redis_io.h"
 #include "sentinel.h"
 #include "slot.h"
 
@@ -39,12 +40,16 @@ target_of(const struct conf *c)
 {
 	char *s;
 
-	if (asprintf(&s, "%d|%s|%s|%s|%d|%s|%s", (int)c->redis_mode,
+	if (asprintf(&s, "%d|%s|%s|%s|%d|%s|%s|%d|%s|%s|%s|%s",
+	    (int)c->redis_mode,
 	    c->redis_address, c->redis_username ? c->redis_username : "",
 	    c->redis_password ? c->redis_password : "", c->redis_database,
 	    c->redis_master_name ? c->redis_master_name : "",
-	    c->redis_sentinel_password ? c->redis_sentinel_password :
-	    "") == -1)
+	    c->redis_sentinel_password ? c->redis_sentinel_password : "",
+	    c->redis_tls, c->redis_tls_ca_file ? c->redis_tls_ca_file : "",
+	    c->redis_tls_server_name ? c->redis_tls_server_name : "",
+	    c->redis_tls_cert_file ? c->redis_tls_cert_file : "",
+	    c->redis_tls_key_file ? c->redis_tls_key_file : "") == -1)
 		return NULL;
 	return s;
 }
@@ -379,7 +384,7 @@ redis_deploy_find_master(struct redis *r, const struct conf *c)
 	redis_conn_health_up(r->deploy);
 	r->rediscover = 0;
 	if ((k = redis_conn_node_get(r, host, port)) == -1) {
-		redisFree(ctx);
+		redis_io_free(ctx);
 		return -1;
 	}
 	if (old >= 0 && (old != k || announced))
@@ -391,6 +396,6 @@ redis_deploy_find_master(struct redis *r, const struct conf *c)
 		r->nodes[k]->ctx = ctx;
 		r->nodes[k]->epoch = atomic_load(&r->nodes[k]->h->epoch);
 	} else
-		redisFree(ctx);
+		redis_io_free(ctx);
 	return 0;
 }

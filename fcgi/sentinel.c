@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "redis.h"
+#include "redis_io.h"
 #include "sentinel.h"
 #include "slot.h"
 
@@ -72,7 +73,7 @@ dial_sentinel(const char *addr, const char *password, long long ct_ms,
 static int
 check_role(redisContext *ctx, char *err, size_t errlen)
 {
-	redisReply *rep = redisCommand(ctx, "ROLE");
+	redisReply *rep = redis_io_command(ctx, "ROLE");
 	int rc = -1;
 
 	if (rep == NULL)
@@ -111,15 +112,15 @@ sentinel_master(const struct conf *c, char *host, size_t hostlen, int *port,
 			    why);
 			continue;
 		}
-		rep = redisCommand(s, "SENTINEL get-master-addr-by-name %s",
+		rep = redis_io_command(s, "SENTINEL get-master-addr-by-name %s",
 		    name);
 		if (rep == NULL) {
 			add(unreachable, sizeof(unreachable), "%s (%s)", tok,
 			    s->errstr);
-			redisFree(s);
+			redis_io_free(s);
 			continue;
 		}
-		redisFree(s);
+		redis_io_free(s);
 		if (rep->type == REDIS_REPLY_NIL) {
 			add(unknowing, sizeof(unknowing), "%s", tok);
 			freeReplyObject(rep);
@@ -155,7 +156,7 @@ sentinel_master(const struct conf *c, char *host, size_t hostlen, int *port,
 		if (check_role(m, why, sizeof(why)) == -1) {
 			add(bad, sizeof(bad), "%s (from %s): %s", maddr, tok,
 			    why);
-			redisFree(m);
+			redis_io_free(m);
 			continue;
 		}
 		return m;
@@ -244,7 +245,7 @@ listen_on(redisContext *s, const char *name, unsigned long gen)
 			return 0;
 		if (rc == 0)
 			continue;
-		if (redisBufferRead(s) == REDIS_ERR)
+		if (redis_io_read(s) == REDIS_ERR)
 			return 0;
 		for (;;) {
 			m = NULL;
@@ -286,7 +287,7 @@ watch_main(void *arg)
 			if ((s = dial_sentinel(tok, pass, ct, t, why,
 			    sizeof(why))) == NULL)
 				continue;
-			rep = redisCommand(s, "SUBSCRIBE +switch-master");
+			rep = redis_io_command(s, "SUBSCRIBE +switch-master");
 			if (rep != NULL && rep->type == REDIS_REPLY_ARRAY) {
 				subscribed = 1;
 				/* A switch may have come while no one
@@ -295,12 +296,12 @@ watch_main(void *arg)
 				freeReplyObject(rep);
 				rep = NULL;
 				if (listen_on(s, name, gen) == -1) {
-					redisFree(s);
+					redis_io_free(s);
 					break;
 				}
 			}
 			freeReplyObject(rep);
-			redisFree(s);
+			redis_io_free(s);
 			pthread_mutex_lock(&watch_lock);
 			if (gen != w_gen)
 				p = "";		/* new settings: start over */

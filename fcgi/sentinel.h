@@ -19,7 +19,7 @@ struct redisContext;
  * address given (as redis_dial() does for data nodes: username, password,
  * database) and checks that ROLE says master; else goes on with the next
  * Sentinel. Returns that blocking connection (the caller frees it with
- * redisFree()) with the master's host and port, or NULL with a sentence in
+ * redis_io_free()) with the master's host and port, or NULL with a sentence in
  * err: "no Sentinel reachable (tried A (why), ...)", "no Sentinel knows
  * master 'x' (asked A, ...)", or what was wrong with the master each
  * Sentinel named. Thread safe.

@@ -9,9 +9,10 @@
 # devscripts, lintian: make deb and tests/it_deb.sh; systemd:
 # systemd-socket-activate and systemd-analyze (tests/it_socket_activation.sh,
 # tests/it_deb.sh; systemd need not run); python3: holds rlgate's listening
-# socket in tests/it_access.sh (and reads JSON in others).
+# socket in tests/it_access.sh (and reads JSON in others); libssl-dev: TLS to
+# Redis (fcgi/redis_io.c), openssl: the certificates of tests/it_tls.sh.
 PKGS="build-essential pkg-config libfcgi-dev libfcgi-bin jq libhiredis-dev libinih-dev
-libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd
+libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd libssl-dev openssl
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx
 chromium clang libclang-rt-14-dev valgrind e2fsprogs strace
 debhelper devscripts lintian systemd python3"

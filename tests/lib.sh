@@ -602,3 +602,145 @@ start_sentinel_set() {
 			{ echo "# sentinel $p does not see the set"; return 1; }
 	done
 }
+
+# --- TLS (tests/it_tls.sh) -------------------------------------------------
+
+# tls_certs DIR: with the openssl CLI, in DIR: ca.crt (a CA) and, signed by
+# it, server.crt/.key (subjectAltName IP 127.0.0.1 and DNS localhost,
+# valid for a day), expired.crt/.key (the same names, valid in 2020 only)
+# and client.crt/.key (a client certificate); other-ca.crt and
+# other.crt/.key, a server certificate with the same names from that other
+# CA.
+tls_certs() {
+	local d=$1 n
+	mkdir -p "$d/db" && : > "$d/db/index.txt" && echo 01 > "$d/db/serial"
+	printf 'subjectAltName = IP:127.0.0.1, DNS:localhost\n' > "$d/san.cnf"
+	printf '[ca]\ndefault_ca = d\n[d]\ndatabase = %s/db/index.txt\nnew_certs_dir = %s/db\nserial = %s/db/serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n[p]\ncommonName = supplied\n' \
+		"$d" "$d" "$d" > "$d/ca.cnf"
+	for n in ca other-ca; do
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.crt" \
+			-days 2 -subj "/CN=rlgate test $n" 2>/dev/null || return 1
+	done
+	for n in server expired client other; do
+		openssl req -newkey rsa:2048 -nodes -keyout "$d/$n.key" -out "$d/$n.csr" \
+			-subj "/CN=$n" 2>/dev/null || return 1
+	done
+	openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 1 -extfile "$d/san.cnf" -out "$d/server.crt" 2>/dev/null &&
+	openssl x509 -req -in "$d/client.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+		-days 1 -out "$d/client.crt" 2>/dev/null &&
+	openssl x509 -req -in "$d/other.csr" -CA "$d/other-ca.crt" -CAkey "$d/other-ca.key" \
+		-CAcreateserial -days 1 -extfile "$d/san.cnf" -out "$d/other.crt" 2>/dev/null &&
+	openssl ca -batch -config "$d/ca.cnf" -cert "$d/ca.crt" -keyfile "$d/ca.key" \
+		-startdate 20200101000000Z -enddate 20200102000000Z -extfile "$d/san.cnf" \
+		-notext -in "$d/expired.csr" -out "$d/expired.crt" >/dev/null 2>&1
+}
+
+# tls_server_args NAME: redis-server's TLS arguments with certificate NAME
+# (server, expired, other) from $TLS_DIR and its CA for clients; no
+# client certificate asked for unless TLS_AUTH_CLIENTS=yes.
+tls_server_args() {
+	echo "--tls-cert-file $TLS_DIR/$1.crt --tls-key-file $TLS_DIR/$1.key" \
+		"--tls-ca-cert-file $TLS_DIR/ca.crt --tls-auth-clients ${TLS_AUTH_CLIENTS:-no}"
+}
+# tcli PORT ARGS...: redis-cli over TLS (with the client certificate).
+tcli() {
+	local p=$1; shift
+	redis-cli --tls --cacert "$TLS_DIR/ca.crt" --cert "$TLS_DIR/client.crt" \
+		--key "$TLS_DIR/client.key" -p "$p" "$@"
+}
+# start_tls_redis [CERT]: a redis-server on TLS only (--port 0), with
+# certificate CERT (default server); sets TLS_PORT and TLS_PID.
+start_tls_redis() {
+	TLS_PORT=$(free_port)
+	redis-server --port 0 --tls-port "$TLS_PORT" $(tls_server_args "${1:-server}") \
+		--bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+		--logfile "$T/redis-$TLS_PORT.log" &
+	TLS_PID=$!
+	PIDS+=("$TLS_PID")
+	wait_for 10 port_open "$TLS_PORT" || { echo "# TLS redis did not start"; return 1; }
+}
+
+# start_tls_cluster: start_cluster's 3 masters and 3 replicas on TLS only
+# (--port 0 --tls-port, tls-cluster yes: the bus and CLUSTER SLOTS use the
+# TLS ports; tls-replication yes), made with redis-cli --tls --cluster
+# create. Sets CLUSTER_PORTS (the TLS ports; the first three the masters)
+# and CLUSTER_PID[port].
+tls_cluster_ready() {
+	local p
+	for p in "${CLUSTER_PORTS[@]}"; do
+		tcli "$p" CLUSTER INFO | grep -q '^cluster_state:ok' || return 1
+		if tcli "$p" ROLE | head -1 | grep -q slave; then
+			tcli "$p" INFO replication | grep -q '^master_link_status:up' || return 1
+		fi
+	done
+}
+start_tls_cluster() {
+	local p addrs=()
+	CLUSTER_PORTS=()
+	for _ in 1 2 3 4 5 6; do
+		p=$(cluster_port) || return 1
+		redis-server --port 0 --tls-port "$p" $(tls_server_args server) --tls-cluster yes \
+			--tls-replication yes --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+			--logfile "$T/redis-$p.log" --cluster-enabled yes \
+			--cluster-config-file "$T/nodes-$p.conf" --cluster-node-timeout 1000 \
+			--cluster-require-full-coverage no &
+		CLUSTER_PID[$p]=$!
+		PIDS+=("$!")
+		CLUSTER_PORTS+=("$p")
+		addrs+=("127.0.0.1:$p")
+	done
+	for p in "${CLUSTER_PORTS[@]}"; do
+		wait_for 10 tcli "$p" ping || { echo "# TLS cluster node $p did not start"; return 1; }
+	done
+	tcli "${CLUSTER_PORTS[0]}" --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes \
+		> "$T/cluster-create.log" 2>&1 || { echo "# cluster create failed:"; cat "$T/cluster-create.log"; return 1; }
+	wait_for 30 tls_cluster_ready || { echo "# TLS cluster not ready"; return 1; }
+}
+
+# start_tls_sentinel_set: start_sentinel_set's master, replica and three
+# Sentinels, every one on TLS only (tls-replication yes: the replica and
+# the Sentinels reach the master over TLS). Sets SENTINEL_MASTER_PORT,
+# SENTINEL_REPLICA_PORT, SENTINEL_PORTS and CLUSTER_PID[port].
+start_tls_sentinel_set() {
+	local p i
+	SENTINEL_MASTER_PORT=$(free_port)
+	SENTINEL_REPLICA_PORT=$(free_port)
+	for p in "$SENTINEL_MASTER_PORT" "$SENTINEL_REPLICA_PORT"; do
+		redis-server --port 0 --tls-port "$p" $(tls_server_args server) --tls-replication yes \
+			--bind 127.0.0.1 --save '' --appendonly no --dir "$T" --logfile "$T/redis-$p.log" \
+			$([ "$p" = "$SENTINEL_REPLICA_PORT" ] && echo "--replicaof 127.0.0.1 $SENTINEL_MASTER_PORT") &
+		CLUSTER_PID[$p]=$!; PIDS+=("$!")
+	done
+	wait_for 10 tcli "$SENTINEL_MASTER_PORT" ping || return 1
+	wait_for 10 sh -c "$(declare -f tcli); TLS_DIR=$TLS_DIR; tcli $SENTINEL_REPLICA_PORT INFO replication | grep -q '^master_link_status:up'" ||
+		{ echo "# the TLS replica did not connect"; return 1; }
+	SENTINEL_PORTS=()
+	for i in 1 2 3; do
+		p=$(free_port)
+		cat > "$T/sentinel-$p.conf" <<-EOT
+		port 0
+		tls-port $p
+		tls-cert-file $TLS_DIR/server.crt
+		tls-key-file $TLS_DIR/server.key
+		tls-ca-cert-file $TLS_DIR/ca.crt
+		tls-auth-clients no
+		tls-replication yes
+		bind 127.0.0.1
+		dir $T
+		logfile $T/sentinel-$p.log
+		sentinel monitor mymaster 127.0.0.1 $SENTINEL_MASTER_PORT 2
+		sentinel down-after-milliseconds mymaster 1000
+		sentinel failover-timeout mymaster 3000
+		EOT
+		redis-server "$T/sentinel-$p.conf" --sentinel &
+		CLUSTER_PID[$p]=$!; PIDS+=("$!")
+		SENTINEL_PORTS+=("$p")
+	done
+	for p in "${SENTINEL_PORTS[@]}"; do
+		wait_for 20 sh -c "$(declare -f tcli); TLS_DIR=$TLS_DIR; tcli $p SENTINEL master mymaster 2>/dev/null |
+			awk 'prev == \"num-slaves\" && \$0 >= 1 { s = 1 } prev == \"num-other-sentinels\" && \$0 >= 2 { o = 1 }
+			     { prev = \$0 } END { exit !(s && o) }'" ||
+			{ echo "# TLS sentinel $p does not see the set"; return 1; }
+	done
+}

@@ -12,6 +12,8 @@
 #   rlgate-3         the same, 3 rules (fixed_window, token_bucket, gcra)
 #   rlgate-1-wait    rlgate-1 with [redis] replicas = 1, on a Redis of its
 #                    own with one replica (WAIT after each batch's calls)
+#   rlgate-1-tls     rlgate-1 with [redis] tls = yes, on a redis-server of
+#                    its own serving TLS only (certificates made here)
 #   nginx-limit_req  nginx serving the file behind limit_req (local, no Redis)
 #   nginx-static     nginx serving the file: the ceiling
 #   fastify          fastify + @fastify/rate-limit on Redis (tests/bench/)
@@ -54,7 +56,7 @@ ONE=${BENCH_ONE:-1}
 WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1}
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-auto}
-KINDS=${BENCH_ONLY:-floor rlgate-1 rlgate-1-wait rlgate-3 nginx-limit_req nginx-static fastify express cluster-1 cluster-3}
+KINDS=${BENCH_ONLY:-floor rlgate-1 rlgate-1-wait rlgate-1-tls rlgate-3 nginx-limit_req nginx-static fastify express cluster-1 cluster-3}
 RESULTS=${BENCH_RESULTS:-$BENCH/results}
 RLGATE_SRC=${RLGATE_BIN:-$RLGATE}
 ALLOW=$TOP/tests/tools/allow_fcgi
@@ -75,6 +77,7 @@ label() {
 	rlgate-3)         echo "lighttpd + rlgate, 3 rules";;
 	rlgate-1-noaudit) echo "rlgate, 1 rule, audit off";;
 	rlgate-1-wait)    echo "rlgate, 1 rule, replicas = 1";;
+	rlgate-1-tls)     echo "rlgate, 1 rule, TLS to Redis";;
 	rlgate-3-noaudit) echo "rlgate, 3 rules, audit off";;
 	nginx-limit_req)  echo "nginx limit_req";;
 	nginx-static)     echo "nginx static (the ceiling)";;
@@ -87,7 +90,7 @@ label() {
 }
 for k in $KINDS; do label "$k" >/dev/null || { echo "bench: unknown kind $k" >&2; exit 1; }; done
 rules_of() { case $1 in *-3|*-3-*) echo 3;; *-1|*-1-*) echo 1;; *) echo 0;; esac; }
-audited() { case $1 in rlgate-[13]|rlgate-1-wait|cluster-[13]) return 0;; esac; return 1; }
+audited() { case $1 in rlgate-[13]|rlgate-1-wait|rlgate-1-tls|cluster-[13]) return 0;; esac; return 1; }
 drop_kinds() {	# drop_kinds WHY KIND...: they are not run
 	local why=$1 k out=
 	shift
@@ -123,6 +126,17 @@ if has_kind rlgate-1-wait; then
 	done
 	wait_for 10 sh -c "redis-cli -p $WAIT_REPLICA INFO replication | grep -q '^master_link_status:up'" ||
 		drop_kinds "its Redis replica did not connect" rlgate-1-wait
+fi
+# rlgate-1-tls: a redis-server of its own on TLS only; the CA readable by
+# www-data, who runs rlgate.
+if has_kind rlgate-1-tls; then
+	TLS_DIR=$T/tls
+	if tls_certs "$TLS_DIR" && chmod a+rx "$TLS_DIR" && chmod a+r "$TLS_DIR/ca.crt" &&
+	    start_tls_redis >/dev/null; then
+		TLS_REDIS_PID=$TLS_PID
+	else
+		drop_kinds "its TLS redis-server did not start" rlgate-1-tls
+	fi
 fi
 
 # --- the Node peers: npm ci into tests/bench/node_modules ----------------
@@ -200,6 +214,7 @@ rlgate_ini() {
 	case $kind in
 	cluster-*) printf 'mode = cluster\naddress = %s\n' "$CLUSTER_SEEDS";;
 	*-wait) printf 'address = 127.0.0.1:%s\nreplicas = 1\n' "$WAIT_PORT";;
+	*-tls) printf 'address = 127.0.0.1:%s\ntls = yes\ntls_ca_file = %s\n' "$TLS_PORT" "$TLS_DIR/ca.crt";;
 	*) echo "address = 127.0.0.1:$REDIS_PORT";;
 	esac
 	printf '\n[audit]\ndatabase = %s\n' "$(audited "$kind" && echo "$T/var/audit-$kind.db")"
@@ -378,7 +393,7 @@ procs_of() {
 	local p=${SERVER_PIDS[$1]}
 	echo "$p $(ps -o pid= --ppid "$p" | tr -d ' ' | paste -sd' ') ${BACKEND_PIDS[$1]:-}"
 }
-redis_procs() { case $1 in cluster-*) echo "${CLUSTER_PIDS[*]}";; *-wait) echo $WAIT_PIDS;; *) echo "$REDIS_PID";; esac; }
+redis_procs() { case $1 in cluster-*) echo "${CLUSTER_PIDS[*]}";; *-wait) echo $WAIT_PIDS;; *-tls) echo "$TLS_REDIS_PID";; *) echo "$REDIS_PID";; esac; }
 
 # run_wrk KIND CONNS SECONDS: sets W_* from wrk's summary, CPU_US and
 # REDIS_US (CPU per response of the kind's processes and of Redis).
@@ -472,7 +487,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 # taken round by round against the other kind's run of the same round and
 # mode, then the median of those.
 SUMMARY=$T/summary
-awk -v single_of="cluster-1=rlgate-1 cluster-3=rlgate-3 rlgate-1-wait=rlgate-1" '
+awk -v single_of="cluster-1=rlgate-1 cluster-3=rlgate-3 rlgate-1-wait=rlgate-1 rlgate-1-tls=rlgate-1" '
 function median(s,   a, n, i, j, t) {
 	n = split(s, a, " ")
 	if (n == 0) return "null"
@@ -580,6 +595,7 @@ if has_kind cluster-1 || has_kind cluster-3; then
 	target "cluster 3 rules req/s x rlgate 3 rules" "$(ratio cluster-3 sat 13)" ">=" 0.90
 fi
 has_kind rlgate-1-wait && echo "# replicas = 1 (issue 32), no target: req/s x rlgate-1 $(dash "$(ratio rlgate-1-wait sat 13)"), its Redis CPU per request (master + replica) $(get rlgate-1-wait sat 7) us against rlgate-1's $(get rlgate-1 sat 7) us"
+has_kind rlgate-1-tls && echo "# tls = yes (issue 28), no target: req/s x rlgate-1 $(dash "$(ratio rlgate-1-tls sat 13)"), its Redis CPU per request $(get rlgate-1-tls sat 7) us against rlgate-1's $(get rlgate-1 sat 7) us"
 awk '{ printf "  audit, %s: %d responses admitted, %d requests recorded in %d rows (%d rules; %d more were decided when wrk stopped)\n", $1, $2, $3, $4, $5, $3 - $2 }' "$AUDIT"
 
 # --- CSV and JSON --------------------------------------------------------

@@ -32,6 +32,7 @@
 #include "conf.h"
 #include "log.h"
 #include "redis.h"
+#include "redis_io.h"
 
 #define MAX_CALLS	256
 #define MAX_ARGS	64
@@ -149,6 +150,10 @@ main(int argc, char **argv)
 		runs = 1000000;	/* until "q" or the end of stdin */
 	if ((c = conf_load(path, &errors)) == NULL) {
 		fprintf(stderr, "%s", errors ? errors : "out of memory\n");
+		return 2;
+	}
+	if (redis_io_setup(c, err, sizeof(err)) == -1) {
+		fprintf(stderr, "%s: %s\n", path, err);
 		return 2;
 	}
 	log_set_level(c->log_level);
