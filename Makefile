@@ -53,29 +53,32 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_io the bytes on their
 # sockets (plain, or TLS with OpenSSL), redis_deploy the deployment (slot
-# map, master, status, probe), with slot for Cluster routing and sentinel
-# for finding the master);
+# map, master), with slot for Cluster routing and sentinel for finding the
+# master; redis_admin above them asks the deployment as a whole: status,
+# probe, rlgate-ctl's connections);
 # beside the line: the deny cache (limiter's), the counters (metrics) and
 # the status endpoint (status: /health and /metrics, their texts; it reads
 # the counters, gateway's numbers and the Redis layer's health).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
-	   fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c fcgi/redis_deploy.c \
-	   fcgi/slot.c \
+	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
+	   fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
-# The admin command: the same configuration and Redis connection, its own main.
-CTL	 = fcgi/ctl.c fcgi/ctl_versions.c
+# The admin command: the same configuration and Redis connection, its own
+# main: the limit state's commands (ctl), the libraries' (ctl_versions), over
+# their complaint and Redis plumbing (ctl_redis).
+CTL	 = fcgi/ctl.c fcgi/ctl_versions.c fcgi/ctl_redis.c
 # The Lua library: the prelude, the algorithms (sorted), the functions.
 LUA_ALGS = $(sort $(filter-out lua/prelude.lua lua/decide.lua lua/rlgate.lua, \
 	   $(wildcard lua/*.lua)))
 LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema. main
-# over the results (agg with window, top, verify) read from the audit (db,
-# intern), written by output (text, CSV, JSON; html for the page), over the
+# over the results (agg with window, top, verify over its loader
+# verify_load) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page), over the
 # names of a series (label), over the escapers (escape).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
 REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
@@ -93,7 +96,7 @@ MANPAGES = $(wildcard fcgi/*.8 conf/*.5 reports/*.1)
 PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 	  $(if $(REPORT_SRCS),reports/rlgate-report)
 
-.PHONY: all deps test unit integration run bench install clean fuzz deb
+.PHONY: all deps test unit integration run bench install clean fuzz deb cycles
 all: $(PROGS)
 
 %.o: %.c
@@ -143,10 +146,17 @@ deps:
 # would change what a test can show (tests/it_deploy_cgi.sh).
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory cycles
 	@RLGATE_SANITIZE=$(SANITIZE) bash tests/run
 
-unit: all $(UNIT_BINS)
+unit: all $(UNIT_BINS) cycles
 	@bash tests/run unit
+
+# Files call downward only: fails, naming the files, when the objects of
+# fcgi/ and reports/ depend on each other in a circle.
+cycles: all
+	@bash tests/tools/callgraph.sh $(GATEWAY:.c=.o) $(LIB_OBJS) $(CTL:.c=.o) \
+		$(REPORT_SRCS:.c=.o)
 
 integration: all $(TOOL_BINS)
 	@bash tests/run integration

@@ -11,7 +11,6 @@
  * runs a function that counts a request, and never decides one.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "conf.h"
 #include "limiter.h"
 #include "redis.h"
+#include "ctl_redis.h"
 #include "redis_io.h"
 #include "ctl_versions.h"
 #include "rule.h"
@@ -65,58 +65,6 @@ usage(FILE *f)
 	    "master\n"
 	    "exit status: 0 done, 1 bad usage, configuration or rule, "
 	    "2 Redis unreachable or failing\n", RLG_DEFAULT_CONF);
-}
-
-static void __attribute__((format(printf, 1, 2)))
-complain(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", progname);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-/* The value of field name in an HGETALL reply, or NULL. */
-static const redisReply *
-hfield(const redisReply *h, const char *name)
-{
-	size_t i;
-
-	if (h == NULL || h->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (i = 0; i + 1 < h->elements; i += 2)
-		if (h->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(h->element[i]->str, name) == 0)
-			return h->element[i + 1];
-	return NULL;
-}
-
-/* r, the reply to command what; NULL (and a message) when Redis failed. */
-static redisReply *
-checked(redisContext *rc, const struct conf *c, const char *what,
-    redisReply *r)
-{
-	if (r == NULL) {
-		complain("redis %s: %s: %s", c->redis_address, what,
-		    rc->errstr);
-		return NULL;
-	}
-	if (r->type == REDIS_REPLY_ERROR) {
-		complain("redis %s: %s: %s", c->redis_address, what, r->str);
-		freeReplyObject(r);
-		return NULL;
-	}
-	return r;
-}
-
-/* Sends argv and reads the reply; NULL (and a message) when Redis fails. */
-static redisReply *
-call(redisContext *rc, const struct conf *c, int argc, const char **argv)
-{
-	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }
 
 /* ---- overrides ------------------------------------------------------- */
@@ -191,7 +139,7 @@ static int
 hash_number(const redisReply *h, const char *name, long long *out,
     char *why, size_t whylen)
 {
-	const redisReply *f = hfield(h, name);
+	const redisReply *f = ctl_hfield(h, name);
 	const char *e;
 
 	*out = -1;
@@ -214,7 +162,7 @@ static enum rlg_override
 read_override(const struct rule *ru, const redisReply *h, struct override *o,
     struct rule *eff, char *why, size_t whylen)
 {
-	const redisReply *u = hfield(h, "unlimited");
+	const redisReply *u = ctl_hfield(h, "unlimited");
 	int i, set = 0;
 
 	memset(o, 0, sizeof(*o));
@@ -271,7 +219,7 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	int f;
 
 	if (eq == NULL) {
-		complain("\"%s\": use limit=N, window=DURATION, burst=N, "
+		ctl_complain("\"%s\": use limit=N, window=DURATION, burst=N, "
 		    "precision=DURATION, unlimited or clear", arg);
 		return -1;
 	}
@@ -282,22 +230,22 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 		    strncmp(arg, ov_field[f].arg, len) == 0)
 			break;
 	if (f == OV_COUNT) {
-		complain("\"%.*s\" is not an override (use limit, window, burst "
+		ctl_complain("\"%.*s\" is not an override (use limit, window, burst "
 		    "or precision)", (int)len, arg);
 		return -1;
 	}
 	if (o->v[f] != -1) {
-		complain("%.*s is given twice", (int)len, arg);
+		ctl_complain("%.*s is given twice", (int)len, arg);
 		return -1;
 	}
 	if (f == OV_BURST && !conf_algorithm_has_burst(ru->algorithm)) {
-		complain("rule %s uses %s, which has no burst (only token_bucket, "
+		ctl_complain("rule %s uses %s, which has no burst (only token_bucket, "
 		    "gcra and leaky_bucket do)", ru->name,
 		    conf_algorithm_name(ru->algorithm));
 		return -1;
 	}
 	if (f == OV_PRECISION && ru->algorithm != RLG_SLIDING_WINDOW) {
-		complain("rule %s uses %s, which has no precision (only "
+		ctl_complain("rule %s uses %s, which has no precision (only "
 		    "sliding_window does)", ru->name,
 		    conf_algorithm_name(ru->algorithm));
 		return -1;
@@ -305,9 +253,9 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	if (ov_field[f].duration ? conf_parse_duration(v, &n, &e) == -1 :
 	    conf_parse_int(v, 1, RLG_MAX_COUNT, &n, &e) == -1) {
 		if (ov_field[f].duration)
-			complain("%s: \"%s\" %s", arg, v, e);
+			ctl_complain("%s: \"%s\" %s", arg, v, e);
 		else
-			complain("%s: \"%s\" %s (use a whole number, 1 to "
+			ctl_complain("%s: \"%s\" %s (use a whole number, 1 to "
 			    "%lld)", arg, v, e, RLG_MAX_COUNT);
 		return -1;
 	}
@@ -315,78 +263,10 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	return 0;
 }
 
-/*
- * MULTI + cmds + EXEC, each argv NULL-terminated. Returns 0 or -1. With
- * exec, *exec is EXEC's reply (one element per command; the caller frees
- * it); else it is freed here.
- */
-static int
-transaction(redisContext *rc, const struct conf *c, const char *const *cmds[],
-    size_t ncmds, redisReply **exec)
-{
-	redisReply *r;
-	size_t i;
-	int argc, bad = 0;
-
-	redisAppendCommand(rc, "MULTI");
-	for (i = 0; i < ncmds; i++) {
-		for (argc = 0; cmds[i][argc] != NULL; argc++)
-			;
-		redisAppendCommandArgv(rc, argc, (const char **)cmds[i], NULL);
-	}
-	redisAppendCommand(rc, "EXEC");
-	for (i = 0; i < ncmds + 2; i++) {
-		if (redis_io_get_reply(rc, (void **)&r) != REDIS_OK) {
-			complain("redis %s: %s", c->redis_address, rc->errstr);
-			return -1;
-		}
-		if (r->type == REDIS_REPLY_ERROR ||
-		    (i == ncmds + 1 && r->type != REDIS_REPLY_ARRAY)) {
-			if (!bad)
-				complain("redis %s: %s", c->redis_address,
-				    r->type == REDIS_REPLY_ERROR ? r->str :
-				    "MULTI/EXEC did not run");
-			bad = 1;
-		}
-		if (i == ncmds + 1 && exec != NULL && !bad)
-			*exec = r;
-		else
-			freeReplyObject(r);
-	}
-	return bad ? -1 : 0;
-}
-
 /* The fields of LIB_peek's reply, in order (lua/decide.lua). */
 enum { PK_ALLOWED, PK_REMAINING, PK_LIMIT, PK_RESET, PK_RETRY, PK_NOW,
     PK_DELAY, PK_WINDOW, PK_BURST, PK_PRECISION, PK_OVERRIDE, PK_WHY,
     PK_TTL, PK_STATE, PK_COUNT };
-
-/*
- * FCALL_RO of this build's library: where Redis has it not (ERR Function
- * not found: no gateway of this build ran there yet), FUNCTION LOAD, never
- * REPLACE ("already exists": another was first), and the call again. The
- * reply, or NULL with a message.
- */
-static redisReply *
-fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
-{
-	const char *load[3] = { "FUNCTION", "LOAD", rlg_library };
-	redisReply *r = redis_io_command_argv(rc, argc, argv);
-
-	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
-	    strstr(r->str, "Function not found") == NULL)
-		return checked(rc, c, argv[0], r);
-	freeReplyObject(r);
-	r = redis_io_command_argv(rc, 3, load);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-	    strstr(r->str, "already exists") != NULL) {
-		freeReplyObject(r);
-		r = NULL;
-	} else if ((r = checked(rc, c, "FUNCTION LOAD", r)) == NULL)
-		return NULL;
-	freeReplyObject(r);
-	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
-}
 
 /*
  * peek: the library's LIB_peek (FCALL_RO) with the rule's arguments, as
@@ -427,7 +307,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	argv[argc++] = "";		/* NOW_US: Redis TIME */
 	for (i = 0; i < 5; i++)
 		argv[argc++] = num[i];
-	if ((r = fcall_ro(rc, c, argc, argv)) == NULL)
+	if ((r = ctl_fcall_ro(rc, c, argc, argv)) == NULL)
 		return EXIT_REDIS;
 	el = r->element;
 	for (i = 0; r->type == REDIS_REPLY_ARRAY && r->elements == PK_COUNT &&
@@ -438,7 +318,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 		f[i] = el[i]->integer;
 	}
 	if (i != PK_COUNT) {
-		complain("redis %s: %s: unexpected reply (is this build's library "
+		ctl_complain("redis %s: %s: unexpected reply (is this build's library "
 		    "there?)", c->redis_address, fn);
 		freeReplyObject(r);
 		return EXIT_REDIS;
@@ -494,7 +374,7 @@ cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
 	redisReply *r;
 
 	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
-	if ((r = call(rc, c, 2, argv)) == NULL)
+	if ((r = ctl_call(rc, c, 2, argv)) == NULL)
 		return EXIT_REDIS;
 	if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
 		printf("deleted %s\n", rkey);
@@ -524,7 +404,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		const char *get[] = { "HGETALL", okey };
 		enum rlg_override st;
 
-		if ((r = call(rc, c, 2, get)) == NULL)
+		if ((r = ctl_call(rc, c, 2, get)) == NULL)
 			return EXIT_REDIS;
 		st = read_override(ru, r, &o, &eff, why, sizeof(why));
 		describe_limit(&eff, now, sizeof(now));
@@ -541,7 +421,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		return EXIT_DONE;
 	}
 	if (argc == 1 && strcmp(argv[0], "clear") == 0) {
-		if ((r = call(rc, c, 2, del)) == NULL)
+		if ((r = ctl_call(rc, c, 2, del)) == NULL)
 			return EXIT_REDIS;
 		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
 			printf("%s: cleared; the rule's %s applies from the next "
@@ -555,7 +435,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		hset[2] = "unlimited";
 		hset[3] = "1";
 		hset[4] = NULL;
-		if (transaction(rc, c, cmds, 2, NULL) == -1)
+		if (ctl_transaction(rc, c, cmds, 2, NULL) == -1)
 			return EXIT_REDIS;
 		printf("%s: unlimited from the next request (admitted, nothing "
 		    "counted; the rule: %s)\n", okey, was);
@@ -564,7 +444,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	for (i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "clear") == 0 ||
 		    strcmp(argv[i], "unlimited") == 0) {
-			complain("%s stands alone", argv[i]);
+			ctl_complain("%s stands alone", argv[i]);
 			return EXIT_USAGE;
 		}
 		if (parse_assignment(ru, argv[i], &o) == -1)
@@ -573,7 +453,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	/* What the library will check, checked first: refused here, not
 	 * silently ignored per request. */
 	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
-		complain("rule %s: %s%s", ru->name, why,
+		ctl_complain("rule %s: %s%s", ru->name, why,
 		    ru->algorithm == RLG_SLIDING_WINDOW && o.v[OV_WINDOW] != -1 &&
 		    o.v[OV_PRECISION] == -1 ? " (give precision= as well)" : "");
 		return EXIT_USAGE;
@@ -587,7 +467,7 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	}
 	hset[n] = NULL;
 	/* One transaction: a replaced override, never a mix of two. */
-	if (transaction(rc, c, cmds, 2, NULL) == -1)
+	if (ctl_transaction(rc, c, cmds, 2, NULL) == -1)
 		return EXIT_REDIS;
 	describe_limit(&eff, now, sizeof(now));
 	printf("%s: %s from the next request (the rule: %s)\n", okey, now, was);
@@ -637,13 +517,13 @@ scan_master(void *arg, redisContext *rc, const char *address)
 
 	do {
 		if ((r = redis_io_command_argv(rc, 6, argv)) == NULL) {
-			complain("redis %s: SCAN: %s", address, rc->errstr);
+			ctl_complain("redis %s: SCAN: %s", address, rc->errstr);
 			return -1;
 		}
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		    r->element[0]->type != REDIS_REPLY_STRING ||
 		    r->element[1]->type != REDIS_REPLY_ARRAY) {
-			complain("redis %s: SCAN: %s", address,
+			ctl_complain("redis %s: SCAN: %s", address,
 			    r->type == REDIS_REPLY_ERROR ? r->str :
 			    "unexpected reply");
 			freeReplyObject(r);
@@ -697,16 +577,16 @@ cmd_list(const struct conf *c, const struct rule *ru, const char *pattern)
 	ls.head = strlen(c->key_prefix) + strlen(ru->name) + 2;
 	/* Every master holds some slots: each is scanned. */
 	if ((r = redis_new()) == NULL) {
-		complain("out of memory");
+		ctl_complain("out of memory");
 		return EXIT_USAGE;
 	}
 	err[0] = '\0';
 	if (redis_each_master(r, c, scan_master, &ls, err,
 	    sizeof(err)) == -1) {
 		if (ls.oom)
-			complain("out of memory");
+			ctl_complain("out of memory");
 		else if (err[0] != '\0')
-			complain("redis %s: %s", c->redis_address, err);
+			ctl_complain("redis %s: %s", c->redis_address, err);
 		rc_exit = ls.oom ? EXIT_USAGE : EXIT_REDIS;
 		goto done;
 	}
@@ -766,7 +646,7 @@ main_versions(const char *path, const char *cmd, int argc, char *argv[])
 	int status;
 
 	if (argc != (strcmp(cmd, "unload") == 0 ? 2 : 1)) {
-		complain("%s takes %s", cmd, strcmp(cmd, "unload") == 0 ?
+		ctl_complain("%s takes %s", cmd, strcmp(cmd, "unload") == 0 ?
 		    "LIBRARY (a name versions lists)" : "no argument");
 		usage(stderr);
 		return EXIT_USAGE;
@@ -781,10 +661,10 @@ main_versions(const char *path, const char *cmd, int argc, char *argv[])
 	default: status = EXIT_REDIS; break;
 	}
 	if (err[0] != '\0')
-		complain("%s", err);
+		ctl_complain("%s", err);
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {
-		complain("standard output: %s", strerror(errno));
+		ctl_complain("standard output: %s", strerror(errno));
 		status = EXIT_USAGE;
 	}
 	return status;
@@ -829,12 +709,12 @@ main(int argc, char *argv[])
 	else if (strcmp(cmd, "override") == 0)
 		want = argc >= 3 ? argc : 3;
 	else {
-		complain("unknown command \"%s\" (use peek, reset, list, "
+		ctl_complain("unknown command \"%s\" (use peek, reset, list, "
 		    "override, versions, unload or prune)", cmd);
 		return EXIT_USAGE;
 	}
 	if (argc != want) {
-		complain("%s takes %s", cmd, strcmp(cmd, "list") == 0 ?
+		ctl_complain("%s takes %s", cmd, strcmp(cmd, "list") == 0 ?
 		    "RULE [PATTERN]" : strcmp(cmd, "override") == 0 ?
 		    "RULE KEY [limit=N window=DURATION burst=N | unlimited | "
 		    "clear]" : "RULE KEY");
@@ -844,7 +724,7 @@ main(int argc, char *argv[])
 	if (argc >= 3) {
 		key = argv[2];
 		if (strlen(key) > RLG_MAX_KEY) {
-			complain("a key is at most %d bytes", RLG_MAX_KEY);
+			ctl_complain("a key is at most %d bytes", RLG_MAX_KEY);
 			return EXIT_USAGE;
 		}
 	}
@@ -861,7 +741,7 @@ main(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	if (strcmp(cmd, "override") == 0 && !ru->overrides) {
-		complain("rule %s has overrides = none: rlgate would not read an "
+		ctl_complain("rule %s has overrides = none: rlgate would not read an "
 		    "override for it (set overrides = redis in [rule:%s] of %s)",
 		    ru->name, ru->name, path);
 		conf_free(c);
@@ -875,7 +755,7 @@ main(int argc, char *argv[])
 	 * the master of that slot in a cluster, holds both. */
 	klen = limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
 	if ((rc = redis_connect(c, rkey, klen, err, sizeof(err))) == NULL) {
-		complain("redis %s: %s", c->redis_address, err);
+		ctl_complain("redis %s: %s", c->redis_address, err);
 		conf_free(c);
 		return EXIT_REDIS;
 	}
@@ -889,7 +769,7 @@ main(int argc, char *argv[])
 done:
 	conf_free(c);
 	if (fflush(stdout) == EOF && status == EXIT_DONE) {
-		complain("standard output: %s", strerror(errno));
+		ctl_complain("standard output: %s", strerror(errno));
 		status = EXIT_USAGE;
 	}
 	return status;

@@ -4,29 +4,17 @@
  * deleted with FUNCTION LIST and FUNCTION DELETE. Never this build's own.
  * Not the limit state (ctl.c), nor loading a library (redis_conn.c).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
 
 #include "conf.h"
+#include "ctl_redis.h"
 #include "ctl_versions.h"
 #include "redis.h"
 #include "redis_io.h"
 #include "scripts.h"
-
-static void __attribute__((format(printf, 1, 2)))
-complain(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("rlgate-ctl: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 #define LIBS_MAX	64	/* libraries listed; more are not rlgate's */
 
@@ -62,7 +50,7 @@ list_master(void *arg, redisContext *rc, const char *address)
 
 	if ((r = redis_io_command_argv(rc, 4, argv)) == NULL ||
 	    r->type != REDIS_REPLY_ARRAY) {
-		complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
+		ctl_complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
 		    rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str :
 		    "unexpected reply");
 		freeReplyObject(r);
@@ -116,7 +104,7 @@ delete_master(void *arg, redisContext *rc, const char *address)
 		argv[2] = here.name[k];
 		if ((r = redis_io_command_argv(rc, 3, argv)) == NULL ||
 		    r->type == REDIS_REPLY_ERROR) {
-			complain("redis %s: FUNCTION DELETE %s: %s", address,
+			ctl_complain("redis %s: FUNCTION DELETE %s: %s", address,
 			    here.name[k], r == NULL ? rc->errstr : r->str);
 			freeReplyObject(r);
 			return -1;

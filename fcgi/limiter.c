@@ -21,7 +21,6 @@
 #include "metrics.h"
 #include "redis.h"
 #include "scripts.h"
-#include "slot.h"
 
 #define QUIET_LOG_MS		10000	/* a line per burst: ignored
 					 * overrides, failed undos */
@@ -108,11 +107,11 @@ limiter_set_metrics(struct limiter *l, struct metrics_worker *w)
 	redis_set_metrics(l->redis, w);
 }
 
-/* Do a request's keys fall in several hash slots, on several nodes? */
+/* May a request's keys need several calls (the Redis layer says)? */
 static int
 clustered(const struct conf *c)
 {
-	return c->redis_mode == RLG_REDIS_CLUSTER;
+	return !redis_keys_together(c);
 }
 
 size_t
@@ -690,15 +689,16 @@ undo_round(struct limiter *l, const struct conf *c,
 
 /*
  * Puts request rq's rules rix[*nrix..) in calls: all in one (single and
- * Sentinel modes), or one per hash slot (a cluster: a call's keys must
- * share a slot). Returns the number of calls made.
+ * Sentinel modes), or one per group of keys the Redis layer says may
+ * share a call (redis_key_group(): a cluster's hash slot). Returns the
+ * number of calls made.
  */
 static size_t
 group(struct limiter *l, const struct conf *c, size_t req,
     const struct limiter_request *rq, size_t *nrix, struct call_info *info)
 {
 	char key[RLG_REDIS_KEY_SIZE];
-	int slot[RLG_MAX_MATCHES];
+	int grp[RLG_MAX_MATCHES];
 	unsigned char done[RLG_MAX_MATCHES];
 	size_t i, j, ncalls = 0, len;
 
@@ -713,7 +713,7 @@ group(struct limiter *l, const struct conf *c, size_t req,
 	for (i = 0; i < rq->n; i++) {
 		len = limiter_key(c, rq->m[i].rule, rq->m[i].key,
 		    rq->m[i].key_len, 0, key, sizeof(key));
-		slot[i] = slot_of(key, len);
+		grp[i] = redis_key_group(c, key, len);
 		done[i] = 0;
 	}
 	for (i = 0; i < rq->n; i++) {
@@ -723,7 +723,7 @@ group(struct limiter *l, const struct conf *c, size_t req,
 		info[ncalls].first = *nrix;
 		info[ncalls].n = 0;
 		for (j = i; j < rq->n; j++)
-			if (!done[j] && slot[j] == slot[i]) {
+			if (!done[j] && grp[j] == grp[i]) {
 				done[j] = 1;
 				l->rix[(*nrix)++] = j;
 				info[ncalls].n++;

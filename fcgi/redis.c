@@ -94,6 +94,18 @@ redis_node_address(const struct redis *r, int i)
 	return i >= 0 && i < r->nnodes ? r->nodes[i]->addr : "";
 }
 
+int
+redis_keys_together(const struct conf *c)
+{
+	return c->redis_mode != RLG_REDIS_CLUSTER;
+}
+
+int
+redis_key_group(const struct conf *c, const char *key, size_t keylen)
+{
+	return redis_keys_together(c) ? 0 : slot_of(key, keylen);
+}
+
 /* Room for n calls' state and their entries in a round: each call and
  * its ASKING, a WAIT per node with calls (at most n), a FUNCTION LOAD per
  * node that asked for it (one known now, or one a redirect found: at most

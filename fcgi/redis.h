@@ -106,6 +106,19 @@ int		 redis_run(struct redis *r, const struct conf *c,
 /* Node i's address (i from a redis_call's node), or "" if unknown. */
 const char	*redis_node_address(const struct redis *r, int i);
 
+/*
+ * Which keys one call (one script's KEYS) may hold, so that the caller
+ * groups its keys without knowing nodes or slots. redis_keys_together():
+ * 1 when any keys may share a call (one node holds them all: single and
+ * Sentinel modes), 0 when only keys of the same group may (a cluster).
+ * redis_key_group(): key's group (0..16383, its hash slot in a cluster;
+ * 0 for every key otherwise): keys of one group may share a call. Pure,
+ * thread safe.
+ */
+int		 redis_keys_together(const struct conf *c);
+int		 redis_key_group(const struct conf *c, const char *key,
+		    size_t keylen);
+
 /* One master as the status endpoint reports it. */
 struct redis_health {
 	char		 address[RLG_REDIS_ADDR_SIZE];

@@ -2,9 +2,10 @@
  * redis_deploy: the deployment as [redis] mode says: the single server,
  * the cluster's slot map (read from masters, the masters other loops
  * saw, the seeds), the Sentinels' master; and what asks the deployment as
- * a whole: the status endpoint, the start-up probe, rlgate-ctl's
- * connections. Not here: connections (redis_conn.c), running calls
- * (redis.c), asking the Sentinels (sentinel.c).
+ * a whole. Not here: connections (redis_conn.c), running calls
+ * (redis.c), asking the Sentinels (sentinel.c), the status endpoint's,
+ * the start-up probe's and rlgate-ctl's questions (redis_admin.c, above
+ * redis.c and this file).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -159,9 +160,9 @@ order_add(int *order, int *norder, int k)
 		order[(*norder)++] = k;
 }
 
-/* Appends "addr (why)" to a list of tries. */
-static void
-tried(char *buf, size_t len, const char *addr, const char *why)
+/* Appends "addr (why)" to a list of tries (redis_int.h). */
+void
+redis_deploy_tried(char *buf, size_t len, const char *addr, const char *why)
 {
 	size_t n = strlen(buf);
 
@@ -177,8 +178,8 @@ tried(char *buf, size_t len, const char *addr, const char *why)
  * finds the cluster when its seeds are gone), then the seeds. 0, or -1
  * with err naming each address tried and why (r's map then unchanged).
  */
-static int
-refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
+int
+redis_deploy_refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 {
 	char host[RLG_HOST_SIZE], why[256], list[1024];
 	const char *p = c->redis_address;
@@ -236,13 +237,13 @@ refresh(struct redis *r, const struct conf *c, char *err, size_t errlen)
 		    nd->host, nd->port, why, sizeof(why))) == NULL) {
 			if (master)
 				redis_conn_health_why(nd->h, why, sizeof(why));
-			tried(list, sizeof(list), nd->addr, why);
+			redis_deploy_tried(list, sizeof(list), nd->addr, why);
 			continue;
 		}
 		if (!master)
 			nd->epoch = atomic_load(&nd->h->epoch);
 		if (map_from(r, c, order[i], slots, why, sizeof(why)) == -1) {
-			tried(list, sizeof(list), nd->addr, why);
+			redis_deploy_tried(list, sizeof(list), nd->addr, why);
 			if (nd->ctx->err != 0) {
 				redis_conn_health_down(nd->h, why);
 				redis_conn_node_close(nd);
@@ -276,7 +277,7 @@ redis_deploy_update_map(struct redis *r, const struct conf *c)
 {
 	char err[1024];
 
-	if (refresh(r, c, err, sizeof(err)) == 0)
+	if (redis_deploy_refresh(r, c, err, sizeof(err)) == 0)
 		redis_conn_health_up(r->deploy);
 	else
 		redis_conn_health_down(r->deploy, err);
@@ -397,257 +398,4 @@ redis_deploy_find_master(struct redis *r, const struct conf *c)
 	} else
 		redis_io_free(ctx);
 	return 0;
-}
-
-/* ---- status, probe, rlgate-ctl ---------------------------------------- */
-
-/* Makes sure r knows its masters: the slot map (cluster) or the master
- * (sentinel). 0, or -1 with err set. */
-static int
-know_masters(struct redis *r, const struct conf *c, char *err, size_t errlen)
-{
-	int k;
-
-	if (redis_deploy_prepare(r, c) == -1) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	if (c->redis_mode == RLG_REDIS_CLUSTER) {
-		for (k = 0; k < r->nnodes && !r->nodes[k]->master; k++)
-			;
-		if ((k == r->nnodes || r->refresh_due) &&
-		    refresh(r, c, err, errlen) == -1 && k == r->nnodes)
-			return -1;
-	} else if (c->redis_mode == RLG_REDIS_SENTINEL &&
-	    redis_deploy_find_master(r, c) == -1) {
-		redis_conn_health_why(r->deploy, err, errlen);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-is_master(const struct redis *r, const struct conf *c, int k)
-{
-	return c->redis_mode == RLG_REDIS_CLUSTER ? r->nodes[k]->master :
-	    k == r->master;
-}
-
-int
-redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
-    size_t max, char *errbuf, size_t errlen)
-{
-	struct redis_health *e;
-	struct node *nd;
-	redisReply *rep;
-	long long t0;
-	int k, count = 0;
-
-	if (know_masters(r, c, errbuf, errlen) == -1)
-		return -1;
-	for (k = 0; k < r->nnodes; k++) {
-		if (!is_master(r, c, k))
-			continue;
-		if ((size_t)count++ >= max)
-			continue;
-		nd = r->nodes[k];
-		e = &h[count - 1];
-		memset(e, 0, sizeof(*e));
-		snprintf(e->address, sizeof(e->address), "%s", nd->addr);
-		snprintf(e->role, sizeof(e->role), "master");
-		e->errors = atomic_load(&nd->h->errors);
-		e->redirects = atomic_load(&nd->h->redirects);
-		e->refreshes = atomic_load(&nd->h->refreshes);
-		nd->checked = 0;
-		if (redis_conn_node_connect(r, c, k) == -1) {
-			redis_conn_health_why(nd->h, e->errstr,
-			    sizeof(e->errstr));
-			continue;
-		}
-		t0 = mono_us();
-		if ((rep = redis_io_command(nd->ctx, "PING")) == NULL ||
-		    rep->type == REDIS_REPLY_ERROR) {
-			if (rep != NULL)
-				snprintf(e->errstr, sizeof(e->errstr),
-				    "PING: %s", rep->str);
-			else
-				redis_conn_ctx_why(nd->ctx, c->redis_timeout_ms,
-				    e->errstr, sizeof(e->errstr));
-			freeReplyObject(rep);
-			redis_conn_node_close(nd);
-			redis_conn_health_down(nd->h, e->errstr);
-			metrics_redis_error(r->metrics);
-			continue;
-		}
-		freeReplyObject(rep);
-		e->latency_us = mono_us() - t0;
-		e->ok = 1;
-		redis_conn_health_up(nd->h);
-	}
-	if (count == 0)
-		snprintf(errbuf, errlen, "no master known");
-	return count == 0 ? -1 : count;
-}
-
-int
-redis_each_master(struct redis *r, const struct conf *c, redis_master_fn fn,
-    void *arg, char *errbuf, size_t errlen)
-{
-	redisContext *ctx;
-	char why[256];
-	int k, rc;
-
-	if (know_masters(r, c, errbuf, errlen) == -1)
-		return -1;
-	for (k = 0; k < r->nnodes; k++) {
-		if (!is_master(r, c, k))
-			continue;
-		/* A connection of its own: a SCAN loop must not share a
-		 * pipeline with redis_run(). */
-		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
-		    r->nodes[k]->port, why, sizeof(why))) == NULL) {
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
-			return -1;
-		}
-		rc = fn(arg, ctx, r->nodes[k]->addr);
-		redis_io_free(ctx);
-		if (rc == -1)
-			return -1;
-	}
-	return 0;
-}
-
-redisContext *
-redis_connect(const struct conf *c, const char *key, size_t keylen,
-    char *errbuf, size_t errlen)
-{
-	char host[RLG_HOST_SIZE], why[256];
-	struct redis *r;
-	redisContext *ctx = NULL;
-	int port, k;
-
-	switch (c->redis_mode) {
-	case RLG_REDIS_SINGLE:
-		if ((ctx = redis_dial(c->redis_address, c->redis_username,
-		    c->redis_password, c->redis_database,
-		    c->redis_connect_timeout_ms, c->redis_timeout_ms, why,
-		    sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", c->redis_address,
-			    why);
-		return ctx;
-	case RLG_REDIS_SENTINEL:
-		return sentinel_master(c, host, sizeof(host), &port, errbuf,
-		    errlen);
-	case RLG_REDIS_CLUSTER:
-		break;
-	}
-	if ((r = redis_new()) == NULL) {
-		snprintf(errbuf, errlen, "out of memory");
-		return NULL;
-	}
-	if (know_masters(r, c, errbuf, errlen) == 0) {
-		k = r->slots[slot_of(key != NULL ? key : "", key != NULL ?
-		    keylen : 0)];
-		if (k == NO_NODE)
-			snprintf(errbuf, errlen, "no node serves the key's "
-			    "slot");
-		else if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
-		    r->nodes[k]->port, why, sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
-	}
-	redis_free(r);
-	return ctx;
-}
-
-/*
- * [redis] replicas: says (a warning, not an error: replicas may attach
- * later) when the master at addr has fewer replicas connected, by ROLE:
- * until it has them, every admission there follows on_error.
- */
-static void
-probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
-{
-	const char *argv[1] = { "ROLE" };
-	redisReply *rep = NULL;
-	char why[256];
-	size_t n;
-
-	if (c->redis_replicas == 0 || redis_conn_command(ctx,
-	    c->redis_timeout_ms, &rep, why, sizeof(why), 1, argv) == -1)
-		return;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
-	    rep->element[2]->type == REDIS_REPLY_ARRAY &&
-	    (n = rep->element[2]->elements) < (size_t)c->redis_replicas)
-		log_warn("redis %s: %zu replica%s connected, but [redis] "
-		    "replicas = %d: until %d are, every request counted there "
-		    "follows on_error", addr, n, n == 1 ? "" : "s",
-		    c->redis_replicas, c->redis_replicas);
-	freeReplyObject(rep);
-}
-
-int
-redis_probe(const struct conf *c, char *errbuf, size_t errlen)
-{
-	char host[RLG_HOST_SIZE], why[512], list[1024] = "";
-	struct redis *r;
-	redisContext *ctx;
-	int port, k, rc = 0;
-
-	if (c->redis_mode != RLG_REDIS_CLUSTER) {
-		ctx = c->redis_mode == RLG_REDIS_SINGLE ?
-		    redis_dial(c->redis_address, c->redis_username,
-		    c->redis_password, c->redis_database,
-		    c->redis_connect_timeout_ms, c->redis_timeout_ms, errbuf,
-		    errlen) :
-		    sentinel_master(c, host, sizeof(host), &port, errbuf,
-		    errlen);
-		if (ctx == NULL)
-			return -1;
-		rc = redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, errbuf, errlen);
-		if (rc == 0) {
-			if (c->redis_mode == RLG_REDIS_SENTINEL)
-				snprintf(why, sizeof(why), "%s:%d", host, port);
-			probe_replicas(c, ctx, c->redis_mode ==
-			    RLG_REDIS_SINGLE ? c->redis_address : why);
-		}
-		redis_io_free(ctx);
-		return rc;
-	}
-	if ((r = redis_new()) == NULL) {
-		snprintf(errbuf, errlen, "out of memory");
-		return -1;
-	}
-	if (redis_deploy_prepare(r, c) == -1 ||
-	    refresh(r, c, errbuf, errlen) == -1) {
-		redis_free(r);
-		return -1;
-	}
-	for (k = 0; k < r->nnodes; k++) {
-		if (!r->nodes[k]->master)
-			continue;
-		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
-		    r->nodes[k]->port, why, sizeof(why))) == NULL ||
-		    redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, why, sizeof(why)) == -1) {
-			tried(list, sizeof(list), r->nodes[k]->addr, why);
-			rc = -1;
-		} else
-			probe_replicas(c, ctx, r->nodes[k]->addr);
-		if (ctx != NULL)
-			redis_io_free(ctx);
-	}
-	for (k = 0; k < RLG_SLOTS && r->slots[k] != NO_NODE; k++)
-		;
-	if (rc == -1)
-		snprintf(errbuf, errlen, "cluster masters failed: %s", list);
-	else if (k < RLG_SLOTS) {
-		snprintf(errbuf, errlen, "no master serves slot %d (the "
-		    "cluster does not cover every slot)", k);
-		rc = -1;
-	}
-	redis_free(r);
-	return rc;
 }

@@ -2,8 +2,9 @@
  * redis_int: what the pieces of the Redis layer share, and only they: the
  * handle (struct redis), a loop's nodes, each address's health record,
  * and the helpers one piece gives the others. redis_conn.c: health,
- * connections, nodes; redis_deploy.c: the deployment (slot map, master),
- * status and probe; redis.c: the handle and one run. Not a contract for
+ * connections, nodes; redis_deploy.c: the deployment (slot map, master);
+ * redis.c: the handle and one run; redis_admin.c, above them: status,
+ * probe, rlgate-ctl's connections. Not a contract for
  * anything outside redis*.c: redis.h is.
  */
 #ifndef RLG_REDIS_INT_H
@@ -157,5 +158,13 @@ void		 redis_deploy_update_map(struct redis *r,
  * no master for now (logged once per outage). */
 int		 redis_deploy_find_master(struct redis *r,
 		    const struct conf *c);
+/* Cluster: reads the slot map from the first node that gives one (r's
+ * masters, the masters the process knows, the seeds). 0, or -1 with err
+ * naming each address tried and why (r's map then unchanged). */
+int		 redis_deploy_refresh(struct redis *r, const struct conf *c,
+		    char *err, size_t errlen);
+/* Appends "addr (why)" to the list of tries in buf (len bytes). */
+void		 redis_deploy_tried(char *buf, size_t len, const char *addr,
+		    const char *why);
 
 #endif

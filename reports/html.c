@@ -274,19 +274,168 @@ legend(FILE *fp, const char *limit, int viol, int unchecked)
 	fputs("</g>\n", fp);
 }
 
+/* The chart's heading: its title (written to title too), the series'
+ * parameters and totals, and what --verify found. */
+static void
+chart_heading(FILE *fp, const struct series *s, int64_t width_ms, int64_t bin,
+    int idx, const struct verify *v, int64_t nviol, size_t nmarks, char *title,
+    size_t titlelen)
+{
+	char params[160], w[32], bw[32];
+
+	label_series(s, title, titlelen);
+	label_params(&s->params, params, sizeof(params));
+	fprintf(fp, "<section class=\"chart\" id=\"series-%d\">\n<h2>", idx);
+	escape_html(fp, title);
+	fputs("</h2>\n<p class=\"sub\">", fp);
+	if (params[0]) {
+		escape_html(fp, params);
+		fputs(s->one_key ? "" : " for each key; the chart sums every key", fp);
+		fputs(" &middot; ", fp);
+	}
+	fprintf(fp, "%" PRId64 " admitted, %" PRId64 " denied in %zu window%s of %s",
+	    s->allowed, s->denied, s->nwins, s->nwins == 1 ? "" : "s",
+	    window_format_duration(width_ms, w, sizeof(w)));
+	if (bin != width_ms)
+		fprintf(fp, "; each bar sums %" PRId64 " windows (%s)", bin / width_ms,
+		    window_format_duration(bin, bw, sizeof(bw)));
+	fputs("</p>\n", fp);
+	if (s->unchecked > 0)
+		fprintf(fp, "<p class=\"unchecked\">%" PRId64 " of the admitted without "
+		    "a count (reason redis_error: Redis did not decide, on_error = allow "
+		    "admitted)%s</p>\n", s->unchecked, v == NULL ? "" : v->strict ?
+		    "; --verify --strict replayed them as admitted" :
+		    "; --verify did not check them against the limit (--strict does)");
+	if (v != NULL && s->rule != NULL) {
+		if (nviol > 0)
+			fprintf(fp, "<p class=\"viol\">--verify: %" PRId64 " violation%s of the "
+			    "limit, in %zu marked stretch%s</p>\n", nviol, nviol == 1 ? "" : "s",
+			    nmarks, nmarks == 1 ? "" : "es");
+		else
+			fputs("<p class=\"ok\">--verify: the limit held</p>\n", fp);
+	}
+}
+
+/* The time axis, under the denied panel, from t0 to t1v. */
+static void
+time_axis(FILE *fp, int64_t t0, int64_t t1v)
+{
+	char t1[RLG_TIME_LEN], t2[RLG_TIME_LEN];
+	int64_t step;
+
+	/* Time axis, under the denied panel; ticks on round UTC times. */
+	step = window_axis_step((t1v - t0) / 8 > 0 ? (t1v - t0) / 8 : 1);
+	for (int64_t t = window_start(t0, step); t <= t1v; t += step) {
+		char tl[32];
+		double x;
+
+		if (t < t0)
+			continue;
+		x = px_x(t, t0, t1v);
+		tick_label(t, step, tl, sizeof(tl));
+		fprintf(fp, "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
+		    "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
+		    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, x,
+		    PAD_T + ADM_H, PAD_T + ADM_H + 4, x, x, DEN_TOP + DEN_H,
+		    DEN_TOP + DEN_H + 5, x, DEN_TOP + DEN_H + 18, tl);
+	}
+	window_format_time(t0, t1);
+	window_format_time(t1v - 1, t2);
+	fprintf(fp, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (UTC) %.10s",
+	    PAD_L + PLOT_W / 2, SVG_H - 6, t1);
+	if (strncmp(t1, t2, 10) != 0)
+		fprintf(fp, " to %.10s", t2);
+	fputs("</text>\n", fp);
+}
+
+/* The violations' marks, clipped to [t0, t1v). */
+static void
+violation_bands(FILE *fp, const struct mark *marks, size_t nmarks, int64_t t0,
+    int64_t t1v)
+{
+	/* Violations first, under the bars: a band across both panels and a flag. */
+	for (size_t k = 0; k < nmarks; k++) {
+		int64_t from = marks[k].from < t0 ? t0 : marks[k].from;
+		int64_t to = marks[k].to > t1v ? t1v : marks[k].to;
+		double x0 = px_x(from, t0, t1v), x1 = px_x(to, t0, t1v), xm;
+		char tf[RLG_TIME_LEN], tt[RLG_TIME_LEN];
+
+		if (x1 - x0 < 3) {
+			x0 -= (3 - (x1 - x0)) / 2;
+			x1 = x0 + 3;
+		}
+		xm = (x0 + x1) / 2;
+		fprintf(fp, "<g class=\"violation\" data-from=\"%s\" data-to=\"%s\" "
+		    "data-violations=\"%" PRId64 "\"><title>%" PRId64 " violation%s "
+		    "found by --verify from %s to %s</title>", window_format_time(marks[k].from,
+		    tf), window_format_time(marks[k].to, tt), marks[k].n, marks[k].n,
+		    marks[k].n == 1 ? "" : "s", tf, tt);
+		fprintf(fp, "<rect class=\"vband\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+		    "height=\"%d\"/><path class=\"vmark\" d=\"M%.2f %dh14l-7 10z\"/>",
+		    x0, PAD_T, x1 - x0, DEN_TOP + DEN_H - PAD_T, xm - 7, PAD_T - 12);
+		fputs("</g>\n", fp);
+	}
+}
+
+/* The bars of bin ms each, in panels pa (admitted) and pd (denied). */
+static void
+draw_bars(FILE *fp, const struct bar *bars, size_t nbars, int64_t bin,
+    int64_t t0, int64_t t1v, const struct panel *pa, const struct panel *pd)
+{
+	double barw;
+
+	/* The bars: admitted above, denied below, one group per window. */
+	barw = (double)PLOT_W * (double)bin / (double)(t1v - t0);
+	fputs("<g class=\"bars\">\n", fp);
+	for (size_t k = 0; k < nbars; k++) {
+		const struct bar *b = &bars[k];
+		double x = px_x(b->start, t0, t1v), wpx = barw > 3 ? barw - 1 : barw;
+		char tl[RLG_TIME_LEN], na[24], nd[24];
+
+		if (barw > 3)
+			x += 0.5;
+		if (barw > 80) {
+			x += (barw - 80) / 2;
+			wpx = 80;
+		}
+		fprintf(fp, "<g class=\"bar\" data-start=\"%s\" data-allowed=\"%" PRId64
+		    "\" data-denied=\"%" PRId64 "\" data-unchecked=\"%" PRId64 "\"><title>"
+		    "%s: %" PRId64 " admitted (%" PRId64 " without a count), %" PRId64
+		    " denied</title>", window_format_time(b->start, tl), b->allowed,
+		    b->denied, b->unchecked, tl, b->allowed, b->unchecked, b->denied);
+		bar_rect(fp, pa, "allowed", x, wpx, b->allowed);
+		/* The admitted without a count: the bar's lower part. */
+		if (b->unchecked > 0)
+			bar_rect(fp, pa, "unchecked", x, wpx, b->unchecked);
+		bar_rect(fp, pd, "denied", x, wpx, b->denied);
+		/* Room for its numbers: each bar says them. */
+		snprintf(na, sizeof(na), "%" PRId64, b->allowed);
+		snprintf(nd, sizeof(nd), "%" PRId64, b->denied);
+		if (wpx >= 7.0 * (double)strlen(na))
+			fprintf(fp, "<text class=\"halo\" x=\"%.2f\" y=\"%.2f\" "
+			    "text-anchor=\"middle\">%s</text>", x + wpx / 2,
+			    px_y(pa, (double)b->allowed) - 4, na);
+		if (b->denied > 0 && wpx >= 7.0 * (double)strlen(nd))
+			fprintf(fp, "<text class=\"halo\" x=\"%.2f\" y=\"%.2f\" "
+			    "text-anchor=\"middle\">%s</text>", x + wpx / 2,
+			    px_y(pd, (double)b->denied) - 4, nd);
+		fputs("</g>\n", fp);
+	}
+	fputs("</g>\n", fp);
+}
+
 static int
 chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
     const struct verify *v)
 {
-	char title[600], params[160], w[32], bw[32], t1[RLG_TIME_LEN], t2[RLG_TIME_LEN];
-	char lab[96];
+	char title[600], bw[32], lab[96];
 	int64_t first = s->wins[0].start_ms, last = s->wins[s->nwins - 1].start_ms;
-	int64_t bin = width_ms, t0, t1v, slots, step, amax = 0, dmax = 0, nviol = 0;
+	int64_t bin = width_ms, t0, t1v, slots, amax = 0, dmax = 0, nviol = 0;
 	struct bar *bars;
 	struct mark *marks = NULL;
 	struct panel pa = { PAD_T, ADM_H, 1, 1 }, pd = { DEN_TOP, DEN_H, 1, 1 };
 	size_t nbars = 0, nmarks = 0;
-	double limit_y = -1, barw;
+	double limit_y = -1;
 
 	/* Too many windows for the width: each bar sums k whole windows. */
 	slots = (last - first) / width_ms + 1;
@@ -323,37 +472,8 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 	for (size_t k = 0; k < nmarks; k++)
 		nviol += marks[k].n;
 
-	label_series(s, title, sizeof(title));
-	label_params(&s->params, params, sizeof(params));
-	fprintf(fp, "<section class=\"chart\" id=\"series-%d\">\n<h2>", idx);
-	escape_html(fp, title);
-	fputs("</h2>\n<p class=\"sub\">", fp);
-	if (params[0]) {
-		escape_html(fp, params);
-		fputs(s->one_key ? "" : " for each key; the chart sums every key", fp);
-		fputs(" &middot; ", fp);
-	}
-	fprintf(fp, "%" PRId64 " admitted, %" PRId64 " denied in %zu window%s of %s",
-	    s->allowed, s->denied, s->nwins, s->nwins == 1 ? "" : "s",
-	    window_format_duration(width_ms, w, sizeof(w)));
-	if (bin != width_ms)
-		fprintf(fp, "; each bar sums %" PRId64 " windows (%s)", bin / width_ms,
-		    window_format_duration(bin, bw, sizeof(bw)));
-	fputs("</p>\n", fp);
-	if (s->unchecked > 0)
-		fprintf(fp, "<p class=\"unchecked\">%" PRId64 " of the admitted without "
-		    "a count (reason redis_error: Redis did not decide, on_error = allow "
-		    "admitted)%s</p>\n", s->unchecked, v == NULL ? "" : v->strict ?
-		    "; --verify --strict replayed them as admitted" :
-		    "; --verify did not check them against the limit (--strict does)");
-	if (v != NULL && s->rule != NULL) {
-		if (nviol > 0)
-			fprintf(fp, "<p class=\"viol\">--verify: %" PRId64 " violation%s of the "
-			    "limit, in %zu marked stretch%s</p>\n", nviol, nviol == 1 ? "" : "s",
-			    nmarks, nmarks == 1 ? "" : "es");
-		else
-			fputs("<p class=\"ok\">--verify: the limit held</p>\n", fp);
-	}
+	chart_heading(fp, s, width_ms, bin, idx, v, nviol, nmarks, title,
+	    sizeof(title));
 
 	fprintf(fp, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 	    "viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"", SVG_W, SVG_H, SVG_W, SVG_H);
@@ -371,91 +491,11 @@ chart(FILE *fp, const struct series *s, int64_t width_ms, int idx,
 	panel_axis(fp, &pd, lab);
 	fputs("</g>\n", fp);
 
-	/* Time axis, under the denied panel; ticks on round UTC times. */
-	step = window_axis_step((t1v - t0) / 8 > 0 ? (t1v - t0) / 8 : 1);
-	for (int64_t t = window_start(t0, step); t <= t1v; t += step) {
-		char tl[32];
-		double x;
+	time_axis(fp, t0, t1v);
 
-		if (t < t0)
-			continue;
-		x = px_x(t, t0, t1v);
-		tick_label(t, step, tl, sizeof(tl));
-		fprintf(fp, "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
-		    "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\"/>"
-		    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, x,
-		    PAD_T + ADM_H, PAD_T + ADM_H + 4, x, x, DEN_TOP + DEN_H,
-		    DEN_TOP + DEN_H + 5, x, DEN_TOP + DEN_H + 18, tl);
-	}
-	window_format_time(t0, t1);
-	window_format_time(t1v - 1, t2);
-	fprintf(fp, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time (UTC) %.10s",
-	    PAD_L + PLOT_W / 2, SVG_H - 6, t1);
-	if (strncmp(t1, t2, 10) != 0)
-		fprintf(fp, " to %.10s", t2);
-	fputs("</text>\n", fp);
+	violation_bands(fp, marks, nmarks, t0, t1v);
 
-	/* Violations first, under the bars: a band across both panels and a flag. */
-	for (size_t k = 0; k < nmarks; k++) {
-		int64_t from = marks[k].from < t0 ? t0 : marks[k].from;
-		int64_t to = marks[k].to > t1v ? t1v : marks[k].to;
-		double x0 = px_x(from, t0, t1v), x1 = px_x(to, t0, t1v), xm;
-		char tf[RLG_TIME_LEN], tt[RLG_TIME_LEN];
-
-		if (x1 - x0 < 3) {
-			x0 -= (3 - (x1 - x0)) / 2;
-			x1 = x0 + 3;
-		}
-		xm = (x0 + x1) / 2;
-		fprintf(fp, "<g class=\"violation\" data-from=\"%s\" data-to=\"%s\" "
-		    "data-violations=\"%" PRId64 "\"><title>%" PRId64 " violation%s "
-		    "found by --verify from %s to %s</title>", window_format_time(marks[k].from,
-		    tf), window_format_time(marks[k].to, tt), marks[k].n, marks[k].n,
-		    marks[k].n == 1 ? "" : "s", tf, tt);
-		fprintf(fp, "<rect class=\"vband\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
-		    "height=\"%d\"/><path class=\"vmark\" d=\"M%.2f %dh14l-7 10z\"/>",
-		    x0, PAD_T, x1 - x0, DEN_TOP + DEN_H - PAD_T, xm - 7, PAD_T - 12);
-		fputs("</g>\n", fp);
-	}
-
-	/* The bars: admitted above, denied below, one group per window. */
-	barw = (double)PLOT_W * (double)bin / (double)(t1v - t0);
-	fputs("<g class=\"bars\">\n", fp);
-	for (size_t k = 0; k < nbars; k++) {
-		const struct bar *b = &bars[k];
-		double x = px_x(b->start, t0, t1v), wpx = barw > 3 ? barw - 1 : barw;
-		char tl[RLG_TIME_LEN], na[24], nd[24];
-
-		if (barw > 3)
-			x += 0.5;
-		if (barw > 80) {
-			x += (barw - 80) / 2;
-			wpx = 80;
-		}
-		fprintf(fp, "<g class=\"bar\" data-start=\"%s\" data-allowed=\"%" PRId64
-		    "\" data-denied=\"%" PRId64 "\" data-unchecked=\"%" PRId64 "\"><title>"
-		    "%s: %" PRId64 " admitted (%" PRId64 " without a count), %" PRId64
-		    " denied</title>", window_format_time(b->start, tl), b->allowed,
-		    b->denied, b->unchecked, tl, b->allowed, b->unchecked, b->denied);
-		bar_rect(fp, &pa, "allowed", x, wpx, b->allowed);
-		/* The admitted without a count: the bar's lower part. */
-		if (b->unchecked > 0)
-			bar_rect(fp, &pa, "unchecked", x, wpx, b->unchecked);
-		bar_rect(fp, &pd, "denied", x, wpx, b->denied);
-		/* Room for its numbers: each bar says them. */
-		snprintf(na, sizeof(na), "%" PRId64, b->allowed);
-		snprintf(nd, sizeof(nd), "%" PRId64, b->denied);
-		if (wpx >= 7.0 * (double)strlen(na))
-			fprintf(fp, "<text class=\"halo\" x=\"%.2f\" y=\"%.2f\" "
-			    "text-anchor=\"middle\">%s</text>", x + wpx / 2,
-			    px_y(&pa, (double)b->allowed) - 4, na);
-		if (b->denied > 0 && wpx >= 7.0 * (double)strlen(nd))
-			fprintf(fp, "<text class=\"halo\" x=\"%.2f\" y=\"%.2f\" "
-			    "text-anchor=\"middle\">%s</text>", x + wpx / 2,
-			    px_y(&pd, (double)b->denied) - 4, nd);
-		fputs("</g>\n", fp);
-	}
-	fputs("</g>\n", fp);
+	draw_bars(fp, bars, nbars, bin, t0, t1v, &pa, &pd);
 
 	/* The limit, as a rate: what the rule admits per window of this width. */
 	if (limit_y >= 0) {

@@ -94,8 +94,21 @@ parse_time_opt(const char *opt, const char *s)
 enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP, OPT_UNMATCHED,
 	OPT_STRICT };
 
-int
-main(int argc, char **argv)
+/* The command line, as parsed and checked by parse_args(). */
+struct opts {
+	struct filter	 f;
+	enum out_format	 fmt;
+	int64_t		 width_ms, precision_ms;
+	long long	 top_n;
+	int		 verify, strict, unmatched;
+	const char	*outpath;
+	int		 first;		/* argv index of the first database */
+};
+
+/* Parses the options into o; dies (exit 2) on a bad one, exits 0 after
+ * -h and -V. */
+static void
+parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
 		{ "since", required_argument, NULL, OPT_SINCE },
@@ -114,73 +127,66 @@ main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct filter f = { NULL, NULL, INT64_MIN, INT64_MAX };
-	struct rdbs dbs = { 0 };
-	struct out_meta meta;
-	enum out_format fmt = OUT_TEXT;
-	int64_t width_ms = 1000, precision_ms = 0;
-	long long top_n = 0;
-	int verify = 0, strict = 0, unmatched = 0, direct = 0, ch, status = 0, rc;
-	const char *outpath = NULL, *errstr;
-	char err[512], tmppath[4096] = "", **paths;
-	size_t npaths;
-	FILE *out = stdout;
+	const char *errstr;
+	int ch;
 
+	*o = (struct opts){ { NULL, NULL, INT64_MIN, INT64_MAX }, OUT_TEXT,
+	    1000, 0, 0, 0, 0, 0, NULL, 0 };
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":w:r:k:f:o:p:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'w':
-			width_ms = parse_duration_opt("-w", optarg);
+			o->width_ms = parse_duration_opt("-w", optarg);
 			break;
 		case 'r':
-			f.rule = optarg;
+			o->f.rule = optarg;
 			break;
 		case 'k':
-			f.key = optarg;
+			o->f.key = optarg;
 			break;
 		case OPT_SINCE:
-			f.since_ms = parse_time_opt("--since", optarg);
+			o->f.since_ms = parse_time_opt("--since", optarg);
 			break;
 		case OPT_UNTIL:
-			f.until_ms = parse_time_opt("--until", optarg);
+			o->f.until_ms = parse_time_opt("--until", optarg);
 			break;
 		case 'f':
 			if (strcmp(optarg, "text") == 0)
-				fmt = OUT_TEXT;
+				o->fmt = OUT_TEXT;
 			else if (strcmp(optarg, "csv") == 0)
-				fmt = OUT_CSV;
+				o->fmt = OUT_CSV;
 			else if (strcmp(optarg, "json") == 0)
-				fmt = OUT_JSON;
+				o->fmt = OUT_JSON;
 			else if (strcmp(optarg, "html") == 0)
-				fmt = OUT_HTML;
+				o->fmt = OUT_HTML;
 			else
 				die("-f \"%s\" is not a format (use text, csv, json or html)", optarg);
 			break;
 		case 'o':
-			outpath = optarg;
+			o->outpath = optarg;
 			break;
 		case 'p':
-			precision_ms = parse_duration_opt("-p", optarg);
+			o->precision_ms = parse_duration_opt("-p", optarg);
 			break;
 		case OPT_VERIFY:
-			verify = 1;
+			o->verify = 1;
 			break;
 		case OPT_STRICT:
-			strict = 1;
+			o->strict = 1;
 			break;
 		case OPT_UNMATCHED:
-			unmatched = 1;
+			o->unmatched = 1;
 			break;
 		case OPT_TOP:
-			if (conf_parse_int(optarg, 1, 1000000, &top_n, &errstr) == -1)
+			if (conf_parse_int(optarg, 1, 1000000, &o->top_n, &errstr) == -1)
 				die("--top \"%s\" %s (use a count from 1 to 1000000)", optarg, errstr);
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			exit(0);
 		case 'V':
 			printf("rlgate-report %s\n", RLG_REPORT_VERSION);
-			return 0;
+			exit(0);
 		case ':':
 			if (optopt >= 256 || optopt == 0)
 				die("%s needs a value (see rlgate-report -h)", argv[optind - 1]);
@@ -193,106 +199,160 @@ main(int argc, char **argv)
 	}
 	if (optind >= argc)
 		die("no audit database given (usage: rlgate-report [options] AUDIT.db ...)");
-	if (verify && top_n > 0)
+	if (o->verify && o->top_n > 0)
 		die("--verify and --top are separate reports: give one of them");
-	if (unmatched && (fmt != OUT_HTML || top_n > 0))
+	if (o->unmatched && (o->fmt != OUT_HTML || o->top_n > 0))
 		die("--unmatched only applies to the -f html report (the others list "
 		    "requests no rule applied to already)");
-	if (f.since_ms != INT64_MIN && f.until_ms != INT64_MAX && f.since_ms >= f.until_ms)
+	if (o->f.since_ms != INT64_MIN && o->f.until_ms != INT64_MAX &&
+	    o->f.since_ms >= o->f.until_ms)
 		die("--since must be before --until");
-	if (precision_ms > 0 && !verify)
+	if (o->precision_ms > 0 && !o->verify)
 		die("-p only applies to --verify");
-	if (strict && !verify)
+	if (o->strict && !o->verify)
 		die("--strict only applies to --verify");
+	o->first = optind;
+}
 
-	if (db_expand(argv + optind, (size_t)(argc - optind), &paths, &npaths, err,
-	    sizeof(err)) == -1)
+/* Opens the databases argv[0..n) name; dies when one cannot be read, or
+ * when f's rule or key is in none of them. */
+static void
+open_dbs(struct rdbs *dbs, char **argv, size_t n, const struct filter *f)
+{
+	char err[512], **paths;
+	size_t npaths;
+	int rc;
+
+	if (db_expand(argv, n, &paths, &npaths, err, sizeof(err)) == -1)
 		die("%s", err);
-	rc = db_open_all(&dbs, paths, npaths, err, sizeof(err));
+	rc = db_open_all(dbs, paths, npaths, err, sizeof(err));
 	db_paths_free(paths, npaths);
 	if (rc == -1)
 		die("%s", err);
-	if (f.rule != NULL || f.key != NULL) {
-		if ((rc = db_has(&dbs, f.rule, f.key, err, sizeof(err))) == -1)
-			die("%s", err);
-		if (rc == 0 && f.rule != NULL && db_has(&dbs, f.rule, NULL, err, sizeof(err)) == 0) {
-			char names[400];
+	if (f->rule == NULL && f->key == NULL)
+		return;
+	if ((rc = db_has(dbs, f->rule, f->key, err, sizeof(err))) == -1)
+		die("%s", err);
+	if (rc == 0 && f->rule != NULL && db_has(dbs, f->rule, NULL, err, sizeof(err)) == 0) {
+		char names[400];
 
-			db_rule_names(&dbs, names, sizeof(names));
-			die("unknown rule \"%s\" (the database%s know%s: %s)", f.rule,
-			    dbs.n == 1 ? "" : "s", dbs.n == 1 ? "s" : "", names[0] ? names : "no rule");
-		}
-		if (rc == 0 && f.rule != NULL)
-			die("rule \"%s\" has no key \"%s\"", f.rule, f.key);
-		if (rc == 0)
-			die("unknown key \"%s\"", f.key);
+		db_rule_names(dbs, names, sizeof(names));
+		die("unknown rule \"%s\" (the database%s know%s: %s)", f->rule,
+		    dbs->n == 1 ? "" : "s", dbs->n == 1 ? "s" : "", names[0] ? names : "no rule");
 	}
+	if (rc == 0 && f->rule != NULL)
+		die("rule \"%s\" has no key \"%s\"", f->rule, f->key);
+	if (rc == 0)
+		die("unknown key \"%s\"", f->key);
+}
 
-	if (outpath != NULL) {
-		struct stat sb;
+/*
+ * The stream for -o outpath: a file is written next to its target
+ * (tmppath) and renamed, never half a report; anything else (a symlink such
+ * as /dev/stdout, a device, a pipe) is written in place (*direct). Dies
+ * when it cannot be opened.
+ */
+static FILE *
+open_output(const char *outpath, int *direct, char *tmppath, size_t tmplen)
+{
+	struct stat sb;
+	FILE *out;
 
-		/*
-		 * A file is written next to its target and renamed: never half a
-		 * report. Anything else (a symlink such as /dev/stdout, a device, a
-		 * pipe) is written in place.
-		 */
-		if (lstat(outpath, &sb) == 0 && !S_ISREG(sb.st_mode))
-			direct = 1;
-		else if ((size_t)snprintf(tmppath, sizeof(tmppath), "%s.tmp.%ld", outpath,
-		    (long)getpid()) >= sizeof(tmppath))
-			die("-o \"%s\": the path is too long", outpath);
-		if ((out = fopen(direct ? outpath : tmppath, "w")) == NULL)
-			die("-o \"%s\": cannot write: %s", outpath, strerror(errno));
-	}
-	meta = (struct out_meta){ width_ms, &f, &dbs, NULL, unmatched };
+	if (lstat(outpath, &sb) == 0 && !S_ISREG(sb.st_mode))
+		*direct = 1;
+	else if ((size_t)snprintf(tmppath, tmplen, "%s.tmp.%ld", outpath,
+	    (long)getpid()) >= tmplen)
+		die("-o \"%s\": the path is too long", outpath);
+	if ((out = fopen(*direct ? outpath : tmppath, "w")) == NULL)
+		die("-o \"%s\": cannot write: %s", outpath, strerror(errno));
+	return out;
+}
 
-	if (verify && fmt == OUT_HTML) {
+/*
+ * Runs the report o asks for over dbs and writes it to out. 0 with
+ * *status (EXIT_VIOLATION when --verify found one), -1 when writing
+ * failed, -2 with err set when the report could not be made.
+ */
+static int
+run_report(FILE *out, const struct opts *o, struct rdbs *dbs,
+    struct out_meta *meta, int *status, char *err, size_t errlen)
+{
+	const struct filter *f = &o->f;
+	int rc;
+
+	*status = 0;
+	if (o->verify && o->fmt == OUT_HTML) {
 		/* The throughput charts, with the violations marked on them. */
 		struct verify v = { 0 };
 		struct agg a = { 0 };
 
-		if (verify_run(&v, &dbs, &f, precision_ms, strict, err,
-		    sizeof(err)) == -1 ||
-		    agg_run(&a, &dbs, &f, width_ms, f.rule != NULL || f.key != NULL, err,
-		    sizeof(err)) == -1) {
+		if (verify_run(&v, dbs, f, o->precision_ms, o->strict, err,
+		    errlen) == -1 ||
+		    agg_run(&a, dbs, f, o->width_ms, f->rule != NULL || f->key != NULL, err,
+		    errlen) == -1) {
 			verify_free(&v);
 			agg_free(&a);
-			goto fail_err;
+			return -2;
 		}
-		meta.verify = &v;
-		rc = out_report(out, fmt, &a, &meta);
-		status = v.nv > 0 ? EXIT_VIOLATION : 0;
+		meta->verify = &v;
+		rc = out_report(out, o->fmt, &a, meta);
+		meta->verify = NULL;
+		*status = v.nv > 0 ? EXIT_VIOLATION : 0;
 		verify_free(&v);
 		agg_free(&a);
-	} else if (verify) {
+	} else if (o->verify) {
 		struct verify v = { 0 };
 
-		if (verify_run(&v, &dbs, &f, precision_ms, strict, err,
-		    sizeof(err)) == -1)
-			goto fail_err;
-		rc = out_verify(out, fmt, &v, &meta);
-		status = v.nv > 0 ? EXIT_VIOLATION : 0;
+		if (verify_run(&v, dbs, f, o->precision_ms, o->strict, err,
+		    errlen) == -1)
+			return -2;
+		rc = out_verify(out, o->fmt, &v, meta);
+		*status = v.nv > 0 ? EXIT_VIOLATION : 0;
 		verify_free(&v);
-	} else if (top_n > 0) {
+	} else if (o->top_n > 0) {
 		struct top t = { 0 };
 
-		if (top_run(&t, &dbs, &f, (size_t)top_n, err, sizeof(err)) == -1) {
+		if (top_run(&t, dbs, f, (size_t)o->top_n, err, errlen) == -1) {
 			top_free(&t);
-			goto fail_err;
+			return -2;
 		}
-		rc = out_top(out, fmt, &t, (size_t)top_n, &meta);
+		rc = out_top(out, o->fmt, &t, (size_t)o->top_n, meta);
 		top_free(&t);
 	} else {
 		struct agg a = { 0 };
 
-		if (agg_run(&a, &dbs, &f, width_ms, f.rule != NULL || f.key != NULL, err,
-		    sizeof(err)) == -1) {
+		if (agg_run(&a, dbs, f, o->width_ms, f->rule != NULL || f->key != NULL, err,
+		    errlen) == -1) {
 			agg_free(&a);
-			goto fail_err;
+			return -2;
 		}
-		rc = out_report(out, fmt, &a, &meta);
+		rc = out_report(out, o->fmt, &a, meta);
 		agg_free(&a);
 	}
+	return rc == -1 ? -1 : 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts o;
+	struct rdbs dbs = { 0 };
+	struct out_meta meta;
+	int direct = 0, status = 0, rc;
+	char err[512], tmppath[4096] = "";
+	const char *outpath;
+	FILE *out = stdout;
+
+	parse_args(argc, argv, &o);
+	outpath = o.outpath;
+	open_dbs(&dbs, argv + o.first, (size_t)(argc - o.first), &o.f);
+	if (outpath != NULL)
+		out = open_output(outpath, &direct, tmppath, sizeof(tmppath));
+	meta = (struct out_meta){ o.width_ms, &o.f, &dbs, NULL, o.unmatched };
+
+	if ((rc = run_report(out, &o, &dbs, &meta, &status, err,
+	    sizeof(err))) == -2)
+		goto fail_err;
 	if (rc == -1 || fflush(out) == EOF || ferror(out)) {
 		snprintf(err, sizeof(err), "cannot write the report%s%s: %s",
 		    outpath ? " to " : "", outpath ? outpath : "", strerror(errno));
