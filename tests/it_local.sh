@@ -1,0 +1,132 @@
+#!/bin/bash
+# on_error = local (issue 28 part 4), deterministic: one redis-server,
+# stopped (SIGKILL, by PID) and started again on its port. While it is
+# down each algorithm decides in rlgate's memory on local_share = 1/2 of
+# its limit, exactly (windows of an hour: nothing refills during the
+# test); the audit says reason = local, /metrics counts them, and the first
+# request Redis answers again is Redis's (reason = limit).
+. "$(dirname "$0")/lib.sh"
+
+start_redis || exit 1
+AUDIT_DB=$T/audit.db
+DOCROOT=$T/www
+for d in fw sw sl tb gc lb probe; do mkdir -p "$DOCROOT/$d"; echo "$d" > "$DOCROOT/$d/item"; done
+
+cat > "$T/rlgate.ini" <<EOF
+[gateway]
+workers = 2
+status_path = /rlgate-status
+
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+connect_timeout = 200ms
+timeout = 300ms
+on_error = local
+local_share = 1/2
+
+[audit]
+database = $AUDIT_DB
+flush_interval = 20ms
+
+[rule:fw]
+path = /fw/*
+key = {query.k}
+limit = 10
+window = 1h
+
+[rule:sw]
+path = /sw/*
+key = {query.k}
+algorithm = sliding_window
+precision = 10m
+limit = 10
+window = 1h
+
+[rule:sl]
+path = /sl/*
+key = {query.k}
+algorithm = sliding_log
+limit = 10
+window = 1h
+
+[rule:tb]
+path = /tb/*
+key = {query.k}
+algorithm = token_bucket
+limit = 10
+window = 1h
+
+[rule:gc]
+path = /gc/*
+key = {query.k}
+algorithm = gcra
+limit = 10
+window = 1h
+
+; burst 1 x 1/2 = 0: an idle queue admits one, the next is denied
+[rule:lb]
+path = /lb/*
+key = {query.k}
+algorithm = leaky_bucket
+limit = 10
+window = 1h
+burst = 1
+
+[rule:probe]
+path = /probe/*
+limit = 1000000
+window = 1s
+on_error = deny
+EOF
+
+check "rlgate -t accepts on_error = local and local_share = 1/2" "$RLGATE" -t -c "$T/rlgate.ini"
+printf '[redis]\nlocal_share = 3/2\n' > "$T/bad.ini"
+"$RLGATE" -t -c "$T/bad.ini" > "$T/bad.out" 2>&1
+check "local_share = 3/2 is refused with FILE:LINE" \
+	grep -q "bad.ini:2.*local_share.*not a share" "$T/bad.out"
+start_rlgate "$T/rlgate.ini" || exit 1
+start_shipped_lighttpd "include \"$TOP/conf/lighttpd-status.conf\"" || exit 1
+BASE=http://127.0.0.1:$HTTP_PORT
+
+# codes ALG N: N requests on key a, their status codes in one line.
+codes() {
+	local i out=
+	for i in $(seq "$2"); do out="$out$(status "$BASE/$1/item?k=a") "; done
+	echo "${out% }"
+}
+
+is "with Redis up, fw decides in Redis" "200 200" "$(codes fw 2)"
+kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null
+
+is "fixed_window on 10 x 1/2: 5 more, then 429 (2 counted before are Redis's)" \
+	"200 200 200 200 200 429 429 429" "$(codes fw 8)"
+is "sliding_window on 5" "200 200 200 200 200 429 429" "$(codes sw 7)"
+is "sliding_log on 5" "200 200 200 200 200 429 429" "$(codes sl 7)"
+is "token_bucket on burst 5" "200 200 200 200 200 429 429" "$(codes tb 7)"
+is "gcra on burst 5" "200 200 200 200 200 429 429" "$(codes gc 7)"
+is "leaky_bucket on burst 0: the idle queue admits one" "200 429 429" "$(codes lb 3)"
+
+start_redis "$REDIS_PORT" || exit 1
+probe_ok() { [ "$(status "$BASE/probe/item")" = 200 ]; }
+check "Redis decides again after the restart" wait_for 10 probe_ok
+is "fw back in Redis (an empty Redis: admitted)" 200 "$(status "$BASE/fw/item?k=a")"
+wait_for 5 rows_at_least 11 "rule = 'fw'"
+
+is "audit: local rows per rule and allowed" \
+	"fw|0|3 fw|1|5 gc|0|2 gc|1|5 lb|0|2 lb|1|1 sl|0|2 sl|1|5 sw|0|2 sw|1|5 tb|0|2 tb|1|5" \
+	"$(sql "SELECT rule, allowed, count(*) FROM decisions WHERE reason = 'local'
+		GROUP BY rule, allowed ORDER BY rule, allowed" | tr '\n' ' ' | sed 's/ $//')"
+is "audit: local rows carry the share as their limit" "5" \
+	"$(sql "SELECT DISTINCT limit_value FROM decisions WHERE reason = 'local' AND rule = 'fw'")"
+is "audit: fw in Redis before and after (reason limit, allowed)" "3" \
+	"$(rows "rule = 'fw' AND reason = 'limit' AND allowed = 1")"
+is "audit: the last fw row is Redis's" "limit" \
+	"$(sql "SELECT reason FROM decisions WHERE rule = 'fw' ORDER BY id DESC LIMIT 1")"
+
+curl -s "$BASE/rlgate-status/metrics" > "$T/metrics.txt"
+is "/metrics: local allows" 26 \
+	"$(awk '$1 == "rlgate_local_decisions_total{result=\"allow\"}" { print $2 }' "$T/metrics.txt")"
+is "/metrics: local denials" 13 \
+	"$(awk '$1 == "rlgate_local_decisions_total{result=\"deny\"}" { print $2 }' "$T/metrics.txt")"
+
+finish
