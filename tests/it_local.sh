@@ -123,6 +123,23 @@ is "audit: fw in Redis before and after (reason limit, allowed)" "3" \
 is "audit: the last fw row is Redis's" "limit" \
 	"$(sql "SELECT reason FROM decisions WHERE rule = 'fw' ORDER BY id DESC LIMIT 1")"
 
+REPORT=$TOP/reports/rlgate-report
+"$REPORT" --verify "$AUDIT_DB" > "$T/verify.out" 2>&1
+is "rlgate-report --verify: the local rows hold their share (exit 0)" 0 "$?"
+check "--verify replayed the local rows per process" \
+	grep -q "fw (local)" "$T/verify.out"
+# A hand-made audit: fw's 5 local admissions twice over, in one process.
+sqlite3 "$AUDIT_DB" ".backup '$T/bad.db'"
+sqlite3 "$T/bad.db" "INSERT INTO decisions (ts_ms, request_id, rule, key,
+	algorithm, allowed, reason, cost, limit_value, window_ms, burst)
+	SELECT ts_ms + 1, request_id || 'x', rule, key, algorithm, allowed,
+	reason, cost, limit_value, window_ms, burst FROM decisions
+	WHERE reason = 'local' AND rule = 'fw' AND allowed = 1"
+"$REPORT" --verify "$T/bad.db" > "$T/verify-bad.out" 2>&1
+rc=$?
+is "--verify exits 1 when local rows exceed the share" 1 "$rc"
+check "--verify names the local violation" grep -q "fw (local)" "$T/verify-bad.out"
+
 curl -s "$BASE/rlgate-status/metrics" > "$T/metrics.txt"
 is "/metrics: local allows" 26 \
 	"$(awk '$1 == "rlgate_local_decisions_total{result=\"allow\"}" { print $2 }' "$T/metrics.txt")"
