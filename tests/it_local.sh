@@ -146,4 +146,85 @@ is "/metrics: local allows" 26 \
 is "/metrics: local denials" 13 \
 	"$(awk '$1 == "rlgate_local_decisions_total{result=\"deny\"}" { print $2 }' "$T/metrics.txt")"
 
+# ---------------------------------------------------------------------------
+# 2. The master kill under load (issue 28's measurement): 3 masters and 3
+# replicas, fixed_window 8 per 2 s on one key per master, local_share =
+# 1/2 (4), curl loops on the three keys; kill -9 of one master. Its key is
+# decided locally until its replica takes over, within 4 per window; the
+# other keys never; Redis decides again after.
+start_cluster || exit 1
+M=("${CLUSTER_PORTS[@]:0:3}")
+VICTIM=${M[0]}
+declare -A KEY
+for i in $(seq 1 300); do
+	p=$(cluster_master_of "$(redis-cli -p "${M[2]}" CLUSTER KEYSLOT "rl:{lf:k$i}")")
+	[ -n "$p" ] && [ -z "${KEY[$p]:-}" ] && KEY[$p]=k$i
+	[ "${#KEY[@]}" = 3 ] && break
+done
+is "cluster: a key on each master" 3 "${#KEY[@]}"
+mkdir -p "$DOCROOT/lf" && echo lf > "$DOCROOT/lf/item"
+AUDIT_DB=$T/cluster.db
+cat > "$T/cluster.ini" <<EOF
+[gateway]
+workers = 2
+status_path = /rlgate-status
+
+[redis]
+mode = cluster
+address = 127.0.0.1:$VICTIM 127.0.0.1:${M[1]}
+connect_timeout = 200ms
+timeout = 300ms
+on_error = local
+local_share = 1/2
+
+[audit]
+database = $AUDIT_DB
+flush_interval = 20ms
+
+[rule:lf]
+path = /lf/*
+key = {query.k}
+limit = 8
+window = 2s
+EOF
+RLGATE_PORT= HTTP_PORT=
+start_rlgate "$T/cluster.ini" rlgate-cluster || exit 1
+start_shipped_lighttpd "include \"$TOP/conf/lighttpd-status.conf\"" || exit 1
+BASE=http://127.0.0.1:$HTTP_PORT
+load() {	# load KEY: until $T/stop
+	while [ ! -e "$T/stop" ]; do status --max-time 10 "$BASE/lf/item?k=$1" > /dev/null; done
+}
+LOADERS=()
+for p in "${M[@]}"; do load "${KEY[$p]}" & LOADERS+=("$!"); PIDS+=("$!"); done
+sleep 2
+kill -9 "${CLUSTER_PID[$VICTIM]}"; wait "${CLUSTER_PID[$VICTIM]}" 2>/dev/null
+VK=${KEY[$VICTIM]}
+back() { [ "$(rows "key = '$VK' AND reason = 'limit' AND id > (SELECT max(id) FROM decisions WHERE reason = 'local')")" -ge 5 ]; }
+check "cluster: Redis decides the killed master's key again after the failover" wait_for 30 back
+sleep 1
+touch "$T/stop"; for p in "${LOADERS[@]}"; do wait "$p"; done
+sleep 0.5
+
+LA=$(rows "reason = 'local' AND allowed = 1"); LD=$(rows "reason = 'local' AND allowed = 0")
+echo "# cluster: local decisions for $VK: $LA admitted, $LD denied"
+check "cluster: the killed master's key was decided locally" test "$LA" -gt 0
+is "cluster: the other masters' keys never locally" 0 "$(rows "reason = 'local' AND key <> '$VK'")"
+is "cluster: no redis_error row (on_error = local)" 0 "$(rows "reason = 'redis_error'")"
+# Replays the local rows of VK as fixed windows of 2 s: "admitted denied"
+# per window; each at most 4 admitted, and exactly 4 where one was denied.
+sql "SELECT ts_ms, allowed FROM decisions WHERE reason = 'local' ORDER BY ts_ms, id" |
+	awk -F'|' '{ if ($2 == 1 && (s == "" || $1 >= s + 2000)) { if (s != "") print a, d; s = $1; a = 0; d = 0 }
+		if ($2 == 1) a++; else d++ } END { if (s != "") print a, d }' > "$T/windows.txt"
+sed 's/^/# local window: admitted denied: /' "$T/windows.txt"
+is "cluster: every local window admitted at most 4" 0 "$(awk '$1 > 4' "$T/windows.txt" | wc -l)"
+is "cluster: a local window with a denial admitted exactly 4" 0 "$(awk '$2 > 0 && $1 != 4' "$T/windows.txt" | wc -l)"
+check "cluster: some local window was full (the load made it exact)" grep -q '^4 [1-9]' "$T/windows.txt"
+curl -s "$BASE/rlgate-status/metrics" > "$T/metrics.txt"
+is "cluster: /metrics counted the local admissions" "$LA" \
+	"$(awk '$1 == "rlgate_local_decisions_total{result=\"allow\"}" { print $2 }' "$T/metrics.txt")"
+is "cluster: /metrics counted the local denials" "$LD" \
+	"$(awk '$1 == "rlgate_local_decisions_total{result=\"deny\"}" { print $2 }' "$T/metrics.txt")"
+"$REPORT" --verify "$AUDIT_DB" > "$T/verify-cluster.out" 2>&1
+is "cluster: rlgate-report --verify exits 0 (Redis's and the local rows)" 0 "$?"
+
 finish
