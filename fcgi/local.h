@@ -19,8 +19,12 @@
 
 /* Keys the table holds; a full table denies new keys (see local_decide). */
 #define RLG_LOCAL_SLOTS		4096
-/* sliding_log and sliding_window keep at most this many entries a key:
- * a share limit above it is cut to it (less admitted, never more). */
+/* sliding_log keeps at most this many entries a key: a share limit above
+ * it is cut to it (less admitted, never more); sliding_window keeps this
+ * many blocks, and a window of more blocks is decided as sliding_log
+ * (stricter: any run of blocks lies within one interval of the window).
+ * Keys are told apart by a 64-bit hash of rule name and key: two that
+ * collide share one state (less admitted, never more). */
 #define RLG_LOCAL_LOG		64
 
 /* limit x num / den rounded down (0 when it rounds to 0: every request of
