@@ -65,7 +65,7 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
-	   fcgi/denycache.c fcgi/metrics.c
+	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c
 LIB_OBJS = $(LIB_SRCS:.c=.o)
 # The admin command: the same configuration and Redis connection, its own
 # main: the limit state's commands (ctl), the libraries' (ctl_versions), over

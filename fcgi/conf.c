@@ -370,6 +370,7 @@ conf_new(struct loader *l, const char *path)
 	c->redis_connect_timeout_ms = 200;
 	c->redis_timeout_ms = 100;
 	c->on_error = RLG_ON_ERROR_ALLOW;
+	c->local_share_num = c->local_share_den = 1;
 	c->audit_flush_interval_ms = RLG_AUDIT_FLUSH_MS;
 	c->audit_batch = RLG_AUDIT_BATCH;
 	c->audit_queue = RLG_AUDIT_QUEUE;

@@ -54,7 +54,9 @@ enum rlg_redis_mode {
 enum rlg_on_error {
 	RLG_ON_ERROR_INHERIT,	/* rule only: use [redis] on_error */
 	RLG_ON_ERROR_ALLOW,
-	RLG_ON_ERROR_DENY
+	RLG_ON_ERROR_DENY,
+	RLG_ON_ERROR_LOCAL	/* on_error only: decide in process memory
+				 * on local_share of the limit (local.h) */
 };
 
 enum rlg_path_kind {
@@ -143,7 +145,12 @@ struct conf {
 	long long		 redis_connect_timeout_ms;
 	long long		 redis_timeout_ms;
 	char			*key_prefix;
-	enum rlg_on_error	 on_error;	/* ALLOW or DENY */
+	enum rlg_on_error	 on_error;	/* ALLOW, DENY or LOCAL */
+	/* on_error = local: the share of each limit one process enforces
+	 * in memory, local_share_num / local_share_den, in (0, 1];
+	 * default 1/1 */
+	long long		 local_share_num;
+	long long		 local_share_den;
 	int			 redis_replicas;	/* WAIT for this many
 						 * after each decision
 						 * call; 0: none */

@@ -46,6 +46,14 @@ static const struct enum_name log_levels[] = {
 static const struct enum_name on_errors[] = {
 	{ "allow", RLG_ON_ERROR_ALLOW, 0 },
 	{ "deny", RLG_ON_ERROR_DENY, 0 },
+	{ "local", RLG_ON_ERROR_LOCAL, 0 },
+	{ NULL, 0, 0 }
+};
+
+/* [audit] on_full: the queue full has no local stand-in. */
+static const struct enum_name on_fulls[] = {
+	{ "allow", RLG_ON_ERROR_ALLOW, 0 },
+	{ "deny", RLG_ON_ERROR_DENY, 0 },
 	{ NULL, 0, 0 }
 };
 
@@ -73,6 +81,8 @@ static int	set_int(struct loader *, const struct key *, void *,
 static int	set_llong(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_duration(struct loader *, const struct key *, void *,
+		    const char *);
+static int	set_share(struct loader *, const struct key *, void *,
 		    const char *);
 static int	set_enum(struct loader *, const struct key *, void *,
 		    const char *);
@@ -175,6 +185,8 @@ const struct key conf_keys[NKEYS] = {
 	    C(redis_tls_cert_file), 0, 0, NULL, NULL, 1 },
 	[K_TLS_KEY_FILE] = { S_REDIS, "tls_key_file", set_string,
 	    C(redis_tls_key_file), 0, 0, NULL, NULL, 1 },
+	[K_LOCAL_SHARE] = { S_REDIS, "local_share", set_share, 0,
+	    0, 0, NULL, NULL, 0 },
 
 	[K_AUDIT_DATABASE] = { S_AUDIT, "database", set_string,
 	    C(audit_database), 0, 0, NULL, NULL, 1 },
@@ -187,7 +199,7 @@ const struct key conf_keys[NKEYS] = {
 	[K_UNMATCHED] = { S_AUDIT, "unmatched", set_enum,
 	    C(audit_unmatched), 0, 0, yes_no, "a boolean", 0 },
 	[K_ON_FULL] = { S_AUDIT, "on_full", set_enum, C(audit_on_full),
-	    0, 0, on_errors, "a queue-full policy", 0 },
+	    0, 0, on_fulls, "a queue-full policy", 0 },
 	[K_KEEP] = { S_AUDIT, "keep", set_duration, C(audit_keep_ms),
 	    RLG_MS_HOUR, 3650 * RLG_MS_DAY, NULL, NULL, 0 },
 
@@ -306,6 +318,57 @@ set_enum(struct loader *l, const struct key *k, void *base, const char *v)
 		    k->names[i].name);
 	}
 	kerr(l, k, "\"%s\" is not %s (use %s)", v, k->what, use);
+	return -1;
+}
+
+/*
+ * [redis] local_share: a fraction "N/D" (1 <= N <= D <= 1000000) or a
+ * decimal in (0, 1] with at most 6 digits after the point ("0.25", "1").
+ * Kept as num/den, so that limit x share rounds down exactly.
+ */
+static int
+set_share(struct loader *l, const struct key *k, void *base, const char *v)
+{
+	struct conf *c = base;
+	long long num, den = 1, frac = 0;
+	const char *slash = strchr(v, '/'), *dot = strchr(v, '.'), *e;
+	char ip[32];
+	size_t n;
+
+	if (slash != NULL) {
+		n = (size_t)(slash - v);
+		if (n == 0 || n >= sizeof(ip))
+			goto bad;
+		memcpy(ip, v, n);
+		ip[n] = '\0';
+		if (conf_parse_int(ip, 1, 1000000, &num, &e) == -1 ||
+		    conf_parse_int(slash + 1, 1, 1000000, &den, &e) == -1)
+			goto bad;
+	} else {
+		n = dot != NULL ? (size_t)(dot - v) : strlen(v);
+		if (n == 0 || n >= sizeof(ip))
+			goto bad;
+		memcpy(ip, v, n);
+		ip[n] = '\0';
+		if (conf_parse_int(ip, 0, 1, &num, &e) == -1)
+			goto bad;
+		if (dot != NULL) {
+			if (strlen(dot + 1) == 0 || strlen(dot + 1) > 6 ||
+			    conf_parse_int(dot + 1, 0, 999999, &frac, &e) == -1)
+				goto bad;
+			for (n = strlen(dot + 1); n > 0; n--)
+				den *= 10;
+			num = num * den + frac;
+		}
+	}
+	if (num < 1 || num > den)
+		goto bad;
+	c->local_share_num = num;
+	c->local_share_den = den;
+	return 0;
+bad:
+	kerr(l, k, "\"%s\" is not a share (use a fraction N/D such as 1/4, "
+	    "or a decimal in (0, 1] such as 0.25)", v);
 	return -1;
 }
 

@@ -16,6 +16,7 @@
 #include "denycache.h"
 #include "gateway.h"
 #include "limiter.h"
+#include "local.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
@@ -241,6 +242,34 @@ job_end(struct job *j, const struct match *m, const struct verdict *v,
 	return len;
 }
 
+/*
+ * on_error = local: the rules Redis could not decide are decided in this
+ * process's memory on [redis] local_share of their limits (local.h), at
+ * CLOCK_REALTIME in ms. Only while Redis fails: the next call it answers
+ * is Redis's again.
+ */
+static void
+decide_locally(const struct conf *c, struct limiter_request *reqs,
+    size_t nreqs)
+{
+	long long now = wall_ms();
+	size_t i, k;
+
+	for (i = 0; i < nreqs; i++)
+		for (k = 0; k < reqs[i].n; k++) {
+			const struct rule *ru = reqs[i].m[k].rule;
+			struct verdict *v = &reqs[i].v[k];
+			enum rlg_on_error oe = ru->on_error !=
+			    RLG_ON_ERROR_INHERIT ? ru->on_error : c->on_error;
+
+			if (v->answered || v->skipped ||
+			    oe != RLG_ON_ERROR_LOCAL)
+				continue;
+			local_decide(&reqs[i].m[k], c->local_share_num,
+			    c->local_share_den, now, v);
+		}
+}
+
 void
 jobs_decide(struct limiter *lim, const struct conf *c, const struct job *jobs,
     const size_t *first, size_t n, struct match *m, struct verdict *v,
@@ -256,8 +285,8 @@ jobs_decide(struct limiter *lim, const struct conf *c, const struct job *jobs,
 			reqs[nreqs].n = jobs[i].d.n;
 			reqs[nreqs++].v = v + first[i];
 		}
-	if (nreqs > 0)
-		limiter_decide(lim, c, reqs, nreqs);
+	if (nreqs > 0 && limiter_decide(lim, c, reqs, nreqs) == -1)
+		decide_locally(c, reqs, nreqs);
 }
 
 size_t

@@ -66,6 +66,9 @@ struct verdict {
 	long long	 delay_ms;
 	int		 local;		/* a denial from the deny cache,
 					 * not Redis */
+	int		 by_local;	/* decided in memory while Redis
+					 * could not answer (on_error =
+					 * local, local.h) */
 	/* The parameters the decision used (with limit above): the rule's,
 	 * or its override's when Redis applied one. Always set by
 	 * limiter_decide(), also when Redis could not answer. */

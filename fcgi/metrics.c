@@ -41,7 +41,7 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
 #define MAX_PROCS	256	/* processes sharing */
 #endif
-#define TABLE_MAGIC	"rlgate metrics table 2"
+#define TABLE_MAGIC	"rlgate metrics table 3"
 
 struct metrics_worker {
 	atomic_int		 pid;		/* owner; 0: free (counts stay) */
@@ -50,6 +50,8 @@ struct metrics_worker {
 	atomic_ullong		 requests;
 	atomic_ullong		 redis_errors;
 	atomic_ullong		 replica_timeouts;
+	atomic_ullong		 local[2];	/* on_error = local: allowed,
+						 * denied (rule decisions) */
 	atomic_ullong		 lat_bucket[NBOUNDS + 1];	/* last: +Inf */
 	atomic_ullong		 lat_sum_us;
 	atomic_ullong		 lat_count;
@@ -538,6 +540,8 @@ metrics_decided(struct metrics_worker *w, const struct decision *d)
 	for (i = 0; i < d->n; i++) {
 		enum metrics_outcome o;
 
+		if (d->rule_reason[i] == RLG_REASON_LOCAL)
+			bump(&w->local[d->rule_allowed[i] ? 0 : 1], 1);
 		switch (d->rule_reason[i]) {
 		case RLG_REASON_REDIS_ERROR:
 			o = RLG_OUT_REDIS_ERROR;
@@ -633,6 +637,8 @@ metrics_counts(struct metrics_counts *n)
 		n->requests += get(&w->requests);
 		n->redis_errors += get(&w->redis_errors);
 		n->replica_timeouts += get(&w->replica_timeouts);
+		n->local_allowed += get(&w->local[0]);
+		n->local_denied += get(&w->local[1]);
 		for (b = 0; b <= NBOUNDS; b++)
 			n->latency[b] += get(&w->lat_bucket[b]);
 		n->latency_sum_us += get(&w->lat_sum_us);

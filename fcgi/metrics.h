@@ -131,6 +131,9 @@ struct metrics_counts {
 	unsigned long long requests;		/* metrics_decided() */
 	unsigned long long redis_errors;
 	unsigned long long replica_timeouts;
+	/* on_error = local: rule decisions made in memory */
+	unsigned long long local_allowed;
+	unsigned long long local_denied;
 	/* Round trips per bucket (not cumulative); the last: beyond the
 	 * last bound. */
 	unsigned long long latency[RLG_METRICS_BOUNDS + 1];

@@ -97,7 +97,7 @@ respond_reason_name(enum rlg_reason r)
 {
 	static const char *names[] = { "limit", "unmatched", "redis_error",
 	    "dry_run", "bad_request", "local_cache", "unlimited",
-	    "other_rule" };
+	    "other_rule", "local" };
 
 	return names[r];
 }
@@ -122,7 +122,8 @@ static int
 over_limit(const struct decision *d, size_t i)
 {
 	return !d->rule_allowed[i] && (d->rule_reason[i] == RLG_REASON_LIMIT ||
-	    d->rule_reason[i] == RLG_REASON_LOCAL_CACHE);
+	    d->rule_reason[i] == RLG_REASON_LOCAL_CACHE ||
+	    d->rule_reason[i] == RLG_REASON_LOCAL);
 }
 
 void
@@ -155,7 +156,8 @@ respond_decide(struct decision *d, int bad_status)
 				unavailable = 1;
 		} else if (!v->allowed) {
 			d->rule_reason[i] = v->local ? RLG_REASON_LOCAL_CACHE :
-			    dry ? RLG_REASON_DRY_RUN : RLG_REASON_LIMIT;
+			    dry ? RLG_REASON_DRY_RUN : v->by_local ?
+			    RLG_REASON_LOCAL : RLG_REASON_LIMIT;
 			if (!dry) {
 				denied = 1;
 				if (v->retry_after_ms > d->retry_after_ms)
@@ -166,7 +168,7 @@ respond_decide(struct decision *d, int bad_status)
 		} else {
 			d->rule_reason[i] = v->override ==
 			    RLG_OVERRIDE_UNLIMITED ? RLG_REASON_UNLIMITED :
-			    RLG_REASON_LIMIT;
+			    v->by_local ? RLG_REASON_LOCAL : RLG_REASON_LIMIT;
 			d->rule_allowed[i] = 1;
 			if (v->delay_ms > d->delay_ms)
 				d->delay_ms = v->delay_ms;

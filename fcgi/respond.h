@@ -26,8 +26,10 @@ enum rlg_reason {
 	RLG_REASON_BAD_REQUEST,
 	RLG_REASON_LOCAL_CACHE,	/* denied by the deny cache, without Redis */
 	RLG_REASON_UNLIMITED,	/* an "unlimited" override: not counted */
-	RLG_REASON_OTHER_RULE	/* this rule would admit (or was not
+	RLG_REASON_OTHER_RULE,	/* this rule would admit (or was not
 				 * asked); another denied: not counted */
+	RLG_REASON_LOCAL	/* decided in memory on local_share while
+				 * Redis could not answer (local.h) */
 };
 
 /* One request's decision. The pointers are borrowed, not owned. */

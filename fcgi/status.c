@@ -157,6 +157,12 @@ status_prometheus(const struct metrics_process *p,
 	    "Decision calls that counted on a master where fewer than "
 	    "[redis] replicas acknowledged in time (WAIT); their rules "
 	    "followed on_error.", (long long)n.replica_timeouts);
+	header(&o, "rlgate_local_decisions_total", "counter",
+	    "Rule decisions made in memory on [redis] local_share while "
+	    "Redis could not answer (on_error = local).");
+	put(&o, "rlgate_local_decisions_total{result=\"allow\"} %llu\n"
+	    "rlgate_local_decisions_total{result=\"deny\"} %llu\n",
+	    n.local_allowed, n.local_denied);
 	header(&o, "rlgate_redis_latency_seconds", "histogram",
 	    "Round trip of one pipelined decision call to Redis.");
 	for (b = 0, cum = 0; b < RLG_METRICS_BOUNDS; b++) {

@@ -13,6 +13,7 @@
 #include "conf.h"
 #include "intern.h"
 #include "verify_int.h"
+#include "verify_local.h"
 
 int64_t
 verify_default_precision(int64_t window_ms)
@@ -89,6 +90,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 * infer_precision); everything else replays admissions.
 	 */
 	const char *last_rule = NULL, *last_key = NULL;
+	static char lrule[256], lkey[1024];	/* local rows' names */
 	struct kcache *kc;
 	struct db_str rb = { 0 }, kb = { 0 };
 	uint32_t kid = 0, pid = 0;
@@ -102,13 +104,14 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	 * limit. Counted here; replayed as admissions only with --strict. */
 	if ((st = db_select(d, &f, "rule, key, algorithm, ts_ms, cost, "
 	    "limit_value, window_ms, burst, delay_ms, allowed, retry_after_ms, "
-	    "reason = 'redis_error'", "(reason = 'limit' OR (reason = "
-	    "'redis_error' AND allowed = 1)) AND rule IS NOT NULL", err,
-	    errlen)) == NULL)
+	    "reason = 'redis_error', " VERIFY_LOCAL_PROCESS, "(reason = 'limit' "
+	    "OR " VERIFY_LOCAL_REASON " OR (reason = 'redis_error' AND "
+	    "allowed = 1)) AND rule IS NOT NULL", err, errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *rule = db_column_str(st, 0, &rb);
 		const char *key = db_column_str(st, 1, &kb);
+		const char *proc = (const char *)sqlite3_column_text(st, 12);
 		const char *alg = (const char *)sqlite3_column_text(st, 2);
 		int64_t cost, limit, window, burst, delay;
 		int allowed = sqlite3_column_int(st, 9) != 0;
@@ -135,6 +138,13 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 		    window > (1LL << 40)) {
 			c->v->skipped += allowed && (!unchecked || c->strict);
 			continue;
+		}
+		/* on_error = local: per process, apart from Redis's. */
+		if (proc != NULL && rule != NULL) {
+			verify_local_names(rule, key, proc, lrule,
+			    sizeof(lrule), lkey, sizeof(lkey));
+			rule = lrule;
+			key = lkey;
 		}
 		/* Rows of one key and one rule come in runs: skip the hashes then. */
 		if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||

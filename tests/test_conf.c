@@ -578,6 +578,47 @@ test_replicas_key(void **state)
 	    "takes half the timeout; set timeout = 2ms or more", NULL);
 }
 
+/* on_error = local and [redis] local_share (issue 28 part 4). */
+static void
+test_local_share_key(void **state)
+{
+	struct conf *c;
+
+	(void)state;
+	c = load_ok(RULE_OK);
+	assert_int_equal(c->local_share_num, 1);	/* the default: 1 */
+	assert_int_equal(c->local_share_den, 1);
+	conf_free(c);
+	c = load_ok("[redis]\non_error = local\nlocal_share = 1/4\n"
+	    RULE_OK);
+	assert_int_equal(c->on_error, RLG_ON_ERROR_LOCAL);
+	assert_int_equal(c->local_share_num, 1);
+	assert_int_equal(c->local_share_den, 4);
+	conf_free(c);
+	c = load_ok("[redis]\nlocal_share = 0.25\n" RULE_OK);
+	assert_int_equal(c->local_share_num, 25);
+	assert_int_equal(c->local_share_den, 100);
+	conf_free(c);
+	c = load_ok("[redis]\nlocal_share = 1\n" RULE_OK);
+	assert_int_equal(c->local_share_num, 1);
+	assert_int_equal(c->local_share_den, 1);
+	conf_free(c);
+	expect_one("[redis]\nlocal_share = 3/2\n",
+	    "2: [redis] local_share: \"3/2\" is not a share (use a fraction N/D "
+	    "such as 1/4, or a decimal in (0, 1] such as 0.25)", NULL);
+	expect_one("[redis]\nlocal_share = 0\n",
+	    "2: [redis] local_share: \"0\" is not a share", NULL);
+	expect_one("[redis]\nlocal_share = 1/0\n",
+	    "2: [redis] local_share: \"1/0\" is not a share", NULL);
+	expect_one("[redis]\nlocal_share = 0.0000001\n",
+	    "2: [redis] local_share: \"0.0000001\" is not a share", NULL);
+	expect_one("[redis]\nlocal_share = 1.5\n",
+	    "2: [redis] local_share: \"1.5\" is not a share", NULL);
+	expect_one("[audit]\non_full = local\n",
+	    "2: [audit] on_full: \"local\" is not a queue-full policy "
+	    "(use allow or deny)", NULL);
+}
+
 static void
 test_empty_values(void **state)
 {
@@ -928,8 +969,8 @@ test_bad_enums(void **state)
 	    "2: [gateway] log_level: \"loud\" is not a log level (use error, "
 	    "warn, info or debug)", NULL);
 	expect_one("[redis]\non_error = ignore\n",
-	    "2: [redis] on_error: \"ignore\" is not an error policy (use allow "
-	    "or deny)", NULL);
+	    "2: [redis] on_error: \"ignore\" is not an error policy (use allow, "
+	    "deny or local)", NULL);
 	expect_one("[audit]\nunmatched = maybe\n",
 	    "2: [audit] unmatched: \"maybe\" is not a boolean (use yes or no)",
 	    NULL);
@@ -1704,6 +1745,7 @@ main(void)
 		cmocka_unit_test(test_operations_keys),
 		cmocka_unit_test(test_overrides_key),
 		cmocka_unit_test(test_replicas_key),
+		cmocka_unit_test(test_local_share_key),
 		cmocka_unit_test(test_empty_values),
 		cmocka_unit_test(test_syntax_tolerated),
 		cmocka_unit_test(test_error_format),

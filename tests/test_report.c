@@ -20,6 +20,7 @@
 #include "../reports/db.c"
 #include "../reports/verify.c"
 #include "../reports/verify_load.c"
+#include "../reports/verify_local.c"
 
 #define BASE	1763805600000LL		/* 2025-11-22 10:00:00.000 UTC */
 
