@@ -57,7 +57,7 @@ NGINX_WORKERS=${BENCH_NGINX_WORKERS:-auto}
 KINDS=${BENCH_ONLY:-floor rlgate-1 rlgate-1-wait rlgate-3 nginx-limit_req nginx-static fastify express cluster-1 cluster-3}
 RESULTS=${BENCH_RESULTS:-$BENCH/results}
 RLGATE_SRC=${RLGATE_BIN:-$RLGATE}
-ALLOW=$TOP/tests/tools/allow_fcgi
+ALLOW=$TOP/build/tests/tools/allow_fcgi
 URL_PATH=/bench/item
 
 for f in "$RLGATE_SRC" "$ALLOW" "$FREEPORT"; do

@@ -45,7 +45,7 @@ EOF
 instr() {
 	local n=$1 port pid d i
 	shift
-	port=$("$TOP/tests/tools/freeport")
+	port=$("$TOP/build/tests/tools/freeport")
 	d=$(mktemp -d "$T/run.XXXXXX")
 	valgrind --tool=callgrind --callgrind-out-file="$d/cg.out" "$SERVER" \
 	    --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 --dir "$d" \
