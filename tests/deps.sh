@@ -4,7 +4,7 @@
 # clang with libclang-rt-14-dev (libFuzzer and the sanitizers' runtime, only
 # a Recommends of clang): the fuzz targets; valgrind: the leak check;
 # e2fsprogs: chattr for tests/it/it_faults_audit.sh; libfcgi-bin: cgi-fcgi,
-# a FastCGI responder client for tests/it/it_ops.sh; jq: reads /health there;
+# a FastCGI responder client for tests/it/it_ops_*.sh; jq: reads /health there;
 # strace: what a CGI request does, in tests/it/it_deploy_cgi.sh; debhelper,
 # devscripts, lintian: make deb and tests/it/it_deb.sh; systemd:
 # systemd-socket-activate and systemd-analyze (tests/it/it_socket_activation.sh,
