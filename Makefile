@@ -201,6 +201,7 @@ $(B)/fz/%.o: %.c
 		$(WARN) -MMD -MP -c -o $@ $<
 
 $(B)/tests/fuzz/fuzz_%: $(B)/fz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 # fuzz_metrics includes metrics.c; status.c, which writes the texts it
@@ -209,6 +210,7 @@ FUZZ_METRICS_OBJS = $(call fzobj,fcgi/status.c fcgi/gateway.c \
 		    $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
 .SECONDARY: $(FUZZ_METRICS_OBJS)
 $(B)/tests/fuzz/fuzz_metrics: $(B)/fz/tests/fuzz/fuzz_metrics.o $(FUZZ_METRICS_OBJS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 fuzz: deps

@@ -22,6 +22,7 @@ LIMIT=400
 mkdir -p "$T/b"
 mkdir -p "$T/b/debian"
 cp -rp "$TOP/fcgi" "$TOP/lua" "$TOP/Makefile" "$T/b/" || exit 1
+mkdir -p "$T/b/build" && cp -rp "$TOP/build/fcgi" "$T/b/build/" || exit 1	# the objects
 cp -p "$TOP/debian/changelog" "$T/b/debian/" || exit 1	# the version's source
 echo '-- the newer build of tests/it/it_versions.sh' >> "$T/b/lua/decide.lua"
 make -s -C "$T/b" fcgi/rlgate fcgi/rlgate-ctl > "$T/b-make.log" 2>&1 ||
