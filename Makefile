@@ -66,7 +66,13 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c
-LIB_OBJS = $(LIB_SRCS:.c=.o)
+# Every object and test program is built under build/ (B), which mirrors the
+# source tree: X.c -> build/X.o (and X.d), tests/KIND/NAME.c ->
+# build/tests/KIND/NAME; the programs stay where they are installed from
+# (fcgi/rlgate, fcgi/rlgate-ctl, cgi-bin/rlgate.cgi, reports/rlgate-report).
+B	 = build
+obj	 = $(patsubst %.c,$(B)/%.o,$(1))
+LIB_OBJS = $(call obj,$(LIB_SRCS))
 # The admin command: the same configuration and Redis connection, its own
 # main: the limit state's commands (ctl), the libraries' (ctl_versions), over
 # their complaint and Redis plumbing (ctl_redis).
@@ -81,13 +87,19 @@ LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 # verify_load) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page), over the
 # names of a series (label), over the escapers (escape).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
-REPORT_OBJS = $(REPORT_SRCS:.c=.o) $(CONF_SRCS:.c=.o)
+REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS))
 
-# Unit tests (cmocka): tests/test_NAME.c links the gateway's modules.
-UNIT_SRCS = $(sort $(wildcard tests/test_*.c))
-UNIT_BINS = $(UNIT_SRCS:.c=)
-# Helper programs for integration tests and benchmarks: tests/tools/NAME.c.
-TOOL_SRCS = $(sort $(wildcard tests/tools/*.c))
+# The tests by kind (tests/README.md); each directory is globbed, so a new
+# file there is built without editing this list.
+# Unit tests (cmocka): tests/unit/test_NAME.c links the gateway's modules.
+UNIT_SRCS = $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
+# Helper programs for integration tests and benchmarks: tests/tools/NAME.c,
+# each with a main; lua_model.c is lua_check's model, not a program. Their
+# programs are the one exception to build/: tests/tools/NAME, where the
+# device bench kit (../shared/device-bench) carries them from.
+TOOL_PARTS = tests/tools/lua_model.c
+TOOL_SRCS = $(sort $(filter-out $(TOOL_PARTS),$(wildcard tests/tools/*.c)))
 TOOL_BINS = $(TOOL_SRCS:.c=)
 
 # Man pages live beside what they describe.
@@ -99,7 +111,8 @@ PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 .PHONY: all deps test unit integration run bench install clean fuzz deb cycles
 all: $(PROGS)
 
-%.o: %.c
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
 fcgi/version.h: debian/changelog
@@ -107,7 +120,7 @@ fcgi/version.h: debian/changelog
 	printf '/* Made by make from debian/changelog: do not edit. */\n#define RLG_VERSION\t"%s"\n' \
 		'$(VERSION)' > $@.tmp && mv $@.tmp $@
 # Before the first build, -MMD has not yet said who includes it.
-fcgi/main.o fcgi/gateway.o fcgi/events.o fcgi/status.o fcgi/ctl.o: fcgi/version.h
+$(call obj,fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c fcgi/ctl.c): fcgi/version.h
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
@@ -117,10 +130,10 @@ fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 lua/rlgate.lua: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh -l $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
-fcgi/rlgate: $(GATEWAY:.c=.o) $(LIB_OBJS)
+fcgi/rlgate: $(call obj,$(GATEWAY)) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-fcgi/rlgate-ctl: $(CTL:.c=.o) $(LIB_OBJS)
+fcgi/rlgate-ctl: $(call obj,$(CTL)) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The CGI entry point is the same program; it notices CGI by itself.
@@ -131,19 +144,20 @@ cgi-bin/rlgate.cgi: fcgi/rlgate
 reports/rlgate-report: $(REPORT_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests/test_%: tests/test_%.o $(LIB_OBJS)
+$(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 
-tests/tools/%: tests/tools/%.o $(LIB_OBJS)
+tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
+tests/tools/lua_check: $(call obj,$(TOOL_PARTS))
+$(B)/tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
 tests/tools/allow_fcgi: LDLIBS += $(FCGI_LIBS)
 
 deps:
 	@sh tests/deps.sh
 
 # The tests know a sanitizer build (RLGATE_SANITIZE): only where its speed
-# would change what a test can show (tests/it_deploy_cgi.sh).
+# would change what a test can show (tests/it/it_deploy_cgi.sh).
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
 	@$(MAKE) --no-print-directory cycles
@@ -155,8 +169,8 @@ unit: all $(UNIT_BINS) cycles
 # Files call downward only: fails, naming the files, when the objects of
 # fcgi/ and reports/ depend on each other in a circle.
 cycles: all
-	@bash tests/tools/callgraph.sh $(GATEWAY:.c=.o) $(LIB_OBJS) $(CTL:.c=.o) \
-		$(REPORT_SRCS:.c=.o)
+	@bash tests/tools/callgraph.sh $(call obj,$(GATEWAY)) $(LIB_OBJS) \
+		$(call obj,$(CTL)) $(call obj,$(REPORT_SRCS))
 
 integration: all $(TOOL_BINS)
 	@bash tests/run integration
@@ -170,53 +184,57 @@ bench: deps
 	@bash tests/bench/bench.sh
 
 # ---- Fuzzing (libFuzzer) ------------------------------------------------
-# tests/fuzz_NAME.c are libFuzzer targets for what users and clients send:
+# tests/fuzz/fuzz_NAME.c are libFuzzer targets for what users and clients send:
 # the configuration loader (fuzz_conf), key and cost templates
 # (fuzz_template), the request path request -> rule -> respond
 # (fuzz_request), the FastCGI records of the events engine
 # (fuzz_wire) and the shared /metrics table filled with random bytes
 # (fuzz_metrics, which includes fcgi/metrics.c itself and links status.c
 # for the texts). They are built with clang and
-# -fsanitize=fuzzer,address,undefined from objects of their own (*.fz.o),
+# -fsanitize=fuzzer,address,undefined from objects of their own (build/fz/),
 # whatever SANITIZE says, so they never mix with the gateway's build.
-# `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/NAME/
+# `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/NAME/
 # (left as it is); new inputs and crash files go to FUZZ_OUT/NAME/. A crash
 # fails the target and names the file that reproduces it:
-#   tests/fuzz_NAME FILE
-# `make test` runs each for a few seconds (tests/it_fuzz.sh).
+#   build/tests/fuzz/fuzz_NAME FILE
+# `make test` runs each for a few seconds (tests/it/it_fuzz.sh).
 FUZZ_CC		?= clang
 FUZZ_SECONDS	?= 60
 FUZZ_OUT	?= /tmp/rlgate-fuzz
 FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz_*.c))
-FUZZ_BINS	 = $(FUZZ_SRCS:.c=)
-FUZZ_LIB_OBJS	 = $(CONF_SRCS:.c=.fz.o) fcgi/request.fz.o fcgi/rule.fz.o \
-		   fcgi/respond.fz.o fcgi/log.fz.o fcgi/wire.fz.o
-.SECONDARY: $(FUZZ_LIB_OBJS) $(FUZZ_SRCS:.c=.fz.o)
+FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS	 = $(FUZZ_SRCS:%.c=$(B)/%)
+fzobj		 = $(patsubst %.c,$(B)/fz/%.o,$(1))
+FUZZ_LIB_OBJS	 = $(call fzobj,$(CONF_SRCS) fcgi/request.c fcgi/rule.c \
+		   fcgi/respond.c fcgi/log.c fcgi/wire.c)
+.SECONDARY: $(FUZZ_LIB_OBJS) $(call fzobj,$(FUZZ_SRCS))
 
-%.fz.o: %.c
+$(B)/fz/%.o: %.c
+	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 		$(WARN) -MMD -MP -c -o $@ $<
 
-tests/fuzz_%: tests/fuzz_%.fz.o $(FUZZ_LIB_OBJS)
+$(B)/tests/fuzz/fuzz_%: $(B)/fz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 # fuzz_metrics includes metrics.c; status.c, which writes the texts it
 # checks, links the rest of the gateway.
-FUZZ_METRICS_OBJS = fcgi/status.fz.o fcgi/gateway.fz.o \
-		    $(filter-out fcgi/metrics.fz.o,$(LIB_SRCS:.c=.fz.o))
+FUZZ_METRICS_OBJS = $(call fzobj,fcgi/status.c fcgi/gateway.c \
+		    $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
 .SECONDARY: $(FUZZ_METRICS_OBJS)
-tests/fuzz_metrics: tests/fuzz_metrics.fz.o $(FUZZ_METRICS_OBJS)
+$(B)/tests/fuzz/fuzz_metrics: $(B)/fz/tests/fuzz/fuzz_metrics.o $(FUZZ_METRICS_OBJS)
+	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@fail=0; for f in $(FUZZ_BINS); do \
-		n=$${f#tests/fuzz_}; mkdir -p $(FUZZ_OUT)/$$n; \
+		n=$${f#$(B)/tests/fuzz/fuzz_}; mkdir -p $(FUZZ_OUT)/$$n; \
 		echo "fuzz_$$n: $(FUZZ_SECONDS) s, new inputs and crashes in $(FUZZ_OUT)/$$n"; \
 		$$f -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 \
 			-artifact_prefix=$(FUZZ_OUT)/$$n/ -print_final_stats=1 \
-			$(FUZZ_OUT)/$$n tests/fuzz/$$n > $(FUZZ_OUT)/$$n.log 2>&1 \
+			$(FUZZ_OUT)/$$n tests/fuzz/corpus/$$n > $(FUZZ_OUT)/$$n.log 2>&1 \
 		&& tail -n 12 $(FUZZ_OUT)/$$n.log | grep -E '^(stat::number_of_executed_units|Done)' \
 		|| { fail=1; echo "fuzz_$$n FAILED:"; grep -A30 -E '^==[0-9]+==|ERROR|fuzz_[a-z]+:' $(FUZZ_OUT)/$$n.log | head -60; }; \
 	done; exit $$fail
@@ -254,9 +272,7 @@ deb:
 	@ls $(DEB_BUILD)/*.deb
 
 clean:
-	rm -f fcgi/*.o fcgi/*.d reports/*.o reports/*.d tests/*.o tests/*.d \
-		tests/tools/*.o tests/tools/*.d fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) \
-		$(UNIT_BINS) $(TOOL_BINS) $(FUZZ_BINS)
-	rm -rf build/deb
+	rm -f fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
+	rm -rf $(B)
 
--include $(wildcard fcgi/*.d reports/*.d tests/*.d tests/tools/*.d)
+-include $(shell find $(B) -name '*.d' -not -path '$(B)/deb/*' 2>/dev/null)

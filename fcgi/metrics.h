@@ -16,7 +16,7 @@
 #include "conf.h"
 #include "respond.h"
 
-#ifndef RLG_METRICS_RULES	/* tests/fuzz_metrics.c: a smaller table */
+#ifndef RLG_METRICS_RULES	/* tests/fuzz/fuzz_metrics.c: a smaller table */
 #define RLG_METRICS_RULES	1024	/* rule names counted, all reloads */
 #endif
 

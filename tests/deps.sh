@@ -3,14 +3,14 @@
 # when they are missing. Needs root for apt-get; says what to do otherwise.
 # clang with libclang-rt-14-dev (libFuzzer and the sanitizers' runtime, only
 # a Recommends of clang): the fuzz targets; valgrind: the leak check;
-# e2fsprogs: chattr for tests/it_faults_audit.sh; libfcgi-bin: cgi-fcgi,
-# a FastCGI responder client for tests/it_ops.sh; jq: reads /health there;
-# strace: what a CGI request does, in tests/it_deploy_cgi.sh; debhelper,
-# devscripts, lintian: make deb and tests/it_deb.sh; systemd:
-# systemd-socket-activate and systemd-analyze (tests/it_socket_activation.sh,
-# tests/it_deb.sh; systemd need not run); python3: holds rlgate's listening
-# socket in tests/it_access.sh (and reads JSON in others); libssl-dev: TLS to
-# Redis (fcgi/redis_io.c), openssl: the certificates of tests/it_tls.sh.
+# e2fsprogs: chattr for tests/it/it_faults_audit.sh; libfcgi-bin: cgi-fcgi,
+# a FastCGI responder client for tests/it/it_ops_*.sh; jq: reads /health there;
+# strace: what a CGI request does, in tests/it/it_deploy_cgi.sh; debhelper,
+# devscripts, lintian: make deb and tests/it/it_deb.sh; systemd:
+# systemd-socket-activate and systemd-analyze (tests/it/it_socket_activation.sh,
+# tests/it/it_deb.sh; systemd need not run); python3: holds rlgate's listening
+# socket in tests/it/it_access.sh (and reads JSON in others); libssl-dev: TLS to
+# Redis (fcgi/redis_io.c), openssl: the certificates of tests/it/it_tls.sh.
 PKGS="build-essential pkg-config libfcgi-dev libfcgi-bin jq libhiredis-dev libinih-dev
 libsqlite3-dev sqlite3 libcmocka-dev redis-server redis-tools lighttpd libssl-dev openssl
 spawn-fcgi apache2-utils wrk curl procps iproute2 apache2 nginx

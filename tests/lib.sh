@@ -1,8 +1,8 @@
-# Sourced by the integration tests (tests/it_*.sh). Starts real servers on
+# Sourced by the integration tests (tests/it/it_*.sh). Starts real servers on
 # 127.0.0.1 and free ports inside one mktemp -d directory, stops exactly the
 # processes it started (by PID) on exit, and counts checks.
 #
-#   . "$(dirname "$0")/lib.sh"
+#   . "$(dirname "$0")/../lib.sh"
 #   start_redis                     -> $REDIS_PORT (and a unix socket at
 #                                      $REDIS_SOCKET, when that is set)
 #   start_rlgate CONF [NAME]        -> $RLGATE_PORT, $RLGATE_PID, log $T/NAME.log
@@ -157,7 +157,7 @@ ab_run() {
 	AB_NON2XX=${AB_NON2XX:-0}
 }
 
-# --- Deployment helpers (tests/it_deploy_*.sh) -----------------------------
+# --- Deployment helpers (tests/it/it_deploy_*.sh) -----------------------------
 # The web servers run as Debian runs them: started as root, serving as
 # www-data. So do the rlgate processes they start (bin-path, CGI) and the
 # ones spawn-fcgi starts with -u www-data.
@@ -470,7 +470,7 @@ at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }
 # between MIN MAX VALUE: VALUE is a whole number from MIN to MAX.
 between() { at_least "$1" "$3" && [ "$3" -le "$2" ]; }
 
-# --- Redis Cluster and Sentinel (tests/it_cluster.sh, it_sentinel.sh) -------
+# --- Redis Cluster and Sentinel (tests/it/it_cluster.sh, it_sentinel.sh) -------
 
 # cluster_port: a free port whose +10000 (the cluster bus) is free too,
 # both below the kernel's ephemeral ports (32768 and up here), where a
@@ -603,7 +603,7 @@ start_sentinel_set() {
 	done
 }
 
-# --- TLS (tests/it_tls.sh) -------------------------------------------------
+# --- TLS (tests/it/it_tls.sh) -------------------------------------------------
 
 # tls_certs DIR: with the openssl CLI, in DIR: ca.crt (a CA) and, signed by
 # it, server.crt/.key (subjectAltName IP 127.0.0.1 and DNS localhost,

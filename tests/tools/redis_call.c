@@ -1,6 +1,6 @@
 /*
  * redis_call: drives the Redis layer (fcgi/redis.c) from the shell, for
- * tests/it_cluster.sh and it_sentinel.sh. Reads a configuration, runs the
+ * tests/it/it_cluster.sh and it_sentinel.sh. Reads a configuration, runs the
  * calls given in one redis_run() (optionally again and again on the same
  * struct redis, as an event loop would), and prints one line per call:
  *

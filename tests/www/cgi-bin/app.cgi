@@ -1,5 +1,5 @@
 #!/bin/sh
-# The protected CGI program of the deployment tests (tests/it_deploy_*.sh):
+# The protected CGI program of the deployment tests (tests/it/it_deploy_*.sh):
 # prints what the web server and rlgate gave it, then its request body
 # unchanged.
 # CGI: the body is CONTENT_LENGTH bytes of stdin. Read all of it before

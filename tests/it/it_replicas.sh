@@ -1,0 +1,276 @@
+#!/bin/bash
+# [redis] replicas = N (issue 32): WAIT after the decision calls, and what
+# rlgate-report --verify says of the requests no limit checked. Real
+# redis-servers (a master and a replica), rlgate behind lighttpd
+# (conf/lighttpd.conf and lighttpd-status.conf, as shipped), curl:
+#   1. replicas = 1, one master and its replica: decided and counted while
+#      the replica keeps up; with the replica stopped (SIGSTOP), a request
+#      that would be counted follows its rule's on_error (allow: admitted,
+#      redis_error; deny: 503), logged and counted in /metrics, while a
+#      denial stands; it stays counted on the master;
+#   2. a failover with a lagging replica, in a Redis Cluster of one master
+#      and its replica: a fixed_window key has 3 of its 5 admitted and
+#      held by the replica, the replica is stopped and its link cut (so
+#      that nothing more reaches it), 2 more requests come, the master is
+#      killed (-9), the replica resumes and takes over (CLUSTER FAILOVER
+#      TAKEOVER) with the count of 3, gets a new replica, and admits 2 more:
+#      without replicas the report finds 7 admitted in one window of a
+#      limit of 5 (exit 1); with replicas = 1 the 2 were admitted by
+#      on_error, not counted: --verify exits 0 and reports them, and
+#      --strict counts them and finds the 7 (exit 1).
+#   3. replicas = 1 under Sentinel (a master, a replica, 3 Sentinels): the
+#      same WAIT on the master the Sentinels name.
+# WAIT takes half of [redis] timeout (1 s here, so that a loaded machine
+# never times a healthy replica out): each request that waits for the
+# stopped replica takes 0.5 s, and there are few.
+. "$(dirname "$0")/../lib.sh"
+
+REPORT=$TOP/reports/rlgate-report
+DOCROOT=$T/www
+for d in a d f w; do mkdir -p "$DOCROOT/$d"; echo "$d" > "$DOCROOT/$d/item"; done
+
+# rules: a and d exact (fixed_window, 5 per hour per ?u=), on_error allow
+# and deny; f the failover's (the same, allow); w never denies (warm-up).
+rules() {
+	printf '\n[rule:%s]\npath = /%s/*\nkey = {query.u}\nalgorithm = fixed_window\nlimit = %s\nwindow = 1h\non_error = %s\n' \
+		a a 5 allow  d d 5 deny  f f 5 allow  w w 1000000 allow
+}
+# ini FILE REPLICAS REDIS-LINES...: the gateway's configuration.
+ini() {
+	local f=$1 n=$2; shift 2
+	cat > "$f" <<-EOF
+	[gateway]
+	workers = 1
+	status_path = /rlgate-status
+
+	[redis]
+	$(printf '%s\n' "$@")
+	replicas = $n
+	connect_timeout = 1s
+	timeout = 1s
+
+	[audit]
+	database = $AUDIT_DB
+	flush_interval = 20ms
+	$(rules)
+	EOF
+}
+# codes RULE KEY N: N requests in a row, their statuses on one line.
+codes() {
+	local i out=""
+	for i in $(seq "$3"); do out="$out $(status --max-time 20 "$BASE/$1/item?u=$2")"; done
+	echo $out
+}
+# reasons RULE KEY: "reason/allowed/status" of its rows, in order.
+reasons() {
+	sql "SELECT group_concat(reason || '/' || allowed || '/' || status, ' ') FROM
+	    (SELECT * FROM decisions WHERE rule = '$1' AND key = '$2' ORDER BY id)"
+}
+metric() {
+	curl -s -m 10 "$BASE/rlgate-status/metrics" |
+		awk -v s="$1" '$1 == s { print $2; f = 1 } END { if (!f) print "absent" }'
+}
+# gateway CONF NAME: rlgate and lighttpd (with the status endpoint) anew.
+gateway() {
+	unset RLGATE_PORT HTTP_PORT
+	start_rlgate "$1" "$2" || return 1
+	start_shipped_lighttpd "include \"$TOP/conf/lighttpd-status.conf\"" || return 1
+	BASE=http://127.0.0.1:$HTTP_PORT
+}
+stop_gateway() {
+	kill "$HTTPD_PID" 2>/dev/null; wait "$HTTPD_PID" 2>/dev/null
+	stop_rlgate
+}
+# acked PORT: a write on the master at PORT is acknowledged by a replica
+# (after a full sync the master streams to a replica, and WAIT counts it,
+# only once the replica's first ACK came: up to a second after its link
+# is up).
+acked() {
+	[ "$(printf 'SET rlgate-test-probe 1\nWAIT 1 200\n' | redis-cli -p "$1" | tail -1)" = 1 ]
+}
+# caught_up PORT KEY COUNT [READONLY]: the replica on PORT holds COUNT in
+# the fixed_window hash KEY.
+caught_up() {
+	[ "$( { [ -n "${4:-}" ] && echo READONLY; echo "HGET $2 count"; } |
+		redis-cli -p "$1" | tail -1)" = "$3" ]
+}
+
+# ---------------------------------------------------------------------------
+# 1. replicas = 1, the replica stopped
+SECONDS=0
+# Each server its own directory: a replica writes what it received to
+# dump.rdb there, which a server started later in it would load.
+M=$(free_port)
+mkdir -p "$T/m" "$T/r"
+redis-server --port "$M" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/m" \
+	--logfile "$T/redis-$M.log" --repl-diskless-sync-delay 0 &
+MPID=$!; PIDS+=("$MPID")
+R=$(free_port)
+redis-server --port "$R" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/r" \
+	--logfile "$T/redis-$R.log" --replicaof 127.0.0.1 "$M" &
+RPID=$!; PIDS+=("$RPID")
+wait_for 10 redis-cli -p "$M" ping > /dev/null || exit 1
+wait_for 10 sh -c "redis-cli -p $R INFO replication | grep -q '^master_link_status:up'" ||
+	{ echo "# the replica did not connect"; exit 1; }
+wait_for 10 acked "$M" || { echo "# the replica does not acknowledge"; exit 1; }
+AUDIT_DB=$T/single.db
+ini "$T/single.ini" 1 "address = 127.0.0.1:$M"
+check "rlgate -t accepts replicas = 1" "$RLGATE" -t -c "$T/single.ini"
+ini "$T/two.ini" 2 "address = 127.0.0.1:$M"
+"$TOP/tests/tools/redis_call" -c "$T/two.ini" -P > "$T/probe.out" 2> "$T/probe.err"
+check "start-up probe, replicas = 2 with 1 connected: a warning (and no error)" \
+	grep -q "warn: redis 127.0.0.1:$M: 1 replica connected, but \[redis\] replicas = 2: until 2 are, every request counted there follows on_error" "$T/probe.err"
+is "the probe passes all the same" "probe OK" "$(cat "$T/probe.out")"
+gateway "$T/single.ini" rlgate-single || exit 1
+
+is "replica up: 3 admitted" "200 200 200" "$(codes a k 3)"
+is "replica up: a full key: 5 of 6" "200 200 200 200 200 429" "$(codes a full 6)"
+is "the replica holds the 3 (WAIT answered)" 3 "$(redis-cli -p "$R" HGET 'rl:{a:k}' count)"
+is "no replica timeout counted" 0 "$(metric rlgate_redis_replica_timeouts_total)"
+
+kill -STOP "$RPID"
+is "replica stopped: on_error = allow admits" "200 200" "$(codes a k 2)"
+is "replica stopped: on_error = deny answers 503" 503 "$(codes d k 1)"
+is "replica stopped: a denial stands (it wrote nothing)" 429 "$(codes a full 1)"
+is "replica timeouts counted: 2 allowed + 1 denied" 3 "$(metric rlgate_redis_replica_timeouts_total)"
+is "the metrics count them as redis_error outcomes (rule a)" 2 \
+	"$(metric 'rlgate_decisions_total{rule="a",outcome="redis_error"}')"
+is "the master counted them: a:k 5, d:k 1" "5 1" \
+	"$(redis-cli -p "$M" HGET 'rl:{a:k}' count) $(redis-cli -p "$M" HGET 'rl:{d:k}' count)"
+kill -CONT "$RPID"
+check "the replica catches up (a:k 5)" wait_for 10 caught_up "$R" 'rl:{a:k}' 5
+is "after: a:k is full on the master (the 2 stayed counted)" 429 "$(codes a k 1)"
+stop_gateway
+is "audit a:k: 3 counted, 2 by on_error, then denied" \
+	"limit/1/200 limit/1/200 limit/1/200 redis_error/1/200 redis_error/1/200 limit/0/429" \
+	"$(reasons a k)"
+is "audit d:k: the 503 is a redis_error row" "redis_error/0/503" "$(reasons d k)"
+is "audit a:full: 5 counted, the denials limit rows (also while stopped)" \
+	"limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/0/429 limit/0/429" \
+	"$(reasons a full)"
+check "replicas = 1 with 1 connected: no start-up warning" \
+	sh -c "! grep -q 'replica connected' '$T/rlgate-single.log'"
+is "logged once (rate-limited), naming the master" 1 \
+	"$(grep -c "redis 127.0.0.1:$M: 0 of 1 replicas acknowledged within 500 ms" "$T/rlgate-single.log")"
+"$REPORT" --verify "$AUDIT_DB" > "$T/v-single.txt"; rc=$?
+is "report --verify: exit 0" 0 "$rc"
+check "report --verify: rule a, 2 admitted without a count" \
+	grep -q "^ok   rule a (.*, 2 admitted without a count (not replayed)" "$T/v-single.txt"
+"$REPORT" "$AUDIT_DB" > "$T/r-single.txt"
+check "report: rule a's windows show them (total: 10 allowed, 3 denied, 2 unchecked)" \
+	grep -Eq "^total, [0-9]+ windows? +10 +3 +13 +2$" "$T/r-single.txt"
+"$REPORT" --verify -f html "$AUDIT_DB" > "$T/v-single.html"
+is "report -f html --verify: the windows' data-unchecked sum to 2" 2 \
+	"$(grep -o 'data-unchecked="[0-9]*"' "$T/v-single.html" | tr -dc '0-9\n' | awk '{ s += $1 } END { print s + 0 }')"
+check "report -f html --verify: rule a's chart says 2 without a count" \
+	grep -q '<p class="unchecked">2 of the admitted without a count' "$T/v-single.html"
+kill "$MPID" "$RPID" 2>/dev/null
+wait "$MPID" "$RPID" 2>/dev/null
+
+# ---------------------------------------------------------------------------
+echo "# section 1: $SECONDS s"; SECONDS=0
+# 2. A failover with a lagging replica, with and without replicas = 1.
+# failover N: a fresh one-master cluster (A, replica B), the run above,
+# then the report's exit status with and without --strict in V and VS.
+# node PORT: a cluster node; a replica's full sync starts at once (not
+# after the default 5 s wait for more replicas).
+node() {
+	mkdir -p "$T/node-$1" &&
+		start_cluster_node "$1" --dir "$T/node-$1" --repl-diskless-sync-delay 0
+}
+failover() {
+	local n=$1 A B C id i
+	AUDIT_DB=$T/failover-$n.db
+	A=$(cluster_port) && node "$A" || return 1
+	B=$(cluster_port) && node "$B" || return 1
+	redis-cli -p "$A" CLUSTER ADDSLOTSRANGE 0 16383 > /dev/null
+	redis-cli -p "$A" CLUSTER MEET 127.0.0.1 "$B" > /dev/null
+	id=$(cluster_id "$A")
+	wait_for 10 sh -c "redis-cli -p $B CLUSTER NODES | grep -q '^$id '" || return 1
+	redis-cli -p "$B" CLUSTER REPLICATE "$id" > /dev/null
+	CLUSTER_PORTS=("$A" "$B")
+	wait_for 20 cluster_ready || { echo "# the cluster is not ready"; return 1; }
+	wait_for 10 acked "$A" || { echo "# the replica does not acknowledge"; return 1; }
+	ini "$T/failover-$n.ini" "$n" "mode = cluster" "address = 127.0.0.1:$A 127.0.0.1:$B"
+	gateway "$T/failover-$n.ini" "rlgate-failover-$n" || return 1
+
+	is "failover, replicas = $n: 3 of 5 admitted" "200 200 200" "$(codes f k 3)"
+	check "failover, replicas = $n: the replica holds the 3" \
+		wait_for 10 caught_up "$B" 'rl:{f:k}' 3 ro
+	# The lag: the replica stops, and its link is cut while it cannot
+	# reconnect, so that nothing written from now on reaches it (a stopped
+	# replica alone would still find the writes in its socket's buffer).
+	kill -STOP "${CLUSTER_PID[$B]}"
+	redis-cli -p "$A" CLIENT KILL TYPE replica > /dev/null
+	is "failover, replicas = $n: replica stopped, 2 admitted" "200 200" "$(codes f k 2)"
+	kill_node "$A"
+	kill -CONT "${CLUSTER_PID[$B]}"
+	redis-cli -p "$B" CLUSTER FAILOVER TAKEOVER > /dev/null
+	CLUSTER_PORTS=("$B")
+	check "failover, replicas = $n: the replica took over" wait_for 20 cluster_ready
+	is "failover, replicas = $n: the promoted replica has the count of 3" 3 \
+		"$(redis-cli -p "$B" HGET 'rl:{f:k}' count)"
+	# A replica for the new master: with replicas = 1 a master without one
+	# admits nothing with a count (documented).
+	C=$(cluster_port) && node "$C" || return 1
+	redis-cli -p "$B" CLUSTER MEET 127.0.0.1 "$C" > /dev/null
+	id=$(cluster_id "$B")
+	wait_for 10 sh -c "redis-cli -p $C CLUSTER NODES | grep -q '^$id '" || return 1
+	redis-cli -p "$C" CLUSTER REPLICATE "$id" > /dev/null
+	CLUSTER_PORTS=("$B" "$C")
+	check "failover, replicas = $n: a new replica attached" wait_for 20 cluster_ready
+	check "failover, replicas = $n: and acknowledges" wait_for 10 acked "$B"
+	# The gateway's first call to the dead master may fail (on_error): warm
+	# it up on another rule until Redis decides again.
+	for i in $(seq 15); do
+		status --max-time 20 "$BASE/w/item?u=x" > /dev/null
+		sleep 0.2
+		rows_at_least 1 "rule = 'w' AND reason = 'limit'" && break
+	done
+	check "failover, replicas = $n: decisions again" rows_at_least 1 "rule = 'w' AND reason = 'limit'"
+	is "failover, replicas = $n: after it, 2 more admitted, then denied" "200 200 429" "$(codes f k 3)"
+	stop_gateway
+	kill_node "$B"
+	kill_node "$C"
+	"$REPORT" --verify -r f "$AUDIT_DB" > "$T/v-$n.txt"; V=$?
+	"$REPORT" --verify --strict -r f "$AUDIT_DB" > "$T/vs-$n.txt"; VS=$?
+}
+
+failover 0 || { not_ok "failover without replicas ran"; finish; exit; }
+is "without replicas: the 2 admitted during the lag are limit rows" \
+	"limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/1/200 limit/0/429" \
+	"$(reasons f k)"
+is "without replicas: --verify finds the over-admission (exit 1)" 1 "$V"
+check "without replicas: 7 admitted in the window of 5" grep -q "7 admitted" "$T/v-0.txt"
+check "without replicas: none admitted without a count" grep -q "^FAIL rule f (.*, 0 admitted without a count$" "$T/v-0.txt"
+
+failover 1 || { not_ok "failover with replicas = 1 ran"; finish; exit; }
+is "replicas = 1: the 2 admitted during the lag are redis_error rows" \
+	"limit/1/200 limit/1/200 limit/1/200 redis_error/1/200 redis_error/1/200 limit/1/200 limit/1/200 limit/0/429" \
+	"$(reasons f k)"
+is "replicas = 1: --verify exits 0 across the failover" 0 "$V"
+check "replicas = 1: --verify reports 2 admitted without a count" \
+	grep -q "^ok   rule f (.*, 2 admitted without a count (not replayed)" "$T/v-1.txt"
+is "replicas = 1: --verify --strict counts them: exit 1" 1 "$VS"
+check "replicas = 1: --strict finds the 7" grep -q "7 admitted" "$T/vs-1.txt"
+grep -i "violation\|admitted" "$T/vs-1.txt" | head -5 | sed 's/^/# /'
+
+# ---------------------------------------------------------------------------
+# 3. Under Sentinel: the WAIT goes to the master the Sentinels name.
+echo "# section 2: $SECONDS s"; SECONDS=0
+start_sentinel_set || { not_ok "the Sentinel set started"; finish; exit; }
+wait_for 10 acked "$SENTINEL_MASTER_PORT" || { not_ok "the Sentinel set's replica acknowledges"; finish; exit; }
+AUDIT_DB=$T/sentinel.db
+ini "$T/sentinel.ini" 1 "mode = sentinel" "master_name = mymaster" \
+	"address = $(printf '127.0.0.1:%s ' "${SENTINEL_PORTS[@]}")"
+gateway "$T/sentinel.ini" rlgate-sentinel || exit 1
+is "sentinel, replicas = 1: 2 admitted" "200 200" "$(codes a s 2)"
+is "sentinel: the replica holds them" 2 "$(redis-cli -p "$SENTINEL_REPLICA_PORT" HGET 'rl:{a:s}' count)"
+kill -STOP "${CLUSTER_PID[$SENTINEL_REPLICA_PORT]}"
+is "sentinel: replica stopped: on_error = allow admits" 200 "$(codes a s 1)"
+kill -CONT "${CLUSTER_PID[$SENTINEL_REPLICA_PORT]}"
+stop_gateway
+is "sentinel: audit" "limit/1/200 limit/1/200 redis_error/1/200" "$(reasons a s)"
+echo "# section 3: $SECONDS s"
+
+finish
