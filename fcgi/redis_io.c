@@ -1,7 +1,7 @@
 /*
  * redis_io: the socket under hiredis, plain or TLS. One SSL_CTX per
  * process, built where the configuration is loaded; a connection's SSL
- * session hangs on its hiredis reader (redisReaderSetPrivdata: hiredis's
+ * session hangs on its hiredis reader (redisReader.privdata: hiredis's
  * own reply functions never read it), so it goes wherever the context
  * goes. Without TLS every call is hiredis's own. Not here: commands,
  * replies' meaning, health and back-off (redis_conn.c).
@@ -185,7 +185,7 @@ redis_io_start(redisContext *ctx, const char *host, long long timeout_ms,
 	}
 	ERR_clear_error();
 	if ((n = SSL_connect(ssl)) == 1) {
-		redisReaderSetPrivdata(ctx->reader, ssl);
+		ctx->reader->privdata = ssl;
 		return 0;
 	}
 	if ((v = SSL_get_verify_result(ssl)) != X509_V_OK)
