@@ -27,6 +27,9 @@ FASTIFY="local c=redis.call('INCR',KEYS[1]) if c==1 then redis.call('PEXPIRE',KE
 FASTIFY_SHA=$(printf '%s' "$FASTIFY" | sha1sum | cut -c1-40)
 command -v valgrind >/dev/null || { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 [ -n "${RLGATE_LUA:-}" ] || make -s -C "$TOP" lua/rlgate.lua || exit 1
+# Without freeport every server and client below would go to the default
+# port (6379): whatever Redis listens there, not one of this script's.
+make -s -C "$TOP" tests/tools/freeport || exit 1
 FN=$(sed -n '1s/^#!lua name=//p' "$LIB")	# the library's name: its functions' prefix
 
 # The probes: what a bare call, a reply and each redis.call cost.
