@@ -27,6 +27,9 @@ FASTIFY="local c=redis.call('INCR',KEYS[1]) if c==1 then redis.call('PEXPIRE',KE
 FASTIFY_SHA=$(printf '%s' "$FASTIFY" | sha1sum | cut -c1-40)
 command -v valgrind >/dev/null || { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 [ -n "${RLGATE_LUA:-}" ] || make -s -C "$TOP" lua/rlgate.lua || exit 1
+# Without freeport every server and client below would go to the default
+# port (6379): whatever Redis listens there, not one of this script's.
+make -s -C "$TOP" tests/tools/freeport || exit 1
 FN=$(sed -n '1s/^#!lua name=//p' "$LIB")	# the library's name: its functions' prefix
 
 # The probes: what a bare call, a reply and each redis.call cost.
@@ -39,6 +42,36 @@ redis.register_function('p_hmget', function(k) redis.call('HMGET', k[1], 'start'
 redis.register_function('p_hset', function(k) redis.call('HSET', k[1], 'count', '12') return 1 end)
 redis.register_function('p_set_px', function(k) redis.call('SET', k[1], '1795730692424132', 'PX', '100000') return 1 end)
 redis.register_function('p_reply13', function() return {1, 999, 1000, 1000, 0, 1795730692424132, 0, 1000, 0, 0, 0, '', ''} end)
+-- The floor of a decision under rlgate's contract, with no checks and no
+-- algorithm: per request of one rule (7 arguments), one read and one write
+-- of its state and a row of 13 fields; one TIME per call. What any library
+-- keeping the contract pays at least, whatever its Lua.
+redis.register_function('p_floor', function(k, a)
+	local t = redis.call('TIME')
+	local out, o = {}, 0
+	for i = 1, #k do
+		local h = redis.call('HMGET', k[i], 'start', 'count')
+		redis.call('HSET', k[i], 'count', '12')
+		out[o + 1] = 1
+		out[o + 2] = {1, 999, 1000, 1000, 0, t[1], 0, 1000, 0, 0, 0, '', ''}
+		o = o + 2
+	end
+	return out
+end)
+-- The same with a row of one string instead of 13 fields (a compact reply,
+-- before any cost of building it).
+redis.register_function('p_floor_c', function(k, a)
+	local t = redis.call('TIME')
+	local out, o = {}, 0
+	for i = 1, #k do
+		local h = redis.call('HMGET', k[i], 'start', 'count')
+		redis.call('HSET', k[i], 'count', '12')
+		out[o + 1] = 1
+		out[o + 2] = '1 999 1000 1000 0 1795730692424132 0 1000 0 0 0'
+		o = o + 2
+	end
+	return out
+end)
 EOF
 
 # instr N ARGS...: total instructions of a redis-server that served N calls.
@@ -75,7 +108,7 @@ FW=(fixed_window - 1 1000000000 1000 '' '')
 TB=(token_bucket - 1 1000000000 1000 '' '')
 GC=(gcra - 1 1000000000 1000 '' '')
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 fw1 tb1 gcra1 three fw10 batch10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 tb1 gcra1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -105,6 +138,15 @@ for r in $ROWS; do
 			args+=(fixed_window "$([ "$i" = 1 ] && echo - || echo n)" "${FW[@]:2}")
 		 done
 		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "${FW[@]}" ;;
+	floor10) keys=(); args=()	# the floor of a batch of 10 one-rule requests
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 row "the contract's floor, batch of 10" FCALL p_floor 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor10c) keys=(); args=()
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 row "the floor, batch of 10, 1-string rows" FCALL p_floor_c 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	*)	 echo "redis_cost: no row $r" >&2; exit 2 ;;
 	esac
