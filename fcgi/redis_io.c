@@ -39,6 +39,21 @@ ssl_reason(void)
 	return s != NULL ? s : "unknown error";
 }
 
+/*
+ * The server asked for a client certificate and none is configured: the
+ * session is marked, and its failures say so. Under TLS 1.3 a server that
+ * requires one refuses only after the handshake, and its alert is lost
+ * when the connection is reset first; the mark is not.
+ */
+static int
+asked_for_cert(SSL *ssl, X509 **x509, EVP_PKEY **pkey)
+{
+	(void)x509;
+	(void)pkey;
+	SSL_set_app_data(ssl, (char *)"asked");
+	return 0;	/* none sent */
+}
+
 static SSL_CTX *
 build(const struct conf *c, char *err, size_t errlen)
 {
@@ -65,7 +80,9 @@ build(const struct conf *c, char *err, size_t errlen)
 		    "certificates: %s", ssl_reason());
 		goto fail;
 	}
-	if (c->redis_tls_cert_file != NULL) {
+	if (c->redis_tls_cert_file == NULL)
+		SSL_CTX_set_client_cert_cb(n, asked_for_cert);
+	else {
 		if (SSL_CTX_use_certificate_chain_file(n,
 		    c->redis_tls_cert_file) != 1) {
 			snprintf(err, errlen, "[redis] tls_cert_file %s: no "
@@ -146,9 +163,15 @@ io_error(redisContext *ctx, SSL *ssl, int n)
 	default:
 		snprintf(why, sizeof(why), "TLS: %s", ssl_reason());
 		set_error(ctx, REDIS_ERR_IO, why);
-		return;
+		break;
 	}
 	ERR_clear_error();
+	if (SSL_get_app_data(ssl) != NULL && strcmp(ctx->errstr,
+	    strerror(EAGAIN)) != 0) {
+		snprintf(why, sizeof(why), "%.60s (the server asked for a client "
+		    "certificate: tls_cert_file)", ctx->errstr);
+		set_error(ctx, ctx->err, why);
+	}
 }
 
 int
