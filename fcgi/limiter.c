@@ -36,7 +36,8 @@
 #define RULE_ARGS		9
 #define NUM_SIZE		24
 #define RULE_BYTES		(RLG_REDIS_KEY_SIZE + 5 * NUM_SIZE)
-#define UNDO_REPLY_FIELD	12	/* Ri[13], the undo string */
+#define ROW_MAX			9007199254740992LL /* 2^53: a row's
+						 * integers, exact in Lua */
 
 /* A part of a round's call: some rules of one request (all of them, or
  * those of one hash slot). A call holds one part (a cluster), or every
@@ -60,7 +61,9 @@ struct limiter {
 	size_t		*rix;		/* rule indexes, call by call */
 	const char	**state_key;	/* per rix entry: its state key */
 	size_t		*state_len;
-	const redisReply **undo;	/* per rix entry: its undo, or NULL */
+	const char	**undo;		/* per rix entry: its undo token (in
+					 * the reply), or NULL */
+	size_t		*undo_len;
 	const char	**argv;
 	size_t		*argvlen;
 	char		*bytes;
@@ -94,6 +97,7 @@ limiter_free(struct limiter *l)
 	free(l->state_key);
 	free(l->state_len);
 	free(l->undo);
+	free(l->undo_len);
 	free(l->argv);
 	free(l->argvlen);
 	free(l->bytes);
@@ -162,6 +166,7 @@ room(struct limiter *l, size_t nrules)
 	resize(&l->state_key, cap, sizeof(*l->state_key), &ok);
 	resize(&l->state_len, cap, sizeof(*l->state_len), &ok);
 	resize(&l->undo, cap, sizeof(*l->undo), &ok);
+	resize(&l->undo_len, cap, sizeof(*l->undo_len), &ok);
 	resize(&l->argv, 2 * (CALL_ARGS + RULE_ARGS) * cap,
 	    sizeof(*l->argv), &ok);
 	resize(&l->argvlen, 2 * (CALL_ARGS + RULE_ARGS) * cap,
@@ -415,11 +420,57 @@ is_int(const redisReply *r)
 	return r != NULL && r->type == REDIS_REPLY_INTEGER;
 }
 
+/*
+ * The field of a row at *p (before end) up to the next space, as an
+ * integer in [min, max]; *p moves past the space. Returns 0 or -1. (The
+ * copy: conf_parse_int reads a terminated string, as slot.c's num(); a
+ * NUL inside the field would end it early.)
+ */
 static int
-is_str(const redisReply *r)
+row_int(const char **p, const char *end, long long min, long long max,
+    long long *out)
 {
-	return r != NULL && (r->type == REDIS_REPLY_STRING ||
-	    r->type == REDIS_REPLY_STATUS);
+	const char *sp = memchr(*p, ' ', (size_t)(end - *p)), *errstr;
+	char buf[24];
+	size_t n;
+
+	if (sp == NULL || (n = (size_t)(sp - *p)) == 0 || n >= sizeof(buf) ||
+	    memchr(*p, '\0', n) != NULL)
+		return -1;
+	memcpy(buf, *p, n);
+	buf[n] = '\0';
+	if (conf_parse_int(buf, min, max, out, &errstr) == -1)
+		return -1;
+	*p = sp + 1;
+	return 0;
+}
+
+int
+limiter_row(const char *s, size_t len, struct limiter_row *row)
+{
+	const char *p = s, *end = s + len, *sp;
+	long long min, max;
+	int k;
+
+	if (s == NULL)
+		return -1;
+	for (k = 0; k < RLG_ROW_INTS; k++) {
+		min = -ROW_MAX;
+		max = ROW_MAX;
+		if (k == RLG_ROW_ALLOWED)
+			min = 0, max = 1;
+		else if (k == RLG_ROW_OVERRIDE)
+			min = RLG_OVERRIDE_NONE, max = RLG_OVERRIDE_IGNORED;
+		if (row_int(&p, end, min, max, &row->f[k]) == -1)
+			return -1;
+	}
+	if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL)
+		return -1;
+	row->undo = p;
+	row->undo_len = (size_t)(sp - p);
+	row->why = sp + 1;
+	row->why_len = (size_t)(end - sp - 1);
+	return 0;
 }
 
 /*
@@ -461,12 +512,12 @@ read_decide(struct limiter *l, const struct conf *c,
     const struct redis_call *call, const struct call_info *ci,
     const struct limiter_request *rq)
 {
-	const redisReply *rep = call->reply, *ri, *why, *undo, *err = NULL;
+	const redisReply *rep = call->reply, *ri, *err = NULL;
+	struct limiter_row rows[RLG_MAX_MATCHES], *row;
 	const struct match *m;
 	struct verdict *v;
-	long long *f[6];
-	size_t i, j, k;
-	int counted, ov;
+	size_t i, j;
+	int counted;
 
 	if (call->status != RLG_CALL_OK || rep == NULL)
 		return -1;
@@ -487,18 +538,15 @@ read_decide(struct limiter *l, const struct conf *c,
 		return -2;
 	}
 	if (rep->type != REDIS_REPLY_ARRAY ||
-	    rep->elements < ci->at + 1 + ci->n ||
+	    rep->elements < ci->at + 1 + ci->n || ci->n > RLG_MAX_MATCHES ||
 	    !is_int(rep->element[ci->at]))
 		goto bad;
+	/* Every row is read before any verdict is written: one bad row
+	 * and the part is an error as a whole. */
 	for (i = 0; i < ci->n; i++) {
 		ri = rep->element[ci->at + 1 + i];
-		if (ri->type != REDIS_REPLY_ARRAY || ri->elements < 11)
-			goto bad;
-		for (k = 0; k < 11; k++)
-			if (!is_int(ri->element[k]))
-				goto bad;
-		if (ri->element[10]->integer < RLG_OVERRIDE_NONE ||
-		    ri->element[10]->integer > RLG_OVERRIDE_IGNORED)
+		if (ri->type != REDIS_REPLY_STRING ||
+		    limiter_row(ri->str, ri->len, &rows[i]) == -1)
 			goto bad;
 	}
 	counted = rep->element[ci->at]->integer != 0;
@@ -511,37 +559,27 @@ read_decide(struct limiter *l, const struct conf *c,
 		j = l->rix[ci->first + i];
 		m = &rq->m[j];
 		v = &rq->v[j];
-		ri = rep->element[ci->at + 1 + i];
-		/* {allowed, remaining, limit, reset_ms, retry_after_ms,
-		 * now_us, delay_ms, window_ms, burst, precision_ms, override,
-		 * why, undo} */
-		f[0] = &v->remaining;
-		f[1] = &v->limit;
-		f[2] = &v->reset_ms;
-		f[3] = &v->retry_after_ms;
-		f[4] = &v->now_us;
-		f[5] = &v->delay_ms;
-		for (k = 0; k < 6; k++)
-			*f[k] = ri->element[k + 1]->integer;
-		v->allowed = ri->element[0]->integer != 0;
+		row = &rows[i];
+		v->allowed = row->f[RLG_ROW_ALLOWED] != 0;
+		v->remaining = row->f[RLG_ROW_REMAINING];
+		v->limit = row->f[RLG_ROW_LIMIT];
+		v->reset_ms = row->f[RLG_ROW_RESET_MS];
+		v->retry_after_ms = row->f[RLG_ROW_RETRY_MS];
+		v->now_us = row->f[RLG_ROW_NOW_US];
+		v->delay_ms = row->f[RLG_ROW_DELAY_MS];
 		v->answered = 1;
 		v->counted = counted && v->allowed;
-		v->window_ms = ri->element[7]->integer;
+		v->window_ms = row->f[RLG_ROW_WINDOW_MS];
 		v->burst = conf_algorithm_has_burst(m->rule->algorithm) ?
-		    ri->element[8]->integer : conf_capacity(m->rule, v->limit);
-		ov = (int)ri->element[10]->integer;
-		v->override = (enum rlg_override)ov;
-		why = ri->elements > 11 && is_str(ri->element[11]) &&
-		    ri->element[11]->len > 0 ? ri->element[11] : NULL;
+		    row->f[RLG_ROW_BURST] : conf_capacity(m->rule, v->limit);
+		v->override = (enum rlg_override)row->f[RLG_ROW_OVERRIDE];
 		if (v->override == RLG_OVERRIDE_IGNORED)
-			log_ignored(m, why != NULL ? why->str :
-			    "override ignored", why != NULL ? why->len :
-			    strlen("override ignored"));
-		undo = ri->elements > UNDO_REPLY_FIELD &&
-		    is_str(ri->element[UNDO_REPLY_FIELD]) &&
-		    ri->element[UNDO_REPLY_FIELD]->len > 0 ?
-		    ri->element[UNDO_REPLY_FIELD] : NULL;
-		l->undo[ci->first + i] = v->counted ? undo : NULL;
+			log_ignored(m, row->why_len > 0 ? row->why :
+			    "override ignored", row->why_len > 0 ?
+			    row->why_len : strlen("override ignored"));
+		l->undo[ci->first + i] = v->counted && row->undo_len > 0 ?
+		    row->undo : NULL;
+		l->undo_len[ci->first + i] = row->undo_len;
 	}
 	return 0;
 bad:
@@ -603,16 +641,14 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 	argv[k] = "";
 	alen[k++] = 0;
 	for (i = 0; i < ci->n; i++) {
-		const redisReply *u = l->undo[ci->first + i];
-
-		if (u == NULL)
+		if (l->undo[ci->first + i] == NULL)
 			continue;
 		argv[k] = conf_algorithm_name(
 		    rq->m[l->rix[ci->first + i]].rule->algorithm);
 		alen[k] = strlen(argv[k]);
 		k++;
-		argv[k] = u->str;
-		alen[k++] = u->len;
+		argv[k] = l->undo[ci->first + i];
+		alen[k++] = l->undo_len[ci->first + i];
 	}
 	/* No WAIT: an undo a failover loses leaves a count behind, less
 	 * admitted, never more. */

@@ -17,11 +17,14 @@
 --   when every rule not in dry run admits, every rule that admits is counted
 --   (state and TTL written), else nothing is written.
 --   Reply {counted, R1..Rn}: counted 1 when the request is admitted (and so
---   counted), 0 when not; Ri = {allowed, remaining, limit, reset_ms,
---   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
---   override, why, undo}: this rule's own decision (an admitting rule that
---   was not counted shows its state as it is), why "" unless override is 3,
---   undo "" unless the rule was counted and has flag u. A batch replies
+--   counted), 0 when not; Ri one string, "ALLOWED REMAINING LIMIT RESET_MS
+--   RETRY_AFTER_MS NOW_US DELAY_MS WINDOW_MS BURST PRECISION_MS OVERRIDE
+--   UNDO WHY": 11 integers in decimal, the undo token and why, joined by
+--   single spaces (13 fields, 12 spaces; why, the rest of the string, may
+--   hold spaces, UNDO never does; both "" for none): this rule's own
+--   decision (an admitting rule that was not counted shows its state as it
+--   is), why "" unless override is 3, undo "" unless the rule was counted
+--   and has flag u. A batch replies
 --   {counted, R1..Rn} of each request, one after the other, in one array.
 --   A request's bad argument is an error in the place of its counted, and
 --   no rows, in a batch; the call's error for a request alone.
@@ -33,9 +36,9 @@
 --   arguments would decide now, from the algorithm's own check, writing
 --   nothing (flag no-writes). Reply {allowed, remaining, limit, reset_ms,
 --   retry_after_ms, now_us, delay_ms, window_ms, burst, precision_ms,
---   override, why, ttl_ms, state}: fields 1 and 3-12 as the decision's row
---   (why without its "override ignored: "), but remaining and reset_ms of
---   the state as it is (the decision's, when it denies); ttl_ms the key's
+--   override, why, ttl_ms, state}: fields 1 and 3-11 as the decision's row,
+--   and its why (without its "override ignored: "), but remaining and
+--   reset_ms of the state as it is (the decision's, when it denies); ttl_ms the key's
 --   TTL at NOW_US (-1: none, -2: no key); state the stored state in words.
 -- FCALL_RO LIB_version 0: the library version.
 -- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
@@ -61,14 +64,14 @@ for m = 0, 15 do
 	FLAGS[s == '' and '-' or s] = f
 end
 
--- Tables kept from call to call, by a rule's place in the call: its entry,
--- its decision (d, which the algorithm's check fills) and its reply row; and
--- the reply. A call then makes no new table, and no garbage, for them (a
--- seventh of a one-rule call's Redis time, tests/bench/README.md). Every
--- use writes each field it reads; the reply ends at the nil after its last
--- row. (The library's state outlives a call, and Redis converts the reply
--- before the next call begins.)
-local entries, verdicts, rows, reply, requests = {}, {}, {}, {}, {}
+-- Tables kept from call to call, by a rule's place in the call: its entry
+-- and its decision (d, which the algorithm's check fills); and the reply
+-- (its rows are strings, row_line). A call then makes no new table, and no
+-- garbage, for them (a seventh of a one-rule call's Redis time,
+-- tests/bench/README.md). Every use writes each field it reads; the reply
+-- ends at the nil after its last row. (The library's state outlives a
+-- call, and Redis converts the reply before the next call begins.)
+local entries, verdicts, reply, requests = {}, {}, {}, {}
 local function kept(pool, r)
 	local t = pool[r]
 	if t == nil then t = {}; pool[r] = t end
@@ -79,10 +82,10 @@ local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
 end
 
--- Decides the request of rules first..last (arguments in args) at now, all
--- or nothing, and puts counted and its rows in out from out[o + 1] on.
--- Returns the next o.
-local function decide_request(args, first, last, now, out, o)
+-- Decides the request of rules first..last (arguments in args) at now (in
+-- decimal: now_s), all or nothing, and puts counted and its rows in out
+-- from out[o + 1] on. Returns the next o.
+local function decide_request(args, first, last, now, now_s, out, o)
 	local admitted = true
 	for r = first, last do
 		local rule = entries[r]
@@ -108,8 +111,8 @@ local function decide_request(args, first, last, now, out, o)
 			rule.alg.commit(a, rule.key, d)
 			if rule.undo then undo = rule.alg.token(a, d) end
 		end
-		out[o + 2 + r - first] = row(kept(rows, r), a, d, counted, rule.code,
-		    rule.why and 'override ignored: ' .. rule.why or '', undo)
+		out[o + 2 + r - first] = row_line(a, d, counted, rule.code,
+		    rule.why and 'override ignored: ' .. rule.why or '', undo, now_s)
 	end
 	return o + 2 + last - first
 end
@@ -191,13 +194,13 @@ local function decide(keys, args)
 
 	-- The requests one after the other, each on the state the ones before
 	-- it left.
-	local out, o = reply, 0
+	local out, o, now_s = reply, 0, num(now)
 	for i = 1, nreq do
 		q = requests[i]
 		if q.err then
 			out[o + 1], o = q.err, o + 1
 		else
-			o = decide_request(args, q.first, q.last, now, out, o)
+			o = decide_request(args, q.first, q.last, now, now_s, out, o)
 		end
 	end
 	out[o + 1] = nil

@@ -30,9 +30,10 @@
 --   undo_parse(token)      -> u, or nil when the token is not this algorithm's
 --   undo(key, u, now)      -> true when it took something back
 -- a is the parsed arguments: cost (and cost_s, its decimal string), limit,
--- window_ms, burst, precision_ms, now (us) and what the spec derives (scale,
--- rate). It is shared between calls (params_of): only now is set, per call;
--- nothing else writes it.
+-- window_ms, burst, precision_ms, now (us), what the spec derives (scale,
+-- rate) and the row's decimal strings (limit_s, row_params). It is shared
+-- between calls (params_of): only now is set, per call; nothing else
+-- writes it.
 
 local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
 local EXACT = 9007199254740992	-- 2^53
@@ -171,6 +172,10 @@ local function params_of(spec, c, l, w, b, p, off)
 	if t then return t end
 	local a, err = params(spec, {nil, c, l, w, b, p}, off)
 	if not a then return nil, err end
+	-- What LIB_decide's row says of the parameters, formatted once (row_line).
+	a.limit_s = num(a.limit)
+	a.row_params = num(a.window_ms) .. ' ' .. num(a.burst or 0) .. ' ' ..
+	    num(a.precision_ms or 0)
 	if params_count >= PARAMS_KEPT then params_kept, params_count = {}, 0 end
 	t = params_kept
 	local path = {spec, c, l, w, b}
@@ -305,31 +310,44 @@ local function verdict(d, allowed, remaining, reset_ms, retry_ms, delay_ms,
 	return d
 end
 
--- t (emptied of what it held) as the reply fields 1-7 of a decision d under
--- a, counted or not, and the parameters used, fields 8-10: an allowed rule
--- that was not counted shows the state as it is, and no delay (the request
--- is not let through). Fields 11-13 are code, why, undo (why and undo may be
--- nil: the reply ends before the first nil).
-local function row(t, a, d, counted, code, why, undo)
-	local allowed, remaining, reset_ms, retry_ms, delay_ms
-	if d == nil then	-- unlimited: admitted, nothing read or counted
-		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, a.limit, 0, 0, 0
-	elseif not d.allowed then
-		allowed, remaining, reset_ms, retry_ms, delay_ms = 0, d.remaining, d.reset_ms,
-		    d.retry_ms, d.delay_ms
-	elseif not counted then
-		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.kept_remaining,
-		    d.kept_reset_ms, 0, 0
-	else
-		allowed, remaining, reset_ms, retry_ms, delay_ms = 1, d.remaining, d.reset_ms,
-		    d.retry_ms, d.delay_ms
-	end
+-- The fields of a decision d under a, counted or not, that vary: allowed,
+-- remaining, reset_ms, retry_ms, delay_ms. An allowed rule that was not
+-- counted shows the state as it is, and no delay (the request is not let
+-- through); d nil is unlimited: admitted, nothing read or counted.
+local function shown_fields(a, d, counted)
+	if d == nil then return 1, a.limit, 0, 0, 0 end
+	if not d.allowed then return 0, d.remaining, d.reset_ms, d.retry_ms, d.delay_ms end
+	if not counted then return 1, d.kept_remaining, d.kept_reset_ms, 0, 0 end
+	return 1, d.remaining, d.reset_ms, d.retry_ms, d.delay_ms
+end
+
+-- t as the reply fields 1-7 of a decision d under a (shown_fields), and
+-- the parameters used, fields 8-10; fields 11 and 12 are code and why (why
+-- nil: the reply ends at 11). A standalone call's reply.
+local function row(t, a, d, counted, code, why)
+	local allowed, remaining, reset_ms, retry_ms, delay_ms = shown_fields(a, d, counted)
 	t[1], t[2], t[3], t[4], t[5], t[6], t[7] = allowed, remaining, a.limit, reset_ms,
 	    retry_ms, a.now, delay_ms
-	t[8], t[9], t[10], t[11], t[12], t[13] = a.window_ms, a.burst or 0,
-	    a.precision_ms or 0, code, why, undo
-	if why == nil then t[13] = nil end
+	t[8], t[9], t[10], t[11], t[12] = a.window_ms, a.burst or 0, a.precision_ms or 0,
+	    code, why
 	return t
+end
+
+-- The same decision as LIB_decide's row: one string, the 11 integers of
+-- row() in decimal, then the undo token and why ("" for none), joined by
+-- single spaces; why, last, is the rest of the string (it may hold
+-- spaces, a token never does). One string, not 13 fields: Redis converts
+-- each field of a reply on its own (tests/bench/README.md). now_s is
+-- a.now in decimal (once per call). Formatting a number costs a sprintf:
+-- the parameters' part of the row is formatted once per parameter set
+-- (a.limit_s, a.row_params: params_of), 0 and the codes not at all.
+local CODES = {[0] = '0', '1', '2', '3'}
+local function row_line(a, d, counted, code, why, undo, now_s)
+	local allowed, remaining, reset_ms, retry_ms, delay_ms = shown_fields(a, d, counted)
+	return (allowed == 1 and '1 ' or '0 ') .. num(remaining) .. ' ' .. a.limit_s .. ' ' ..
+	    num(reset_ms) .. ' ' .. (retry_ms == 0 and '0' or num(retry_ms)) .. ' ' .. now_s ..
+	    ' ' .. (delay_ms == 0 and '0' or num(delay_ms)) .. ' ' .. a.row_params .. ' ' ..
+	    CODES[code] .. ' ' .. undo .. ' ' .. why
 end
 
 -- A standalone call: FCALL LIB_<algorithm> 1 KEY [OVERRIDE_KEY] NOW_US

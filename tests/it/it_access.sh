@@ -218,7 +218,10 @@ EOF
 start_rlgate "$T/h.ini" hostile || exit 1
 is "the real library: served" "200" "$(ask "127.0.0.1:$RLGATE_PORT" 1)"
 for reply in "{1}" "{1, 'x'}" "{1, {1,2,3}}" "{1, {1,1,1,1,1,1,1,1,1,1,99}}" \
-    "{1, {1,'a','b','c','d','e','f','g','h','i','j'}}" "{1, {{1},{2},{3},{4},{5},{6},{7},{8},{9},{10},{11}}}"; do
+    "{1, {1,'a','b','c','d','e','f','g','h','i','j'}}" "{1, {{1},{2},{3},{4},{5},{6},{7},{8},{9},{10},{11}}}" \
+    "{1, '1 2 3'}" "{1, '1 0 1000 0 0 1 0 1000 0 0 0 '}" "{1, '1 0 1000 0 0 1 0 1000 0 0 4  '}" \
+    "{1, '2 0 1000 0 0 1 0 1000 0 0 0  '}" "{1, '1 x 1000 0 0 1 0 1000 0 0 0  '}" \
+    "{1, '1  0 1000 0 0 1 0 1000 0 0 0  '}" "{1, '1 0 1000 0 0 1 0 1000 0 0 99999999999999999999  '}"; do
 	rcli FUNCTION LOAD REPLACE "#!lua name=$lib
 redis.register_function('${lib}_decide', function() return $reply end)
 redis.register_function('${lib}_version', function() return 'hostile' end)" > /dev/null

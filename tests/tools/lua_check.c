@@ -199,55 +199,96 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 }
 
 /*
- * rlgate_decide's reply {counted, {13 fields}} as the standalone one: 7
- * integers, then with okey the 4 more and the sentence when override is 3.
- * Its own promises are checked here: counted = allowed, undo given exactly
- * when the rule was counted (admitted, not unlimited), why "" unless
- * override is 3. Returns NULL (and says why in err) when it is not so.
+ * A row of rlgate_decide's reply, "11 integers UNDO WHY" joined by single
+ * spaces (lua/README.md), read here on its own, not with the gateway's
+ * limiter_row() (this tool builds without the gateway's objects, and
+ * checks the library against the document). Returns 0, or -1 when s is
+ * not such a row.
+ */
+struct drow {
+	long long	 f[11];
+	const char	*undo, *why;
+	size_t		 undo_len, why_len;
+};
+
+static int
+read_row(const char *s, size_t len, struct drow *row)
+{
+	const char *p = s, *end = s + len, *sp;
+	char *e;
+	int k;
+
+	for (k = 0; k < 11; k++) {
+		if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL || sp == p ||
+		    (*p != '-' && (*p < '0' || *p > '9')))
+			return -1;
+		errno = 0;
+		row->f[k] = strtoll(p, &e, 10);
+		if (e != sp || errno != 0)
+			return -1;
+		p = sp + 1;
+	}
+	if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL)
+		return -1;
+	row->undo = p;
+	row->undo_len = (size_t)(sp - p);
+	row->why = sp + 1;
+	row->why_len = (size_t)(end - sp - 1);
+	return 0;
+}
+
+/*
+ * rlgate_decide's reply {counted, ROW} (read_row()) as the standalone one: 7 integers, then with
+ * okey the 4 more and the sentence when override is 3. Its own promises
+ * are checked here: counted = allowed, undo given exactly when the rule
+ * was counted (admitted, not unlimited), why "" unless override is 3.
+ * Returns NULL (and says why in err) when it is not so.
  */
 static redisReply *
 decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 {
 	static redisReply out, el[12], *elp[12];
-	redisReply *f;
+	struct drow row;
 	size_t i, n = okey == NULL ? NFIELDS : NFIELDS + NEXT;
+	long long ov;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
 	    e->element[0]->type != REDIS_REPLY_INTEGER ||
-	    e->element[1]->type != REDIS_REPLY_ARRAY || e->element[1]->elements != 13) {
-		snprintf(err, errlen, "rlgate_decide: not {counted, {13 fields}}");
+	    e->element[1]->type != REDIS_REPLY_STRING) {
+		snprintf(err, errlen, "rlgate_decide: not {counted, row}");
 		return NULL;
 	}
-	f = e->element[1];
-	for (i = 0; i < 11; i++)
-		if (f->element[i]->type != REDIS_REPLY_INTEGER) {
-			snprintf(err, errlen, "rlgate_decide: field %zu not an integer", i + 1);
-			return NULL;
-		}
-	if (f->element[11]->type != REDIS_REPLY_STRING || f->element[12]->type != REDIS_REPLY_STRING) {
-		snprintf(err, errlen, "rlgate_decide: fields 12 and 13 not strings");
+	if (read_row(e->element[1]->str, e->element[1]->len, &row) == -1) {
+		snprintf(err, errlen, "rlgate_decide: not a row: \"%s\"",
+		    e->element[1]->str);
 		return NULL;
 	}
-	if (e->element[0]->integer != f->element[ALLOWED]->integer ||
-	    (f->element[12]->len > 0) != (f->element[ALLOWED]->integer == 1 &&
-	    f->element[10]->integer != 2) ||
-	    (f->element[11]->len > 0) != (f->element[10]->integer == 3)) {
-		snprintf(err, errlen, "rlgate_decide: counted %lld, allowed %lld, override %lld, "
-		    "why \"%s\", undo \"%s\"", e->element[0]->integer,
-		    f->element[ALLOWED]->integer, f->element[10]->integer,
-		    f->element[11]->str, f->element[12]->str);
+	ov = row.f[10];
+	if (e->element[0]->integer != row.f[ALLOWED] ||
+	    (row.undo_len > 0) != (row.f[ALLOWED] == 1 && ov != 2) ||
+	    (row.why_len > 0) != (ov == 3)) {
+		snprintf(err, errlen, "rlgate_decide: counted %lld, row \"%s\"",
+		    e->element[0]->integer, e->element[1]->str);
 		return NULL;
 	}
-	if (okey == NULL && (f->element[10]->integer != 0)) {
+	if (okey == NULL && ov != 0) {
 		snprintf(err, errlen, "rlgate_decide: override %lld without an override key",
-		    f->element[10]->integer);
+		    ov);
 		return NULL;
 	}
-	if (okey != NULL && f->element[10]->integer == 3)
-		n++;
 	for (i = 0; i < n; i++) {
-		el[i] = *f->element[i];
+		memset(&el[i], 0, sizeof(el[i]));
+		el[i].type = REDIS_REPLY_INTEGER;
+		el[i].integer = row.f[i];
 		elp[i] = &el[i];
+	}
+	if (okey != NULL && ov == 3) {
+		memset(&el[n], 0, sizeof(el[n]));
+		el[n].type = REDIS_REPLY_STRING;
+		el[n].str = (char *)(uintptr_t)row.why;	/* the row's tail: terminated */
+		el[n].len = row.why_len;
+		elp[n] = &el[n];
+		n++;
 	}
 	memset(&out, 0, sizeof(out));
 	out.type = REDIS_REPLY_ARRAY;
@@ -1116,6 +1157,7 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 	const char *argv[16] = { "FCALL", rlg_fn_decide, "1", key, "", n,
 	    alg_names[a], "u", c, l, w, b, pr };
 	const char *uargv[8] = { "FCALL", rlg_fn_undo, "1", key, u, alg_names[a], tok };
+	struct drow row;
 	redisReply *r, *e;
 	long long undone;
 	int i;
@@ -1147,10 +1189,10 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 		e = r->element[0];
 		if (step == 0) {
 			if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
-			    e->element[1]->type != REDIS_REPLY_ARRAY ||
-			    e->element[1]->elements != 13)
+			    e->element[1]->type != REDIS_REPLY_STRING ||
+			    read_row(e->element[1]->str, e->element[1]->len, &row) == -1)
 				fatal("rlgate_decide: %s", e->type == REDIS_REPLY_ERROR ? e->str : "bad reply");
-			snprintf(tok, sizeof(tok), "%s", e->element[1]->element[12]->str);
+			snprintf(tok, sizeof(tok), "%.*s", (int)row.undo_len, row.undo);
 			freeReplyObject(r);
 			if (tok[0] == '\0')
 				return -1;
@@ -1432,6 +1474,7 @@ test_time_and_expiry(void)
 
 	for (a = 0; a < NALG; a++) {
 		redisReply *r = NULL, *t = NULL, *whole;
+		char err[256];
 		long long before, now, after;
 		const char *argv[16];
 		char fname[64];
@@ -1450,11 +1493,11 @@ test_time_and_expiry(void)
 			fatal("redis: %s", rc->errstr);
 		after = real_now_us();
 		whole = r;
-		if (via == VIA_DECIDE && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-			r = r->element[1];	/* the rule's fields: the first 7 are these */
-		if (r->type != REDIS_REPLY_ARRAY ||
-		    r->elements != (via == VIA_DECIDE ? 13 : NFIELDS)) {
-			ok(0, "%s: call with Redis TIME", alg_names[a]);
+		if (via == VIA_DECIDE && r->type != REDIS_REPLY_ERROR)
+			r = decide_as_standalone(r, NULL, err, sizeof(err));	/* 7 fields */
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != NFIELDS) {
+			ok(0, "%s: call with Redis TIME (%s)", alg_names[a],
+			    r == NULL ? err : "not 7 fields");
 			freeReplyObject(whole);
 			freeReplyObject(t);
 			reset[a] = 0;
