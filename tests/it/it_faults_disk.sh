@@ -88,7 +88,11 @@ is "full, allow: a request on the side is answered at once" 200 "$(status -m 3 "
 scrape
 lost=$(metric rlgate_audit_rows_lost_total)
 check "full, allow: rows were lost ($lost)" [ "${lost/absent/0}" -gt 0 ]
-is "full, allow: the queue is full" 300 "$(metric rlgate_audit_rows_queued)"
+# The queue stops at its bound (300), but the writer may still get a few
+# rows into pages SQLite freed after the load stopped (297 seen once under
+# ASan): at most 300, and rows lost above.
+q=$(metric rlgate_audit_rows_queued)
+check "full, allow: the queue holds rows, at most its 300 ($q)" [ "$q" -gt 0 -a "$q" -le 300 ]
 check "full, allow: requests = written + queued + lost ($(acct))" accounted
 check "full, allow: the failure is logged" grep -q 'cannot write: database or disk is full' "$LOG"
 # The loss lines: one a second at most, and they add up to the count.
