@@ -204,6 +204,15 @@ conf_capacity(const struct rule *ru, long long limit)
 	return ru->burst > 0 ? ru->burst : limit;
 }
 
+/* What rule ru does when Redis cannot answer: its own on_error, or
+ * [redis]'s. */
+static inline enum rlg_on_error
+conf_on_error(const struct conf *c, const struct rule *ru)
+{
+	return ru->on_error != RLG_ON_ERROR_INHERIT ? ru->on_error :
+	    c->on_error;
+}
+
 /*
  * Is the address (AF_INET/AF_INET6 bytes) inside one of c's trusted CIDRs?
  * An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is also checked against the

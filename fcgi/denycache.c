@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv.h"
 #include "denycache.h"
 
 #define SHARDS		16
@@ -44,19 +45,11 @@ static uint64_t
 hash_of(const void *tag, const char *rule, size_t rule_len, const char *key,
     size_t key_len)
 {
-	uint64_t h = 14695981039346656037ULL;
 	uintptr_t t = (uintptr_t)tag;
-	size_t i;
+	uint64_t h = fnv_add(FNV_OFFSET, &t, sizeof(t));
 
-	for (i = 0; i < sizeof(t); i++, t >>= 8)
-		h = (h ^ (t & 0xff)) * 1099511628211ULL;
-	for (i = 0; i < rule_len; i++)
-		h = (h ^ (unsigned char)rule[i]) * 1099511628211ULL;
-	/* A separator: rule "a" key "bc" is not rule "ab" key "c". */
-	h = (h ^ 0xff) * 1099511628211ULL;
-	for (i = 0; i < key_len; i++)
-		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
-	return h;
+	h = fnv_sep(fnv_add(h, rule, rule_len));
+	return fnv_add(h, key, key_len);
 }
 
 static struct shard *

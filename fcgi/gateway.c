@@ -259,11 +259,8 @@ decide_locally(const struct conf *c, struct limiter_request *reqs,
 		for (k = 0; k < reqs[i].n; k++) {
 			const struct rule *ru = reqs[i].m[k].rule;
 			struct verdict *v = &reqs[i].v[k];
-			enum rlg_on_error oe = ru->on_error !=
-			    RLG_ON_ERROR_INHERIT ? ru->on_error : c->on_error;
-
 			if (v->answered || v->skipped ||
-			    oe != RLG_ON_ERROR_LOCAL)
+			    conf_on_error(c, ru) != RLG_ON_ERROR_LOCAL)
 				continue;
 			local_decide(&reqs[i].m[k], c->local_share_num,
 			    c->local_share_den, now, v);

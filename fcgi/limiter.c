@@ -604,8 +604,7 @@ request_denied(const struct conf *c, const struct limiter_request *rq)
 		if (dry(c, ru))
 			continue;
 		if (rq->v[i].answered ? !rq->v[i].allowed :
-		    (ru->on_error != RLG_ON_ERROR_INHERIT ? ru->on_error :
-		    c->on_error) == RLG_ON_ERROR_DENY)
+		    conf_on_error(c, ru) == RLG_ON_ERROR_DENY)
 			return 1;
 	}
 	return 0;

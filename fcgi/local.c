@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fnv.h"
 #include "local.h"
 
 #define PROBES	16
@@ -48,14 +49,9 @@ cdiv(big a, big b)
 static uint64_t
 hash(const char *name, const char *key, size_t len)
 {
-	uint64_t h = 1469598103934665603ULL;
-	size_t i;
+	uint64_t h = fnv_add(fnv_sep(fnv_add(FNV_OFFSET, name, strlen(name))),
+	    key, len);
 
-	for (i = 0; name[i] != '\0'; i++)
-		h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
-	h = (h ^ 0xff) * 1099511628211ULL;
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)key[i]) * 1099511628211ULL;
 	return h == 0 ? 1 : h;
 }
 

@@ -142,8 +142,7 @@ respond_decide(struct decision *d, int bad_status)
 	for (i = 0; i < d->n; i++) {
 		const struct rule *ru = d->m[i].rule;
 		const struct verdict *v = &d->v[i];
-		enum rlg_on_error oe = ru->on_error != RLG_ON_ERROR_INHERIT ?
-		    ru->on_error : d->conf->on_error;
+		enum rlg_on_error oe = conf_on_error(d->conf, ru);
 		int dry = ru->dry_run || d->conf->dry_run;
 
 		d->rule_allowed[i] = 0;
