@@ -1,11 +1,12 @@
 /*
  * limiter: a batch of requests in, their verdicts out. The batch's rules
- * become one FCALL <library>_decide, each request all or nothing in it (in a
- * cluster, one call per request and hash slot); the calls go out in one
- * redis_run(). The deny cache answers in
- * front of Redis, and an undo round keeps a request's rules all-or-nothing
- * when they live on several cluster nodes. Which node a call goes to, and
- * what to do when it is down, is the Redis layer's business (redis.c).
+ * become one FCALL <library>_decide per group of keys that may share a
+ * call (redis_key_group(): every key on one node, a hash slot in a
+ * cluster), each request all or nothing in it; the calls go out in one
+ * redis_run(). The deny cache answers in front of Redis, and an undo round
+ * keeps a request's rules all-or-nothing when they live in several calls.
+ * Which node a call goes to, and what to do when it is down, is the Redis
+ * layer's business (redis.c).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,13 +40,14 @@
 #define ROW_MAX			9007199254740992LL /* 2^53: a row's
 						 * integers, exact in Lua */
 
-/* A part of a round's call: some rules of one request (all of them, or
- * those of one hash slot). A call holds one part (a cluster), or every
- * part of the batch (one node). */
+/* A part of a round's call: the rules of one request whose keys are in
+ * one group (all of them, but for a cluster's hash slots). A call holds
+ * every part of the batch in its group. */
 struct call_info {
 	size_t		 req;		/* index in the batch */
 	size_t		 first;		/* its rules: rix[first .. first+n) */
 	size_t		 n;
+	int		 grp;		/* its keys' group (redis_key_group) */
 	size_t		 call;		/* its call, in l->calls */
 	size_t		 at;		/* its counted in the call's reply */
 };
@@ -663,8 +665,8 @@ build_undo(struct limiter *l, const struct limiter_request *rq,
 }
 
 /*
- * Sends the undo calls of the requests that round one counted on some
- * nodes and denied on others (a cluster only: one call per request
+ * Sends the undo calls of the requests that round one counted in some
+ * calls and denied in others (a cluster only: a request is one part
  * elsewhere), and marks their rules not counted once undone. A failed
  * undo leaves the count where it is (a request denied yet counted: less
  * admitted, never more), said in the log and the rule's verdict.
@@ -676,17 +678,13 @@ undo_round(struct limiter *l, const struct conf *c,
 	struct redis_call *undo = l->calls + nparts;
 	struct call_info *uinfo = l->info + nparts;
 	const redisReply *rep;
-	size_t i, k, nu = 0, req = SIZE_MAX;
-	int denied = 0;
+	size_t i, k, nu = 0;
 
 	for (k = 0; k < nparts; k++) {
 		const struct call_info *ci = &l->info[k];
 
-		if (ci->req != req) {
-			req = ci->req;
-			denied = request_denied(c, &r[req]);
-		}
-		if (denied && build_undo(l, &r[req], ci, &undo[nu], a, pos))
+		if (request_denied(c, &r[ci->req]) &&
+		    build_undo(l, &r[ci->req], ci, &undo[nu], a, pos))
 			uinfo[nu++] = *ci;
 	}
 	if (nu == 0)
@@ -723,10 +721,9 @@ undo_round(struct limiter *l, const struct conf *c,
 }
 
 /*
- * Puts request rq's rules rix[*nrix..) in calls: all in one (single and
- * Sentinel modes), or one per group of keys the Redis layer says may
- * share a call (redis_key_group(): a cluster's hash slot). Returns the
- * number of calls made.
+ * Puts request rq's rules rix[*nrix..) in parts, one per group of keys
+ * that may share a call (redis_key_group(): one in single and Sentinel
+ * modes, a cluster's hash slot). Returns the number of parts made.
  */
 static size_t
 group(struct limiter *l, const struct conf *c, size_t req,
@@ -735,34 +732,64 @@ group(struct limiter *l, const struct conf *c, size_t req,
 	char key[RLG_REDIS_KEY_SIZE];
 	int grp[RLG_MAX_MATCHES];
 	unsigned char done[RLG_MAX_MATCHES];
-	size_t i, j, ncalls = 0, len;
+	size_t i, j, nparts = 0, len;
 
-	if (!clustered(c)) {
-		info[0].req = req;
-		info[0].first = *nrix;
-		info[0].n = rq->n;
-		for (i = 0; i < rq->n; i++)
-			l->rix[(*nrix)++] = i;
-		return 1;
-	}
 	for (i = 0; i < rq->n; i++) {
-		len = limiter_key(c, rq->m[i].rule, rq->m[i].key,
-		    rq->m[i].key_len, 0, key, sizeof(key));
-		grp[i] = redis_key_group(c, key, len);
+		grp[i] = 0;
+		if (clustered(c)) {
+			len = limiter_key(c, rq->m[i].rule, rq->m[i].key,
+			    rq->m[i].key_len, 0, key, sizeof(key));
+			grp[i] = redis_key_group(c, key, len);
+		}
 		done[i] = 0;
 	}
 	for (i = 0; i < rq->n; i++) {
 		if (done[i])
 			continue;
-		info[ncalls].req = req;
-		info[ncalls].first = *nrix;
-		info[ncalls].n = 0;
+		info[nparts].req = req;
+		info[nparts].first = *nrix;
+		info[nparts].n = 0;
+		info[nparts].grp = grp[i];
 		for (j = i; j < rq->n; j++)
 			if (!done[j] && grp[j] == grp[i]) {
 				done[j] = 1;
 				l->rix[(*nrix)++] = j;
-				info[ncalls].n++;
+				info[nparts].n++;
 			}
+		nparts++;
+	}
+	return nparts;
+}
+
+/* Parts by group, and in the order they were made within one. */
+static int
+by_group(const void *a, const void *b)
+{
+	const struct call_info *x = a, *y = b;
+
+	if (x->grp != y->grp)
+		return x->grp < y->grp ? -1 : 1;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/*
+ * Writes the round's calls: one per group, holding every part of the
+ * batch in it, so that a call, its TIME and its round of replies are
+ * paid once per group and batch. Returns the number of calls.
+ */
+static size_t
+build_calls(struct limiter *l, const struct conf *c,
+    const struct limiter_request *r, size_t nparts, size_t *a, size_t *pos)
+{
+	size_t k, first, ncalls = 0;
+
+	qsort(l->info, nparts, sizeof(*l->info), by_group);
+	for (first = 0; first < nparts; first = k) {
+		for (k = first + 1; k < nparts &&
+		    l->info[k].grp == l->info[first].grp; k++)
+			;
+		build_decide(l, c, r, &l->info[first], k - first,
+		    &l->calls[ncalls], ncalls, a, pos);
 		ncalls++;
 	}
 	return ncalls;
@@ -811,18 +838,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	/* Nothing to undo but what read_decide() finds counted. */
 	for (i = 0; i < nrix; i++)
 		l->undo[i] = NULL;
-	/* One call for the whole batch where one node holds every key: the
-	 * call, its TIME and its round of replies are paid once. A cluster's
-	 * call holds one slot's keys: one part. */
-	if (clustered(c))
-		for (ncalls = 0; ncalls < nparts; ncalls++)
-			build_decide(l, c, r, &l->info[ncalls], 1,
-			    &l->calls[ncalls], ncalls, &a, &pos);
-	else {
-		build_decide(l, c, r, l->info, nparts, &l->calls[0], 0, &a,
-		    &pos);
-		ncalls = 1;
-	}
+	ncalls = build_calls(l, c, r, nparts, &a, &pos);
 	/* The layer counts the round trip and the calls that failed. */
 	redis_run(l->redis, c, l->calls, ncalls);
 	for (k = 0; k < nparts; k++) {

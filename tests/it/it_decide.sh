@@ -412,4 +412,76 @@ stop_rlgate
 "$TOP/reports/rlgate-report" --verify "$AUDIT_DB" > "$T/verify-cluster.out" 2>&1
 is "cluster: rlgate-report --verify: every limit held" 0 $?
 
+# 8. One call per hash slot and batch (issue 27), on the cluster. As in 7,
+#    A's call waits (its narrow key's master runs a 700 ms script) while B
+#    to E arrive and make the next batch: B, C and D share narrow key x
+#    (2 per minute), E is on y, and each has wide on a key of its own, on
+#    slots over the masters. The batch is one call per slot it touches,
+#    all of B, C and D's x in one; the two of them that x denies had wide
+#    counted on another slot, taken back (an undo each). The others count
+#    once, whatever the order in the batch.
+cat > "$T/cbatch.ini" <<EOF2
+[gateway]
+workers = 1
+[redis]
+mode = cluster
+address = 127.0.0.1:$CLUSTER_SEED
+timeout = 10s
+[audit]
+database = $T/cbatch.db
+flush_interval = 20ms
+[rule:cb_narrow]
+path = /cb/*
+key = {query.k}
+limit = 2
+window = 1m
+[rule:cb_wide]
+path = /cb/*
+key = {query.id}
+limit = 10
+window = 1m
+EOF2
+ks() { kslot "rl:{$1}"; }
+MX=$(cluster_master_of "$(ks cb_narrow:x)")
+others=$(for id in a b c d; do ks "cb_wide:$id"; done | grep -cvx "$(ks cb_narrow:x)")
+check "cluster batch: no wide key of A to D shares x's slot ($others of 4 do not)" test "$others" -eq 4
+S=$( (ks cb_narrow:x; ks cb_narrow:y; for id in b c d e; do ks "cb_wide:$id"; done) | sort -u | wc -l)
+cfcalls() { local p n=0; for p in "${CLUSTER_PORTS[@]:0:3}"; do n=$((n + $(redis_calls fcall "$p"))); done; echo $n; }
+unset RLGATE_PORT
+start_rlgate "$T/cbatch.ini" rlgate-cbatch || exit 1
+cb_status() { fcgi_status "/cb/item?k=$1&id=$2" > "$T/cb-$2.code"; }
+f0=$(cfcalls)
+redis-cli -p "$MX" EVAL "$BUSY_LUA" 0 700000 > /dev/null &
+bps=($!)
+sleep 0.1
+cb_status x a &
+bps+=($!)
+sleep 0.2	# A sent first: only the order of arrival depends on it
+for id in b c d; do cb_status x $id & bps+=($!); done
+cb_status y e &
+bps+=($!)
+wait "${bps[@]}"
+is "cluster batch: A admitted; of B, C, D on x one admitted; E admitted" "200 1 2 200" \
+	"$(cat "$T/cb-a.code") $(cat "$T/cb-"[bcd].code | grep -c 200) $(cat "$T/cb-"[bcd].code | grep -c 429) $(cat "$T/cb-e.code")"
+is "cluster batch: A's 2 calls, then one per slot of the batch's keys ($S) and 2 undos" \
+	$((2 + S + 2)) $(( $(cfcalls) - f0 ))
+is "cluster batch: x counted twice (its limit), y once" "2 1" \
+	"$(redis-cli -c -p "$CLUSTER_SEED" HGET 'rl:{cb_narrow:x}' count) $(redis-cli -c -p "$CLUSTER_SEED" HGET 'rl:{cb_narrow:y}' count)"
+n=0; for id in a b c d e; do
+	n=$((n + $(redis-cli -c -p "$CLUSTER_SEED" EXISTS "rl:{cb_wide:$id}")))
+done
+is "cluster batch: wide holds only the admitted (a, e and one of b, c, d), the 2 denied undone" 3 "$n"
+# The library deleted on every master between two batches: the next call
+# loads it again and counts exactly.
+for p in "${CLUSTER_PORTS[@]:0:3}"; do redis-cli -p "$p" FUNCTION FLUSH > /dev/null; done
+is "cluster batch after FUNCTION FLUSH: x full, y admitted" "429 200" \
+	"$(fcgi_status '/cb/item?k=x&id=f') $(fcgi_status '/cb/item?k=y&id=g')"
+is "cluster: y counted twice now" 2 "$(redis-cli -c -p "$CLUSTER_SEED" HGET 'rl:{cb_narrow:y}' count)"
+stop_rlgate
+is "cluster batch audit: narrow 4 admitted, 3 denied; wide 4 admitted, 3 other_rule" \
+	"limit:0:3 limit:1:4|limit:1:4 other_rule:0:3" \
+	"$(AUDIT_DB=$T/cbatch.db reasons cb_narrow)|$(AUDIT_DB=$T/cbatch.db reasons cb_wide)"
+"$TOP/reports/rlgate-report" --verify "$T/cbatch.db" > "$T/cbatch-verify.out" 2>&1
+is "cluster batch: rlgate-report --verify: every limit held" 0 $?
+
 finish
