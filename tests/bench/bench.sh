@@ -556,11 +556,14 @@ done
 redis_x() { awk -v k="$(get "$1" sat 7)" -v f="$(get fastify sat 7)" 'BEGIN {
 	if (k == "" || f == "" || f + 0 <= 0 || k + 0 <= 0) print "null"; else printf "%.2f", k / f }'; }
 echo
-echo "# Redis CPU per request (us), saturated runs, and x fastify's"
+echo "# Redis CPU per request (us), saturated runs, x fastify's, and the"
+echo "# ceiling it sets where one Redis core holds the limit: 1 s / that CPU"
+echo "# (a cluster's or a replicated kind's CPU is all its nodes': a bound)"
 for kind in $KINDS; do
 	rc=$(get "$kind" sat 7)
 	[ -n "$rc" ] && [ "${rc:-0}" -gt 0 ] 2>/dev/null || continue
-	printf '  %-17s %6s us  %6s x fastify\n' "$kind" "$rc" "$(dash "$(redis_x "$kind")")"
+	printf '  %-17s %6s us  %6s x fastify  %7d req/s a Redis core\n' "$kind" "$rc" \
+	    "$(dash "$(redis_x "$kind")")" $((1000000 / rc))
 done
 
 # --- targets (issue 21 item 4) -------------------------------------------
