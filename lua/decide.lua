@@ -187,8 +187,8 @@ local function decide(keys, args)
 	if err then return redis.error_reply('rlgate: ' .. err) end
 
 	-- Every argument is checked before anything is read or written. What
-	-- decides how the keys fall (flags, the key count) fails the call; the
-	-- rest fails the request it belongs to.
+	-- decides how the keys fall (a signature's fields, its flags, the key
+	-- count) fails the call; the rest fails the request it belongs to.
 	local nrules, nreq, k, q = nargs - 2, 0, 1, nil
 	for r = 1, nrules do
 		local s, serr = signature(args[r + 2], r)
