@@ -27,16 +27,22 @@
 					 * overrides, failed undos */
 
 /*
- * FCALL <library>_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM
- * FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS (lua/decide.lua), flag n
- * on the first rule of each request after the first. A rule
- * takes at most 2 keys and 7 arguments; its bytes are one key buffer (the
- * override key, whose beginning is the state key) and 5 numbers.
+ * FCALL <library>_decide N K1..KN VERSION NOW_US, then per rule its
+ * signature, one argument: "ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST
+ * PRECISION_MS" joined by single spaces (lua/decide.lua; one argument and
+ * not 7: Redis's cost is per argument), flag n on the first rule of each
+ * request after the first. A rule takes at most 2 keys and 1 argument;
+ * its bytes are one key buffer (the override key, whose beginning is the
+ * state key) and its signature: an algorithm's name and flags (SIG_WORDS:
+ * at most 14 and 4), 6 spaces, 5 numbers and the NUL. The undo round
+ * takes no more: 4 arguments a call, 3 a rule, a number a call.
  */
 #define CALL_ARGS		5
-#define RULE_ARGS		9
+#define RULE_ARGS		3
 #define NUM_SIZE		24
-#define RULE_BYTES		(RLG_REDIS_KEY_SIZE + 5 * NUM_SIZE)
+#define SIG_WORDS		32
+#define SIG_SIZE		(SIG_WORDS + 5 * NUM_SIZE)
+#define RULE_BYTES		(RLG_REDIS_KEY_SIZE + SIG_SIZE)
 #define ROW_MAX			9007199254740992LL /* 2^53: a row's
 						 * integers, exact in Lua */
 
@@ -160,7 +166,7 @@ room(struct limiter *l, size_t nrules)
 	while (cap < nrules)
 		cap *= 2;
 	/* Calls: one per rule at most in each round. Arguments: round one
-	 * takes CALL_ARGS per call and RULE_ARGS per rule, round two fewer.
+	 * takes CALL_ARGS per call and RULE_ARGS per rule, round two no more.
 	 * Bytes: RULE_BYTES per rule, a number per call in each round. */
 	resize(&l->calls, 2 * cap, sizeof(*l->calls), &ok);
 	resize(&l->info, 2 * cap, sizeof(*l->info), &ok);
@@ -371,37 +377,22 @@ build_decide(struct limiter *l, const struct conf *c,
 		rq = &r[ci->req];
 		for (i = 0; i < ci->n; i++) {
 			const struct rule *ru;
+			char *sig = l->bytes + *pos;
+			int n;
 
 			m = &rq->m[l->rix[ci->first + i]];
 			ru = m->rule;
-			argv[k] = conf_algorithm_name(ru->algorithm);
-			alen[k] = strlen(argv[k]);
-			k++;
-			argv[k] = flags[dry(c, ru)][ru->overrides ? 1 : 0]
-			    [clustered(c)][p > 0 && i == 0];
-			alen[k] = strlen(argv[k]);
-			k++;
-			argv[k] = put_num(l, pos, m->cost, &alen[k]);
-			k++;
-			argv[k] = put_num(l, pos, ru->limit, &alen[k]);
-			k++;
-			argv[k] = put_num(l, pos, ru->window_ms, &alen[k]);
-			k++;
-			if (ru->burst > 0)
-				argv[k] = put_num(l, pos, ru->burst, &alen[k]);
-			else {
-				argv[k] = "";
-				alen[k] = 0;
-			}
-			k++;
-			if (ru->precision_ms > 0)
-				argv[k] = put_num(l, pos, ru->precision_ms,
-				    &alen[k]);
-			else {
-				argv[k] = "";
-				alen[k] = 0;
-			}
-			k++;
+			/* "%.0lld" of 0 is "": an empty BURST or PRECISION_MS
+			 * (the algorithm's default). */
+			n = snprintf(sig, SIG_SIZE, "%s %s %lld %lld %lld %.0lld "
+			    "%.0lld", conf_algorithm_name(ru->algorithm),
+			    flags[dry(c, ru)][ru->overrides ? 1 : 0]
+			    [clustered(c)][p > 0 && i == 0], m->cost, ru->limit,
+			    ru->window_ms, ru->burst > 0 ? ru->burst : 0,
+			    ru->precision_ms > 0 ? ru->precision_ms : 0);
+			argv[k] = sig;
+			alen[k++] = (size_t)n;
+			*pos += (size_t)n + 1;
 		}
 	}
 	memset(call, 0, sizeof(*call));

@@ -3,8 +3,13 @@
 --
 -- LIB is the library's name, rlgate_<first 12 hex digits of VERSION>.
 --
--- FCALL LIB_decide N K1..KN VERSION NOW_US, then per rule ALGORITHM FLAGS
---     COST LIMIT WINDOW_MS BURST PRECISION_MS
+-- FCALL LIB_decide N K1..KN VERSION NOW_US SIG1..SIGn
+--   SIGi, rule i's signature: one argument, its ALGORITHM FLAGS COST LIMIT
+--   WINDOW_MS BURST PRECISION_MS joined by single spaces (7 fields, 6
+--   spaces; empty fields as for LIB_<algorithm>: "fixed_window - 1 100
+--   60000  "). One argument, not 7: Redis parses each argument and puts it
+--   in ARGV on its own (tests/bench/README.md), and a signature seen before
+--   is found whole, already checked (signature()).
 --   The rules of one request on one node, all or nothing; or of several
 --   requests (a batch), each all or nothing, decided one after the other.
 --   FLAGS: "-", or letters: d (dry run: decides, never blocks), o (the rule
@@ -27,7 +32,9 @@
 --   and has flag u. A batch replies
 --   {counted, R1..Rn} of each request, one after the other, in one array.
 --   A request's bad argument is an error in the place of its counted, and
---   no rows, in a batch; the call's error for a request alone.
+--   no rows, in a batch; the call's error for a request alone. A
+--   signature not of 7 fields, or with bad flags, fails the call (they
+--   decide how the keys fall).
 -- FCALL LIB_undo N K1..KN NOW_US, then per rule ALGORITHM UNDO
 --   Takes back what LIB_decide counted (UNDO: its token; "" is skipped),
 --   never more than is there. Reply: the number of rules whose state changed.
@@ -82,17 +89,65 @@ local function rule_error(r, name, err)
 	return redis.error_reply('rlgate: rule ' .. r .. ' (' .. shown(name) .. '): ' .. err)
 end
 
--- Decides the request of rules first..last (arguments in args) at now (in
--- decimal: now_s), all or nothing, and puts counted and its rows in out
--- from out[o + 1] on. Returns the next o.
-local function decide_request(args, first, last, now, now_s, out, o)
+-- The signatures that passed every check, kept between calls like
+-- params_of's sets (a gateway sends the same few over and over), at most
+-- SIGS_KEPT of them (then the store starts afresh). Each maps to a table
+-- s: s.name, s.alg, s.f (FLAGS' entry), s.a (params_of's, shared), and
+-- s[2..6] the strings COST LIMIT WINDOW_MS BURST PRECISION_MS, laid out
+-- as a standalone call's ARGV (apply_override reads them, base 0).
+local SIGS_KEPT = 4096
+local SIG = '^([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*) ([^ ]*)$'
+local sigs_kept, sigs_count = {}, 0
+
+-- The rule of signature sig, the call's r-th (ARGV[r + 2]): s (above),
+-- found whole when it was seen before; else split and checked as
+-- arguments are, and kept when every check passed. Returns s; or nil and
+-- the call's error (the fields or the flags: they decide how the keys
+-- fall); or s with s.name and s.f, and the request's error sentence (the
+-- algorithm or its parameters, found again each time).
+local function signature(sig, r)
+	local s = sigs_kept[sig]
+	if s then return s end
+	local name, flags, c, l, w, b, p = string.match(sig, SIG)
+	if name == nil then
+		local _, spaces = string.gsub(sig, ' ', ' ')
+		return nil, rule_error(r, string.match(sig, '^[^ ]*'), 'its signature must be 7 ' ..
+		    'fields joined by single spaces (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST ' ..
+		    'PRECISION_MS), got ' .. (spaces + 1) .. ': "' .. shown(sig) .. '"')
+	end
+	local f = FLAGS[flags]
+	if f == nil then
+		if not string.find(flags, '^[doun]+$') then
+			return nil, rule_error(r, name, 'flags must be letters among d (dry run), ' ..
+			    'o (override key), u (undo token) and n (a new request), or - ' ..
+			    'for none, got "' .. shown(flags) .. '"')
+		end
+		f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil,
+		    string.find(flags, 'u', 1, true) ~= nil, string.find(flags, 'n', 1, true) ~= nil}
+	end
+	s = {'', c, l, w, b, p, name = name, f = f}
+	s.alg = algorithms[name]
+	if s.alg == nil then return s, 'unknown algorithm: use ' .. ALGORITHM_NAMES end
+	local a, err = params_of(s.alg.spec, c, l, w, b, p, 'ARGV[' .. (r + 2) .. ']')
+	if a == nil then return s, err end
+	s.a = a
+	if sigs_count >= SIGS_KEPT then sigs_kept, sigs_count = {}, 0 end
+	sigs_kept[sig] = s
+	sigs_count = sigs_count + 1
+	return s
+end
+
+-- Decides the request of rules first..last at now (in decimal: now_s), all
+-- or nothing, and puts counted and its rows in out from out[o + 1] on.
+-- Returns the next o.
+local function decide_request(first, last, now, now_s, out, o)
 	local admitted = true
 	for r = first, last do
 		local rule = entries[r]
 		rule.a.now = now
 		if rule.okey then
-			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, args,
-			    rule.b, rule.okey)
+			rule.a, rule.code, rule.why = apply_override(rule.alg.spec, rule.a, rule.sig,
+			    0, rule.okey)
 		end
 		if rule.code ~= 2 then
 			local d = rule.alg.check(rule.a, rule.key, kept(verdicts, r))
@@ -123,31 +178,22 @@ local function decide(keys, args)
 		return redis.error_reply('rlgate: library version ' .. VERSION ..
 		    ' is loaded, the caller expects ' .. shown(args[1]))
 	end
-	if nargs < 2 or (nargs - 2) % 7 ~= 0 then
-		return redis.error_reply('rlgate: ' .. LIB .. '_decide takes VERSION, NOW_US and 7 ' ..
-		    'arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST ' ..
-		    'PRECISION_MS), got ' .. nargs .. ' arguments')
+	if nargs < 2 then
+		return redis.error_reply('rlgate: ' .. LIB .. '_decide takes VERSION, NOW_US and a ' ..
+		    'signature per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST ' ..
+		    'PRECISION_MS joined by single spaces), got ' .. nargs .. ' arguments')
 	end
 	local now, err = clock(args[2], 1)
 	if err then return redis.error_reply('rlgate: ' .. err) end
 
 	-- Every argument is checked before anything is read or written. What
-	-- decides how the keys fall (flags, the key count) fails the call; the
-	-- rest fails the request it belongs to.
-	local nrules, nreq, k, q = (nargs - 2) / 7, 0, 1, nil
+	-- decides how the keys fall (a signature's fields, its flags, the key
+	-- count) fails the call; the rest fails the request it belongs to.
+	local nrules, nreq, k, q = nargs - 2, 0, 1, nil
 	for r = 1, nrules do
-		local b = 3 + 7 * (r - 1)
-		local flags = args[b + 1]
-		local f = FLAGS[flags]
-		if f == nil then
-			if not string.find(flags, '^[doun]+$') then
-				return rule_error(r, args[b], 'flags must be letters among d (dry run), ' ..
-				    'o (override key), u (undo token) and n (a new request), or - ' ..
-				    'for none, got "' .. shown(flags) .. '"')
-			end
-			f = {string.find(flags, 'd', 1, true) ~= nil, string.find(flags, 'o', 1, true) ~= nil,
-			    string.find(flags, 'u', 1, true) ~= nil, string.find(flags, 'n', 1, true) ~= nil}
-		end
+		local s, serr = signature(args[r + 2], r)
+		if s == nil then return serr end
+		local f = s.f
 		if r == 1 or f[4] then
 			nreq = nreq + 1
 			q = requests[nreq]
@@ -159,32 +205,24 @@ local function decide(keys, args)
 		if f[2] then okey = keys[k + 1]; k = k + 1 end
 		k = k + 1
 		if key == nil or (f[2] and okey == nil) then
-			return rule_error(r, args[b], 'no key left for it: each rule takes its state ' ..
+			return rule_error(r, s.name, 'no key left for it: each rule takes its state ' ..
 			    'key, and its override key after it with flag o (' .. #keys .. ' keys given)')
 		end
 		local e = kept(entries, r)
-		e.key, e.okey, e.b, e.dry, e.undo = key, okey, b, f[1], f[3]
+		e.key, e.okey, e.sig, e.dry, e.undo = key, okey, s, f[1], f[3]
 		e.code, e.why, e.d = 0, nil, nil
-		-- Its algorithm and arguments, and no earlier rule of its request
-		-- on its key; else the request's error.
-		local name, alg, a = args[b], nil, nil
+		e.alg, e.a = s.alg, s.a
+		-- Its algorithm and arguments (signature), and no earlier rule of
+		-- its request on its key; else the request's error.
 		if q.err == nil then
-			alg = algorithms[name]
-			if alg == nil then
-				err = 'unknown algorithm: use ' .. ALGORITHM_NAMES
-			else
-				a, err = params_of(alg.spec, args[b + 2], args[b + 3], args[b + 4],
-				    args[b + 5], args[b + 6], b)
-			end
 			for p = q.first, r - 1 do
-				if err == nil and entries[p].key == key then
-					err = 'its state key is also rule ' .. (p - q.first + 1) ..
+				if serr == nil and entries[p].key == key then
+					serr = 'its state key is also rule ' .. (p - q.first + 1) ..
 					    '\'s: each rule needs a key of its own'
 				end
 			end
-			if err then q.err = rule_error(r - q.first + 1, name, err) end
+			if serr then q.err = rule_error(r - q.first + 1, s.name, serr) end
 		end
-		e.alg, e.a = alg, a
 	end
 	if k - 1 ~= #keys then
 		return redis.error_reply('rlgate: the rules take ' .. (k - 1) .. ' keys, ' ..
@@ -200,7 +238,7 @@ local function decide(keys, args)
 		if q.err then
 			out[o + 1], o = q.err, o + 1
 		else
-			o = decide_request(args, q.first, q.last, now, now_s, out, o)
+			o = decide_request(q.first, q.last, now, now_s, out, o)
 		end
 	end
 	out[o + 1] = nil

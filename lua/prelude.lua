@@ -69,11 +69,16 @@ local function shown(s)
 end
 
 -- argv[i] as an integer in [lo, hi]; dflt when empty (an error when dflt is
--- nil). off: argv[i] is the call's ARGV[i + off], named in "is missing".
+-- nil). off: argv[i] is the call's ARGV[i + off], named in "is missing";
+-- or, a string, the argument whose field i + 1 it is (a signature of
+-- LIB_decide, whose fields 3-7 are argv[2..6]).
 local function arg_int(argv, i, name, lo, hi, dflt, off)
 	local s = argv[i]
 	if s == nil or s == '' then
 		if dflt ~= nil then return dflt end
+		if type(off) == 'string' then
+			return nil, name .. ' is missing (field ' .. (i + 1) .. ' of ' .. off .. ')'
+		end
 		return nil, name .. ' is missing (ARGV[' .. (i + (off or 0)) .. '])'
 	end
 	if #s > 16 or not string.find(s, '^%-?%d+$') then

@@ -70,9 +70,10 @@ for alg in $ALGS; do
 	printf '%-16s %s   %s\n' "$alg" "$spread" "$hot"
 	rcli flushall > /dev/null
 done
-# rlgate_decide: one rule, and three (fixed_window, token_bucket, gcra) in one call.
-one="fixed_window - 1 100 1000 '' ''"
-three="$one token_bucket - 1 100 1000 '' '' gcra - 1 100 1000 '' ''"
+# rlgate_decide: one rule, and three (fixed_window, token_bucket, gcra) in one
+# call; each rule one argument, its signature.
+one="'fixed_window - 1 100 1000  '"
+three="$one 'token_bucket - 1 100 1000  ' 'gcra - 1 100 1000  '"
 eval "set -- $one"
 printf '%-16s %s   %s\n' "decide, 1 rule" "$(bench FCALL "${L}_decide" 1 'rl:{d:__rand_int__}' '' '' "$@")" \
 	"$(bench FCALL "${L}_decide" 1 'rl:{d:hot}' '' '' "$@")"

@@ -43,7 +43,7 @@ redis.register_function('p_hset', function(k) redis.call('HSET', k[1], 'count', 
 redis.register_function('p_set_px', function(k) redis.call('SET', k[1], '1795730692424132', 'PX', '100000') return 1 end)
 redis.register_function('p_reply13', function() return {1, 999, 1000, 1000, 0, 1795730692424132, 0, 1000, 0, 0, 0, '', ''} end)
 -- The floor of a decision under rlgate's contract, with no checks and no
--- algorithm: per request of one rule (7 arguments), one read and one write
+-- algorithm: per request of one rule (1 argument, its signature), one read and one write
 -- of its state and a row of 13 fields; one TIME per call. What any library
 -- keeping the contract pays at least, whatever its Lua.
 redis.register_function('p_floor', function(k, a)
@@ -103,10 +103,11 @@ row() {
 	printf '%-34s %8d\n' "$name" $(( (b - a) / 5000 ))
 }
 
-# One rule's arguments each, with a limit no run reaches.
-FW=(fixed_window - 1 1000000000 1000 '' '')
-TB=(token_bucket - 1 1000000000 1000 '' '')
-GC=(gcra - 1 1000000000 1000 '' '')
+# One rule's signature each (LIB_decide's argument), with a limit no run
+# reaches.
+FW='fixed_window - 1 1000000000 1000  '
+TB='token_bucket - 1 1000000000 1000  '
+GC='gcra - 1 1000000000 1000  '
 K='rl:{a:__rand_int__}'
 ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 tb1 gcra1 three fw10 batch10}
 for r in $ROWS; do
@@ -122,30 +123,30 @@ for r in $ROWS; do
 	hset)	 row "+ HSET 1 field" FCALL p_hset 1 "$K" ;;
 	set_px)	 row "+ SET PX" FCALL p_set_px 1 "$K" ;;
 	reply13) row "reply of 13 fields" FCALL p_reply13 1 "$K" ;;
-	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "${FW[@]}" ;;
-	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "${TB[@]}" ;;
-	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "${GC[@]}" ;;
+	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "$FW" ;;
+	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "$TB" ;;
+	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "$GC" ;;
 	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
 		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
-		    "${FW[@]}" "${TB[@]}" "${GC[@]}" ;;
+		    "$FW" "$TB" "$GC" ;;
 	fw10)	 keys=(); args=()
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
 		 row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	batch10) keys=(); args=()	# 10 requests of one rule, one call
 		 for i in $(seq 10); do
 			keys+=("rl:{a$i:__rand_int__}")
-			args+=(fixed_window "$([ "$i" = 1 ] && echo - || echo n)" "${FW[@]:2}")
+			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }")
 		 done
 		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "${FW[@]}" ;;
+	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "$FW" ;;
 	floor10) keys=(); args=()	# the floor of a batch of 10 one-rule requests
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
 		 row "the contract's floor, batch of 10" FCALL p_floor 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	floor10c) keys=(); args=()
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("${FW[@]}"); done
+		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
 		 row "the floor, batch of 10, 1-string rows" FCALL p_floor_c 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	*)	 echo "redis_cost: no row $r" >&2; exit 2 ;;

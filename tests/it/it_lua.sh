@@ -161,7 +161,7 @@ decide() {
 # narrow (3 per minute) and wide (5 per minute), the same request to both
 # (flag u: with undo tokens).
 narrow_wide() { decide 2 'rl:{narrow:ip}' 'rl:{wide:ip}' "$version" 1000000 \
-	fixed_window u 1 3 60000 '' '' fixed_window u 1 5 60000 '' ''; }
+	'fixed_window u 1 3 60000  ' 'fixed_window u 1 5 60000  '; }
 is "narrow/wide 1: both count" "1 | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 4 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
 narrow_wide > /dev/null
 is "narrow/wide 3: both count" "1 | 1 0 3 60000 0 1000000 0 60000 0 0 0 \"\" undo | 1 2 5 60000 0 1000000 0 60000 0 0 0 \"\" undo" "$(narrow_wide)"
@@ -171,7 +171,7 @@ for i in 5 6 7 8 9 10; do narrow_wide > /dev/null; done
 is "narrow/wide: of 10 requests 3 were counted: wide's count is 3" "3" "$(rcli hget 'rl:{wide:ip}' count)"
 is "without flag u, a counted rule gives no undo token (flag u on the other)" \
 	"1 | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" - | 1 2 3 60000 0 1000000 0 60000 0 0 0 \"\" undo" \
-	"$(decide 2 'rl:{nou:a}' 'rl:{nou:b}' '' 1000000 fixed_window - 1 3 60000 '' '' fixed_window u 1 3 60000 '' '')"
+	"$(decide 2 'rl:{nou:a}' 'rl:{nou:b}' '' 1000000 'fixed_window - 1 3 60000  ' 'fixed_window u 1 3 60000  ')"
 is "wide alone still admits 2 (the 4th and 5th of its 5)" "1 1 5 60000 0 1000000 0 | 1 0 5 60000 0 1000000 0 | 0 0 5 60000 60000 1000000 0" \
 	"$(for i in 1 2 3; do fc fixed_window 'rl:{wide:ip}' 1000000 1 5 60000 '' ''; echo; done | paste -sd'|' | sed 's/|/ | /g')"
 
@@ -179,8 +179,8 @@ is "wide alone still admits 2 (the 4th and 5th of its 5)" "1 1 5 60000 0 1000000
 # T = 50 s; 4 per 100 s burst 5: T = 25 s) and a token_bucket 10 per 100 s,
 # all at once. (Windows of 100 s: no key expires in real time meanwhile.)
 mixed() { decide 4 'rl:{m:sl}' 'rl:{m:lb2}' 'rl:{m:lb4}' 'rl:{m:tb}' "" "$1" \
-	sliding_log - 1 3 100000 '' '' leaky_bucket - 1 2 100000 3 '' leaky_bucket - 1 4 100000 5 '' \
-	token_bucket - 1 10 100000 '' ''; }
+	'sliding_log - 1 3 100000  ' 'leaky_bucket - 1 2 100000 3 ' 'leaky_bucket - 1 4 100000 5 ' \
+	'token_bucket - 1 10 100000  '; }
 # "allowed remaining reset_ms retry_after_ms delay_ms" of each rule, after counted.
 short() { awk -F' [|] ' '{ printf "%s", $1; for (i = 2; i <= NF; i++) { split($i, f, " "); printf " | %s %s %s %s %s", f[1], f[2], f[4], f[5], f[7] } printf "\n" }'; }
 is "mixed 1: all admit at once (delays 0, 0)" "1 | 1 2 100000 0 0 | 1 3 50000 0 0 | 1 5 25000 0 0 | 1 9 10000 0 0" "$(mixed 1000000 | short)"
@@ -194,13 +194,13 @@ is "mixed 5, 100 s later: the 4th took nothing (leaky 2 per 100 s waits 50 s, no
 
 # Dry run: a dry rule that would deny blocks nothing and is not counted; one
 # that admits is counted with the others.
-dry() { decide 2 'rl:{dry:a}' 'rl:{dry:b}' "" 1000000 fixed_window d 1 2 60000 '' '' fixed_window - 1 5 60000 '' '' | short; }
+dry() { decide 2 'rl:{dry:a}' 'rl:{dry:b}' "" 1000000 'fixed_window d 1 2 60000  ' 'fixed_window - 1 5 60000  ' | short; }
 is "dry 1: both count" "1 | 1 1 60000 0 0 | 1 4 60000 0 0" "$(dry)"
 is "dry 2: both count" "1 | 1 0 60000 0 0 | 1 3 60000 0 0" "$(dry)"
 is "dry 3: the dry rule denies: admitted, the other counts" "1 | 0 0 60000 60000 0 | 1 2 60000 0 0" "$(dry)"
 dry > /dev/null
 is "dry: counts 2 and 4 after 4 requests" "2 4" "$(rcli hget 'rl:{dry:a}' count) $(rcli hget 'rl:{dry:b}' count)"
-dry2() { decide 2 'rl:{dry:c}' 'rl:{dry:d}' "" 1000000 fixed_window - 1 1 60000 '' '' fixed_window d 1 5 60000 '' '' | short; }
+dry2() { decide 2 'rl:{dry:c}' 'rl:{dry:d}' "" 1000000 'fixed_window - 1 1 60000  ' 'fixed_window d 1 5 60000  ' | short; }
 dry2 > /dev/null
 is "a dry rule that admits is not counted when another denies" "0 | 0 0 60000 60000 0 | 1 4 60000 0 0" "$(dry2)"
 is "dry: its count stays 1" "1" "$(rcli hget 'rl:{dry:d}' count)"
@@ -213,63 +213,126 @@ row_b() { printf '"%s %s %s %s %s 1000000 0 60000 0 0 0  "' "$@"; }
 is "batch: three requests; x denies the third, so z is not counted" \
 	"[1,$(row_b 1 1 2 60000 0),$(row_b 1 0 1 60000 0),1,$(row_b 1 0 2 60000 0),0,$(row_b 0 0 2 60000 60000),$(row_b 1 5 5 0 0)]" \
 	"$(batch 5 'rl:{b:x}' 'rl:{b:y}' 'rl:{b:x}' 'rl:{b:x}' 'rl:{b:z}' "" 1000000 \
-		fixed_window - 1 2 60000 '' '' fixed_window - 1 1 60000 '' '' \
-		fixed_window n 1 2 60000 '' '' fixed_window n 1 2 60000 '' '' fixed_window - 1 5 60000 '' '')"
+		'fixed_window - 1 2 60000  ' 'fixed_window - 1 1 60000  ' \
+		'fixed_window n 1 2 60000  ' 'fixed_window n 1 2 60000  ' 'fixed_window - 1 5 60000  ')"
 is "batch: x counted twice, y once, z never written" "2 1 0" \
 	"$(rcli hget 'rl:{b:x}' count) $(rcli hget 'rl:{b:y}' count) $(rcli exists 'rl:{b:z}')"
 is "batch: one request's bad argument fails that request alone, its rule numbered in it" \
 	"[1,$(row_b 1 2 3 60000 0),error:\"rlgate: rule 2 (gcra): cost 5 is above burst 3: such a request could never be admitted\",1,$(row_b 1 1 3 60000 0)]" \
-	"$(batch 4 'rl:{be:a}' 'rl:{be:b}' 'rl:{be:c}' 'rl:{be:a}' "" 1000000 fixed_window - 1 3 60000 '' '' \
-		fixed_window n 1 3 60000 '' '' gcra - 5 3 60000 '' '' fixed_window n 1 3 60000 '' '')"
+	"$(batch 4 'rl:{be:a}' 'rl:{be:b}' 'rl:{be:c}' 'rl:{be:a}' "" 1000000 'fixed_window - 1 3 60000  ' \
+		'fixed_window n 1 3 60000  ' 'gcra - 5 3 60000  ' 'fixed_window n 1 3 60000  ')"
 is "batch: the failed request wrote nothing; the others counted once each" "2 0 0" \
 	"$(rcli hget 'rl:{be:a}' count) $(rcli exists 'rl:{be:b}') $(rcli exists 'rl:{be:c}')"
 is "batch: two requests may share a key, one request's rules may not" \
 	"[1,\"1 2 3 334 0 1000000 0 1000 3 0 0  \",error:\"rlgate: rule 2 (gcra): its state key is also rule 1's: each rule needs a key of its own\"]" \
-	"$(batch 3 'rl:{bk:a}' 'rl:{bk:a}' 'rl:{bk:a}' "" 1000000 gcra - 1 3 1000 '' '' \
-		gcra n 1 3 1000 '' '' gcra - 1 3 1000 '' '')"
+	"$(batch 3 'rl:{bk:a}' 'rl:{bk:a}' 'rl:{bk:a}' "" 1000000 'gcra - 1 3 1000  ' \
+		'gcra n 1 3 1000  ' 'gcra - 1 3 1000  ')"
 # Overrides and unlimited through decide: flag o takes the key after.
 rcli hset 'rl:{ov:a}:override' limit 7 > /dev/null
 rcli hset 'rl:{ov:b}:override' unlimited 1 > /dev/null
 is "flag o: the override's limit 7; unlimited admits without an undo token" \
 	"1 | 1 6 7 143 0 1000000 0 1000 7 0 1 \"\" undo | 1 3 3 0 0 1000000 0 1000 0 0 2 \"\" -" \
 	"$(decide 4 'rl:{ov:a}' 'rl:{ov:a}:override' 'rl:{ov:b}' 'rl:{ov:b}:override' "" 1000000 \
-		gcra ou 1 7 1000 '' '' fixed_window uo 1 3 1000 '' '')"
+		'gcra ou 1 7 1000  ' 'fixed_window uo 1 3 1000  ')"
 is "unlimited: nothing written" "0" "$(rcli exists 'rl:{ov:b}')"
 rcli hset 'rl:{ov:c}:override' limit 0 > /dev/null
 is "an ignored override says why in field 12" \
 	"1 | 1 2 3 1000 0 1000000 0 1000 0 100 3 override ignored: limit must be at least 1, got 0 undo" \
-	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 sliding_window ou 1 3 1000 '' '')"
+	"$(decide 2 'rl:{ov:c}' 'rl:{ov:c}:override' "" 1000000 'sliding_window ou 1 3 1000  ')"
 
 # Errors: one sentence naming the rule; nothing written.
 err() { rcli FCALL ${L}_decide "$@" 2>&1; }
 is "version mismatch" "rlgate: library version $version is loaded, the caller expects 0123456789abcdef0123456789abcdef01234567" \
-	"$(err 1 'rl:{e:v}' 0123456789abcdef0123456789abcdef01234567 1000000 fixed_window - 1 3 1000 '' '')"
+	"$(err 1 'rl:{e:v}' 0123456789abcdef0123456789abcdef01234567 1000000 'fixed_window - 1 3 1000  ')"
 is "version mismatch: nothing written" "0" "$(rcli exists 'rl:{e:v}')"
 is "rule 2's bad argument names it; rule 1 not written" \
 	"rlgate: rule 2 (token_bucket): cost 11 is above burst 10: such a request could never be admitted 0" \
-	"$(err 2 'rl:{e:1}' 'rl:{e:2}' "$version" 1000000 fixed_window - 1 3 1000 '' '' token_bucket - 11 10 1000 '' '') $(rcli exists 'rl:{e:1}')"
-is "a missing argument says where it is" "rlgate: rule 2 (gcra): limit is missing (ARGV[13])" \
-	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 fixed_window - 1 3 1000 '' '' gcra - 1 '' 1000 '' '')"
+	"$(err 2 'rl:{e:1}' 'rl:{e:2}' "$version" 1000000 'fixed_window - 1 3 1000  ' 'token_bucket - 11 10 1000  ') $(rcli exists 'rl:{e:1}')"
+is "a missing argument says where it is: its field of the rule's signature" "rlgate: rule 2 (gcra): limit is missing (field 4 of ARGV[4])" \
+	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 'fixed_window - 1 3 1000  ' 'gcra - 1  1000  ')"
 is "an unknown algorithm" "rlgate: rule 1 (sliding_door): unknown algorithm: use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
-	"$(err 1 'rl:{e:1}' '' 1000000 sliding_door - 1 3 1000 '' '')"
+	"$(err 1 'rl:{e:1}' '' 1000000 'sliding_door - 1 3 1000  ')"
 is "bad flags" "rlgate: rule 1 (gcra): flags must be letters among d (dry run), o (override key), u (undo token) and n (a new request), or - for none, got \"x\"" \
-	"$(err 1 'rl:{e:1}' '' 1000000 gcra x 1 3 1000 '' '')"
+	"$(err 1 'rl:{e:1}' '' 1000000 'gcra x 1 3 1000  ')"
 is "too few keys for flag o" "rlgate: rule 1 (gcra): no key left for it: each rule takes its state key, and its override key after it with flag o (1 keys given)" \
-	"$(err 1 'rl:{e:1}' '' 1000000 gcra o 1 3 1000 '' '')"
-is "one key too many" "rlgate: the rules take 1 keys, 2 given" "$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 gcra - 1 3 1000 '' '')"
+	"$(err 1 'rl:{e:1}' '' 1000000 'gcra o 1 3 1000  ')"
+is "one key too many" "rlgate: the rules take 1 keys, 2 given" "$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 'gcra - 1 3 1000  ')"
 is "two rules on one key" "rlgate: rule 2 (gcra): its state key is also rule 1's: each rule needs a key of its own" \
-	"$(err 2 'rl:{e:1}' 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '' '' gcra - 1 3 1000 '' '')"
-is "arguments not 2 + 7 per rule" "rlgate: ${L}_decide takes VERSION, NOW_US and 7 arguments per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS), got 8 arguments" \
-	"$(err 1 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '')"
+	"$(err 2 'rl:{e:1}' 'rl:{e:1}' '' 1000000 'gcra - 1 3 1000  ' 'gcra - 1 3 1000  ')"
+is "no VERSION and NOW_US" "rlgate: ${L}_decide takes VERSION, NOW_US and a signature per rule (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS joined by single spaces), got 1 arguments" \
+	"$(err 1 'rl:{e:1}' '')"
 is "a bad clock" "rlgate: now (microseconds) must be an integer, got \"soon\"" \
-	"$(err 1 'rl:{e:1}' '' soon gcra - 1 3 1000 '' '')"
+	"$(err 1 'rl:{e:1}' '' soon 'gcra - 1 3 1000  ')"
+# A rule's signature is one argument, its 7 fields joined by single
+# spaces. One of another shape fails the call, naming the rule; the old
+# layout, 7 arguments a rule, is such a shape.
+SIG_FIELDS='its signature must be 7 fields joined by single spaces (ALGORITHM FLAGS COST LIMIT WINDOW_MS BURST PRECISION_MS)'
+is "a signature of 6 fields" "rlgate: rule 2 (gcra): $SIG_FIELDS, got 6: \"gcra_-_1_3_1000_\"" \
+	"$(err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 'gcra - 1 3 1000  ' 'gcra - 1 3 1000 ')"
+is "a signature of 8 fields" "rlgate: rule 1 (fixed_window): $SIG_FIELDS, got 8: \"fixed_window_-_1_3_1000___\"" \
+	"$(err 1 'rl:{e:1}' '' 1000000 'fixed_window - 1 3 1000   ')"
+is "the old layout, 7 arguments a rule: the first is a signature of 1 field" "rlgate: rule 1 (gcra): $SIG_FIELDS, got 1: \"gcra\"" \
+	"$(err 1 'rl:{e:1}' '' 1000000 gcra - 1 3 1000 '' '')"
+is "a signature that is not a number where one is due: the argument's sentence" \
+	"rlgate: rule 1 (gcra): limit must be an integer, got \"ten\"" "$(err 1 'rl:{e:1}' '' 1000000 'gcra - 1 ten 1000  ')"
+# A signature that failed is not kept: the same error each time, before
+# and after a good one of the same rule was kept, nothing written.
+bad_sig() { err 2 'rl:{e:1}' 'rl:{e:2}' '' 1000000 'fixed_window - 1 3 1000  ' 'token_bucket - 11 10 1000  '; }
+bad_once=$(bad_sig)
+is "a bad signature, seen once: its error" "rlgate: rule 2 (token_bucket): cost 11 is above burst 10: such a request could never be admitted" "$bad_once"
+is "... the second time: the same error" "$bad_once" "$(bad_sig)"
+is "... a good one of the same rule is admitted (limit 10, cost 10)" "1 | 1 0 10 1000 0 1000000 0 1000 10 0 0 \"\" -" \
+	"$(decide 1 'rl:{e:good}' '' 1000000 'token_bucket - 10 10 1000  ')"
+is "... the third time, after it: the same error" "$bad_once" "$(bad_sig)"
+is "... in a batch, an error for its request each time, the other request counted" \
+	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",1,\"1 0 1 1000 0 1000000 0 1000 0 0 0  \"]" \
+	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 1000  ')"
+is "... again: the same error, the other request now denied" \
+	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",0,\"0 0 1 1000 1000 1000000 0 1000 0 0 0  \"]" \
+	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 1000  ')"
+is "a bad flag, seen twice: the call's error each time" "2" \
+	"$(for i in 1 2; do err 1 'rl:{e:1}' '' 1000000 'gcra x 1 3 1000  '; done | grep -c '^rlgate: rule 1 (gcra): flags must be letters')"
 is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl:{e:2}')"
+# Signatures that differ in one field are two rules to the kept table:
+# each row its own parameters, the first call (both parsed) and the second
+# (both found kept). token_bucket 10 per 1000 ms, burst 5, cost 1: 4 left,
+# full again in 100 ms; then burst 6, cost 2, limit 11 (a token each 90.9
+# ms), a window of 2000 ms; sliding_window precision 100 and 200 ms.
+sig_pairs() { decide 7 'rl:{sig:1}' 'rl:{sig:2}' 'rl:{sig:3}' 'rl:{sig:4}' 'rl:{sig:5}' 'rl:{sig:6}' 'rl:{sig:7}' '' "$1" \
+	'token_bucket - 1 10 1000 5 ' 'token_bucket - 1 10 1000 6 ' 'token_bucket - 2 10 1000 5 ' \
+	'token_bucket - 1 11 1000 5 ' 'token_bucket - 1 10 2000 5 ' 'sliding_window - 1 10 1000  100' \
+	'sliding_window - 1 10 1000  200' | sed 's/ | /\n/g'; }
+is "signatures one field apart, parsed: each its own parameters" \
+"1
+1 4 10 100 0 1000000 0 1000 5 0 0 \"\" -
+1 5 10 100 0 1000000 0 1000 6 0 0 \"\" -
+1 3 10 200 0 1000000 0 1000 5 0 0 \"\" -
+1 4 11 91 0 1000000 0 1000 5 0 0 \"\" -
+1 4 10 200 0 1000000 0 2000 5 0 0 \"\" -
+1 9 10 1000 0 1000000 0 1000 0 100 0 \"\" -
+1 9 10 1000 0 1000000 0 1000 0 200 0 \"\" -" "$(sig_pairs 1000000)"
+is "... kept: the same parameters, each count one more" \
+"1
+1 3 10 200 0 1000000 0 1000 5 0 0 \"\" -
+1 4 10 200 0 1000000 0 1000 6 0 0 \"\" -
+1 1 10 400 0 1000000 0 1000 5 0 0 \"\" -
+1 3 11 182 0 1000000 0 1000 5 0 0 \"\" -
+1 3 10 400 0 1000000 0 2000 5 0 0 \"\" -
+1 8 10 1000 0 1000000 0 1000 0 100 0 \"\" -
+1 8 10 1000 0 1000000 0 1000 0 200 0 \"\" -" "$(sig_pairs 1000000)"
+is "one field apart in the algorithm: fixed_window's state (a hash), gcra's (a string)" "hash string" \
+	"$(decide 2 'rl:{sig:fw}' 'rl:{sig:gc}' '' 1000000 'fixed_window - 1 10 1000  ' 'gcra - 1 10 1000  ' > /dev/null
+	   rcli type 'rl:{sig:fw}') $(rcli type 'rl:{sig:gc}')"
+is "one field apart in the flags: the dry rule's denial blocks nothing, the other's does" "1 0" \
+	"$(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 1000  ' > /dev/null
+	   decide 1 'rl:{sig:d}' '' 1000000 'fixed_window d 1 1 1000  ' | cut -c1) $(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 1000  ' | cut -c1)"
+
 # The library keeps the arguments it parsed (params_of), at most 4096 sets:
 # 30000 different limits leave its memory about as 4096 do (each set kept
 # costs about 700 bytes: 30000 kept would take over 20 MB).
 vm_mem() { rcli info memory | tr -d '\r' | sed -n 's/^used_memory_vm_functions:\(.*\)/\1/p'; }
 m0=$(vm_mem)
-awk -v f="${L}_decide" 'BEGIN { for (i = 1; i <= 30000; i++) printf "FCALL " f " 1 rl:{kept} \"\" 1000000 fixed_window - 1 %d 60000 \"\" \"\"\n", i }' |
+awk -v f="${L}_decide" 'BEGIN { for (i = 1; i <= 30000; i++) printf "FCALL " f " 1 rl:{kept} \"\" 1000000 \"fixed_window - 1 %d 60000  \"\n", i }' |
 	rcli > "$T/kept.out"
 m1=$(vm_mem)
 is "30000 argument sets: 30000 replies of 2 lines, no error" "60000 0" \
@@ -282,7 +345,7 @@ check "30000 argument sets: the library's memory grew by less than 8 MB ($((m1 -
 # window length, a removed TTL or a start written otherwise is rewritten as
 # before. (lua_check's virtual clock and PERSIST take the other path.)
 fwk='rl:{fast:fw}'
-fw_fast() { decide 1 "$fwk" '' '' fixed_window "${1:--}" 2 100 60000 '' ''; }
+fw_fast() { decide 1 "$fwk" '' '' "fixed_window ${1:--} 2 100 60000  "; }
 cmd_calls() { rcli info commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:calls=\([0-9]*\).*/\1/p"; }
 # timed CMD...: runs CMD and sets SPAN_MS to the ms of Redis's clock it took,
 # rounded up: a PEXPIRE in a call may read the clock that much later than
@@ -305,7 +368,7 @@ window_end_ok() {
 		{ echo "# start $start, window $1 ms: PEXPIRETIME $at, last ms $last, calls took $SPAN_MS ms"; return 1; }
 }
 fw_twenty() { for i in $(seq 20); do out="$out$(fw_fast | cut -d' ' -f3,4);"; done; }
-fw_second() { for i in 1 2 3; do decide 1 "$fwk" '' '' fixed_window - 1 100 1000 '' ''; sleep 0.2; done; }
+fw_second() { for i in 1 2 3; do decide 1 "$fwk" '' '' 'fixed_window - 1 100 1000  '; sleep 0.2; done; }
 rcli config resetstat > /dev/null
 out=
 timed fw_twenty
@@ -317,12 +380,12 @@ is "... 20 HSET, 19 PEXPIRETIME" "20 19" "$(cmd_calls hset) $(cmd_calls pexpiret
 # between a call's TIME and its PEXPIRE (a server preempted mid-call).
 check "... one PEXPIRE (the opening), at most two" test "$(cmd_calls pexpire)" -le 2
 check "... the TTL still ends when the window closes" window_end_ok 60000
-tok=$(rcli FCALL ${L}_decide 1 "$fwk" '' '' fixed_window u 2 100 60000 '' '' | sed -n 2p | cut -d' ' -f12)
+tok=$(rcli FCALL ${L}_decide 1 "$fwk" '' '' 'fixed_window u 2 100 60000  ' | sed -n 2p | cut -d' ' -f12)
 at=$(rcli pexpiretime "$fwk")
 is "... undo of an admission in the window: count 40 again, TTL untouched" "1 40 $at" \
 	"$(rcli FCALL ${L}_undo 1 "$fwk" '' fixed_window "$tok") $(rcli hget "$fwk" count) $(rcli pexpiretime "$fwk")"
 rcli hset 'rl:{fast:fw}:override' window_ms 120000 > /dev/null
-timed decide 2 "$fwk" 'rl:{fast:fw}:override' '' '' fixed_window o 2 100 60000 '' ''
+timed decide 2 "$fwk" 'rl:{fast:fw}:override' '' '' 'fixed_window o 2 100 60000  '
 check "a longer window (override): the same window, its TTL moved to its new end" window_end_ok 120000
 is "... the count kept: 42" "42" "$(rcli hget "$fwk" count)"
 rcli del 'rl:{fast:fw}:override' > /dev/null
@@ -350,14 +413,14 @@ is "... the key is gone when the window closed" "0" "$(rcli exists "$fwk")"
 # cost 3 at 1.5 s, undone at 2.5 s, then cost 2 at 3 s and at 33 s.
 undo_case() {
 	local alg=$1 prec=$2 burst=$3 x="rl:{undo:$1:x}" y="rl:{undo:$1:y}" tok out_x out_y t k
-	for k in "$x" "$y"; do decide 1 "$k" '' 1000000 "$alg" - 2 10 100000 "$burst" "$prec" > /dev/null; done
-	tok=$(rcli FCALL ${L}_decide 1 "$x" '' 1500000 "$alg" u 3 10 100000 "$burst" "$prec" | sed -n 2p | cut -d' ' -f12)
+	for k in "$x" "$y"; do decide 1 "$k" '' 1000000 "$alg - 2 10 100000 $burst $prec" > /dev/null; done
+	tok=$(rcli FCALL ${L}_decide 1 "$x" '' 1500000 "$alg u 3 10 100000 $burst $prec" | sed -n 2p | cut -d' ' -f12)
 	check "$alg: the counted request has an undo token ($tok)" [ -n "$tok" ]
 	is "$alg: ${L}_undo takes it back: 1 rule" "1" "$(rcli FCALL ${L}_undo 1 "$x" 2500000 "$alg" "$tok")"
 	out_x= out_y=
 	for t in 3000000 3000000 3000000 3000000 3000000 33000000 33000000 33000000 33000000; do
-		out_x="$out_x$(decide 1 "$x" '' $t "$alg" - 2 10 100000 "$burst" "$prec" | cut -d' ' -f1-9);"
-		out_y="$out_y$(decide 1 "$y" '' $t "$alg" - 2 10 100000 "$burst" "$prec" | cut -d' ' -f1-9);"
+		out_x="$out_x$(decide 1 "$x" '' $t "$alg - 2 10 100000 $burst $prec" | cut -d' ' -f1-9);"
+		out_y="$out_y$(decide 1 "$y" '' $t "$alg - 2 10 100000 $burst $prec" | cut -d' ' -f1-9);"
 	done
 	is "$alg: after the undo, the same decisions as a twin never sent the request" "$out_y" "$out_x"
 	check "$alg: ... and some were denied ($out_y)" [ "${out_y#*0 | 0}" != "$out_y" ]
@@ -378,11 +441,11 @@ is "undo: keys and arguments must match" \
 # Never more than is there: a gcra request undone after its time has passed
 # takes nothing; a fixed_window token of a closed window touches nothing.
 rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
-tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:late}' '' 1000000 fixed_window u 1 3 1000 '' '' | sed -n 2p | cut -d' ' -f12)
+tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:late}' '' 1000000 'fixed_window u 1 3 1000  ' | sed -n 2p | cut -d' ' -f12)
 rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
 is "fixed_window: undo after its window closed: nothing taken from the new window" "0 1" \
 	"$(rcli FCALL ${L}_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
-tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:lateg}' '' 1000000 gcra u 1 10 1000 '' '' | sed -n 2p | cut -d' ' -f12)
+tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:lateg}' '' 1000000 'gcra u 1 10 1000  ' | sed -n 2p | cut -d' ' -f12)
 is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL ${L}_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
 
 # LIB_acl: the commands of decide.lua's CALLS are every command the

@@ -167,13 +167,15 @@ enum via { VIA_FCALL, VIA_DECIDE };
 static enum via	via;
 static const char *const via_names[] = { "fcall", "decide" };
 
-/* The command of one decision (argv of at least 16), its argc. */
+/* The command of one decision (argv of at least 16), its argc; argv
+ * holds until the next call (rlgate_decide's signature is kept here). */
 static int
 decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
     const char *key, const char *okey, const char *now, const char *cost,
     const char *limit, const char *window, const char *burst,
     const char *precision)
 {
+	static char sig[512];
 	const char *args[6] = { now, cost, limit, window, burst, precision };
 	int n = 0, i;
 
@@ -184,13 +186,13 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 	argv[n++] = key;
 	if (okey != NULL)
 		argv[n++] = okey;
-	if (via == VIA_DECIDE) {	/* VERSION NOW_US ALGORITHM FLAGS COST ... */
+	if (via == VIA_DECIDE) {	/* VERSION NOW_US "ALGORITHM FLAGS COST ..." */
 		argv[n++] = rlg_library_version;
 		argv[n++] = now;
-		argv[n++] = alg_names[a];
-		argv[n++] = okey == NULL ? "u" : "ou";	/* with undo tokens */
-		for (i = 1; i < 6; i++)
-			argv[n++] = args[i];
+		/* with undo tokens */
+		snprintf(sig, sizeof(sig), "%s %s %s %s %s %s %s", alg_names[a],
+		    okey == NULL ? "u" : "ou", cost, limit, window, burst, precision);
+		argv[n++] = sig;
 		return n;
 	}
 	for (i = 0; i < 6; i++)
@@ -1153,9 +1155,8 @@ static long long
 extra_and_undo(enum alg a, const char *key, long long t, long long cost,
     const struct params *p, long long undo_at)
 {
-	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256];
-	const char *argv[16] = { "FCALL", rlg_fn_decide, "1", key, "", n,
-	    alg_names[a], "u", c, l, w, b, pr };
+	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256], sig[256];
+	const char *argv[16] = { "FCALL", rlg_fn_decide, "1", key, "", n, sig };
 	const char *uargv[8] = { "FCALL", rlg_fn_undo, "1", key, u, alg_names[a], tok };
 	struct drow row;
 	redisReply *r, *e;
@@ -1169,10 +1170,11 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 	fmt_arg(b, sizeof(b), p->burst);
 	fmt_arg(pr, sizeof(pr), p->precision_ms);
 	snprintf(u, sizeof(u), "%lld", undo_at);
+	snprintf(sig, sizeof(sig), "%s u %s %s %s %s %s", alg_names[a], c, l, w, b, pr);
 	for (int step = 0; step < 2; step++) {
 		redisAppendCommand(rc, "MULTI");
 		if (step == 0)
-			redisAppendCommandArgv(rc, 13, argv, NULL);
+			redisAppendCommandArgv(rc, 7, argv, NULL);
 		else
 			redisAppendCommandArgv(rc, 7, uargv, NULL);
 		redisAppendCommand(rc, "PERSIST %s", key);
