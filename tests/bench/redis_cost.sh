@@ -108,7 +108,7 @@ FW=(fixed_window - 1 1000000000 1000 '' '')
 TB=(token_bucket - 1 1000000000 1000 '' '')
 GC=(gcra - 1 1000000000 1000 '' '')
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 tb1 gcra1 three fw10 batch10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 fw1m tb1 gcra1 sw1 sl1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -125,6 +125,14 @@ for r in $ROWS; do
 	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "${FW[@]}" ;;
 	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "${TB[@]}" ;;
 	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "${GC[@]}" ;;
+	# A one-minute window: a key's calls after its first find its window
+	# open (with fw1's second, most open a new one under valgrind's pace).
+	fw1m)	 row "rlgate_decide fixed_window, 1 min" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    fixed_window - 1 1000000000 60000 '' '' ;;
+	sw1)	 row "rlgate_decide sliding_window" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    sliding_window - 1 1000000000 60000 '' '' ;;
+	sl1)	 row "rlgate_decide sliding_log" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    sliding_log - 1 100000 60000 '' '' ;;
 	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
 		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
 		    "${FW[@]}" "${TB[@]}" "${GC[@]}" ;;
