@@ -23,14 +23,18 @@
 -- request opens a window, which makes the key expire 1 or 2 ms after the
 -- window's last millisecond (3 when Redis's clock passed a millisecond
 -- between the call's TIME and its PEXPIRE). An admission in the window the
--- key holds writes only its count when w says the TTL ends this window: w
--- is the rule's window_ms and the clock is Redis TIME (whoever set the TTL
--- wrote w with it, and w is only written where the TTL then ends the window
--- in Redis's clock). Else (no w: an older version's state; another w: the
--- window's length changed since; the clock is NOW_US's) PEXPIRETIME says
--- whether the TTL ends this window, PEXPIRE reset_ms + 1 sets it where not,
--- and w is written with the count (the rule's window_ms with Redis's clock,
--- "0" with NOW_US's). After every admission PTTL is therefore reset_ms + 1,
+-- key holds writes only its count when w, written beside the TTL, says the
+-- TTL ends this window: w is the rule's window_ms and the clock is Redis
+-- TIME. Wherever w is, it is true: a write that sets the TTL also writes w
+-- where the key holds one that would change (window_ms with Redis's clock,
+-- "0" with NOW_US's, whose TTL does not end the window in Redis's clock). A
+-- window opened on a key without w writes none (a window of one admission
+-- costs what it did before w). An admission in a held window without w (a
+-- window's second; an older version's state), with another w (the window's
+-- length changed since) or with NOW_US reads PEXPIRETIME, sets PEXPIRE
+-- reset_ms + 1 where the TTL does not end the window, and writes w with the
+-- count: from a window's third admission on, each is one HSET. After every
+-- admission PTTL is therefore reset_ms + 1,
 -- give or take 2 ms (Redis's clock), unless someone removed the TTL
 -- (PERSIST) since w was written: then the key keeps none until a request
 -- opens the next window. Gateways that share a key share its window length
@@ -91,8 +95,15 @@ do
 			return
 		end
 		if d.replace then redis.call('DEL', key) end
-		redis.call('HSET', key, 'start', num(d.start), 'count', count,
-		    'w', now_is_time and num(a.window_ms) or '0')
+		-- A window opens, and the TTL set now ends it. A w the key holds
+		-- must say so too; a key without one gets it at its next admission
+		-- (above): a window of one admission costs what it did before w.
+		local w = now_is_time and a.window_ms or 0
+		if d.w and tonumber(d.w) ~= w then
+			redis.call('HSET', key, 'start', num(d.start), 'count', count, 'w', num(w))
+		else
+			redis.call('HSET', key, 'start', num(d.start), 'count', count)
+		end
 		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 	end
 
