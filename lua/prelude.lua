@@ -191,14 +191,9 @@ end
 
 -- Now in us: s, or Redis TIME when s is empty. Read once per call, so that
 -- every rule of a call decides at the same instant; Redis TIME, not the
--- gateway's clock, so that several gateways agree. Every function that
--- reads state calls it first. It sets now_is_time, true when now is Redis
--- TIME: a TTL set in the call then ends where the stored times say, in
--- Redis's expiry clock (fixed_window relies on it).
-local now_is_time = false
+-- gateway's clock, so that several gateways agree.
 local function clock(s, off)
-	now_is_time = s == nil or s == ''
-	if not now_is_time then return arg_int({s}, 1, 'now (microseconds)', 0, MAX, nil, off) end
+	if s ~= nil and s ~= '' then return arg_int({s}, 1, 'now (microseconds)', 0, MAX, nil, off) end
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

@@ -2,10 +2,7 @@
 -- block and the window/precision - 1 blocks before it.
 --
 -- State: a hash {block index = admitted cost}; block j covers the times
--- [j * precision, (j + 1) * precision) (us since the epoch); and e, the time
--- (us) the key's TTL ends, when an admission with Redis's clock set it (see
--- TTL). An older version reads the blocks and deletes e (a field that is no
--- block) at its next admission.
+-- [j * precision, (j + 1) * precision) (us since the epoch).
 -- Arguments: cost <= limit; limit: cost admitted in any n = window / precision
 -- consecutive blocks; window_ms; precision_ms: block width, dividing the
 -- window, at most 10000 blocks; empty: window / 10 (burst unused).
@@ -23,16 +20,7 @@
 -- window - precision. Blocks that have dropped out are deleted on admission,
 -- never counted (so are blocks more than a window ahead of now, written with
 -- another precision).
--- TTL: reset_ms + 1 on every admission: it ends when the newest block drops
--- out, at e = (newest + window / precision) * precision us (1 to 3 ms later in
--- Redis's expiry clock). An admission with Redis's clock whose e is the one
--- the key holds (the same newest block and parameters: an admission in the
--- current block) writes only that block's count; else it writes the count
--- and e in one HSET, then PEXPIRE. With a NOW_US clock, whose TTL does not
--- end at e in Redis's clock, it writes no e and deletes one that is there.
--- So e, wherever it is, is where the TTL ends, unless someone removed the
--- TTL (PERSIST): then the key keeps none until the newest block changes.
--- Gateways that share a key share its parameters.
+-- TTL: reset_ms + 1 on every admission.
 -- Undo token "block:cost": that block's counter goes down by cost (never below
 -- 0, deleted at 0). Exact: a block is counted or not whoever came first.
 do
@@ -52,28 +40,23 @@ do
 		local all = redis.pcall('HGETALL', key)
 		local replace = false
 		if all.err then replace = true; all = {} end
-		local used, newest, old, live, mark, now_n = 0, nil, {}, {}, nil, 0
+		local used, newest, old, live = 0, nil, {}, {}
 		for i = 1, #all, 2 do
 			local j, n = tonumber(all[i]), tonumber(all[i + 1])
-			if all[i] == 'e' then
-				-- The TTL's end: trusted with Redis's clock; else deleted.
-				if now_is_time then mark = all[i + 1] else old[#old + 1] = 'e' end
 			-- Blocks more than a window ahead were written with another precision.
-			elseif j == nil or n == nil or j < first or j > current + nblocks then
+			if j == nil or n == nil or j < first or j > current + nblocks then
 				old[#old + 1] = all[i]
 			else	-- blocks after current exist only when the clock ran backwards
 				used = used + n
 				live[#live + 1] = {j, n}
 				if newest == nil or j > newest then newest = j end
-				if j == current then now_n = n end
 			end
 		end
 		local kept_reset_ms = newest and ms_until_out(newest) or 0
 		d.used, d.nlive = used, #live
 		if used + cost <= limit then
 			if newest == nil or current > newest then newest = current end
-			d.replace, d.old, d.current, d.now_n = replace, old, current, now_n
-			d.end_us, d.mark = (newest + nblocks) * block_us, mark
+			d.replace, d.old, d.current = replace, old, current
 			return verdict(d, true, limit - used - cost, ms_until_out(newest), 0, 0,
 			    limit - used, kept_reset_ms)
 		end
@@ -99,16 +82,7 @@ do
 		for i = 1, #old, 1000 do
 			redis.call('HDEL', key, unpack(old, i, math.min(i + 999, #old)))
 		end
-		-- The TTL already ends at e: this block's count alone.
-		if d.mark and tonumber(d.mark) == d.end_us then
-			redis.call('HINCRBY', key, num(d.current), a.cost_s)
-			return
-		end
-		if now_is_time then
-			redis.call('HSET', key, num(d.current), num(d.now_n + a.cost), 'e', num(d.end_us))
-		else
-			redis.call('HINCRBY', key, num(d.current), a.cost_s)
-		end
+		redis.call('HINCRBY', key, num(d.current), a.cost_s)
 		redis.call('PEXPIRE', key, num(d.reset_ms + 1))
 	end
 

@@ -108,7 +108,7 @@ FW=(fixed_window - 1 1000000000 1000 '' '')
 TB=(token_bucket - 1 1000000000 1000 '' '')
 GC=(gcra - 1 1000000000 1000 '' '')
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 fw1m tb1 gcra1 sw1 sl1 three fw10 batch10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -129,8 +129,16 @@ for r in $ROWS; do
 	# open (with fw1's second, most open a new one under valgrind's pace).
 	fw1m)	 row "rlgate_decide fixed_window, 1 min" FCALL "${FN}_decide" 1 "$K" '' '' \
 		    fixed_window - 1 1000000000 60000 '' '' ;;
+	# One key: every call after the first admits in the window (the
+	# block) the key holds: a hot key's cost. sliding_window's block is an
+	# hour, so that a run's count of blocks does not depend on its pace
+	# (with 6 s blocks two runs of one row differed by 5%).
+	fwhot)	 row "rlgate_decide fixed_window, 1 hot key" FCALL "${FN}_decide" 1 'rl:{a:hot}' '' '' \
+		    fixed_window - 1 1000000000 60000 '' '' ;;
+	swhot)	 row "rlgate_decide sliding_window, 1 hot key" FCALL "${FN}_decide" 1 'rl:{a:hot}' '' '' \
+		    sliding_window - 1 1000000000 3600000 '' 3600000 ;;
 	sw1)	 row "rlgate_decide sliding_window" FCALL "${FN}_decide" 1 "$K" '' '' \
-		    sliding_window - 1 1000000000 60000 '' '' ;;
+		    sliding_window - 1 1000000000 3600000 '' 3600000 ;;
 	sl1)	 row "rlgate_decide sliding_log" FCALL "${FN}_decide" 1 "$K" '' '' \
 		    sliding_log - 1 100000 60000 '' '' ;;
 	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
