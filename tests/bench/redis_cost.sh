@@ -40,6 +40,8 @@ redis.register_function('p_time', function() redis.call('TIME') return 1 end)
 redis.register_function('p_get', function(k) redis.call('GET', k[1]) return 1 end)
 redis.register_function('p_hmget', function(k) redis.call('HMGET', k[1], 'start', 'count') return 1 end)
 redis.register_function('p_hset', function(k) redis.call('HSET', k[1], 'count', '12') return 1 end)
+redis.register_function('p_hmget3', function(k) redis.call('HMGET', k[1], 'start', 'count', 'w') return 1 end)
+redis.register_function('p_pexpiretime', function(k) redis.call('PEXPIRETIME', k[1]) return 1 end)
 redis.register_function('p_set_px', function(k) redis.call('SET', k[1], '1795730692424132', 'PX', '100000') return 1 end)
 redis.register_function('p_reply13', function() return {1, 999, 1000, 1000, 0, 1795730692424132, 0, 1000, 0, 0, 0, '', ''} end)
 -- The floor of a decision under rlgate's contract, with no checks and no
@@ -108,7 +110,7 @@ FW=(fixed_window - 1 1000000000 1000 '' '')
 TB=(token_bucket - 1 1000000000 1000 '' '')
 GC=(gcra - 1 1000000000 1000 '' '')
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hmget3 hset pexpiretime set_px reply13 floor1 floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -120,6 +122,8 @@ for r in $ROWS; do
 	get)	 row "+ GET" FCALL p_get 1 "$K" ;;
 	hmget)	 row "+ HMGET 2 fields" FCALL p_hmget 1 "$K" ;;
 	hset)	 row "+ HSET 1 field" FCALL p_hset 1 "$K" ;;
+	hmget3)	 row "+ HMGET 3 fields" FCALL p_hmget3 1 "$K" ;;
+	pexpiretime) row "+ PEXPIRETIME" FCALL p_pexpiretime 1 "$K" ;;
 	set_px)	 row "+ SET PX" FCALL p_set_px 1 "$K" ;;
 	reply13) row "reply of 13 fields" FCALL p_reply13 1 "$K" ;;
 	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "${FW[@]}" ;;
