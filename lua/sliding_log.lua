@@ -41,8 +41,9 @@ do
 		end
 		local kept_reset_ms = last and cdiv(last + window_us - now, 1000) or 0
 		if used + cost <= limit then
+			-- Members at now exist only when the newest is at or after it.
+			d.replace, d.gone, d.first, d.stamped = replace, gone, 0, last ~= nil and last >= now
 			if last == nil or last < now then last = now end
-			d.replace, d.gone, d.first = replace, gone, 0
 			return verdict(d, true, limit - used - cost, cdiv(last + window_us - now, 1000),
 			    0, 0, limit - used, kept_reset_ms)
 		end
@@ -62,9 +63,11 @@ do
 		if d.replace then redis.call('DEL', key) end
 		redis.call('ZREMRANGEBYSCORE', key, '-inf', d.gone)
 		-- seq continues after the members already logged at this microsecond,
-		-- so that the new ones are stamp:seq..stamp:seq+cost-1, all new.
+		-- so that the new ones are stamp:seq..stamp:seq+cost-1, all new. The
+		-- check's newest member says whether there may be any (rarely, with
+		-- Redis's clock): then they are read.
 		local stamp, seq = num(a.now), 0
-		if redis.call('ZCOUNT', key, stamp, stamp) > 0 then
+		if d.stamped and redis.call('ZCOUNT', key, stamp, stamp) > 0 then
 			for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, stamp, stamp)) do
 				local s = tonumber(string.match(m, ':(%d+)$'))
 				if s and s >= seq then seq = s + 1 end

@@ -40,6 +40,8 @@ redis.register_function('p_time', function() redis.call('TIME') return 1 end)
 redis.register_function('p_get', function(k) redis.call('GET', k[1]) return 1 end)
 redis.register_function('p_hmget', function(k) redis.call('HMGET', k[1], 'start', 'count') return 1 end)
 redis.register_function('p_hset', function(k) redis.call('HSET', k[1], 'count', '12') return 1 end)
+redis.register_function('p_hmget3', function(k) redis.call('HMGET', k[1], 'start', 'count', 'w') return 1 end)
+redis.register_function('p_pexpiretime', function(k) redis.call('PEXPIRETIME', k[1]) return 1 end)
 redis.register_function('p_set_px', function(k) redis.call('SET', k[1], '1795730692424132', 'PX', '100000') return 1 end)
 redis.register_function('p_reply13', function() return {1, 999, 1000, 1000, 0, 1795730692424132, 0, 1000, 0, 0, 0, '', ''} end)
 -- The floor of a decision under rlgate's contract, with no checks and no
@@ -109,7 +111,7 @@ FW='fixed_window - 1 1000000000 1000  '
 TB='token_bucket - 1 1000000000 1000  '
 GC='gcra - 1 1000000000 1000  '
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hset set_px reply13 floor1 floor10 floor10c fw1 tb1 gcra1 three fw10 batch10}
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hmget3 hset pexpiretime set_px reply13 floor1 floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch10}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -121,11 +123,29 @@ for r in $ROWS; do
 	get)	 row "+ GET" FCALL p_get 1 "$K" ;;
 	hmget)	 row "+ HMGET 2 fields" FCALL p_hmget 1 "$K" ;;
 	hset)	 row "+ HSET 1 field" FCALL p_hset 1 "$K" ;;
+	hmget3)	 row "+ HMGET 3 fields" FCALL p_hmget3 1 "$K" ;;
+	pexpiretime) row "+ PEXPIRETIME" FCALL p_pexpiretime 1 "$K" ;;
 	set_px)	 row "+ SET PX" FCALL p_set_px 1 "$K" ;;
 	reply13) row "reply of 13 fields" FCALL p_reply13 1 "$K" ;;
 	fw1)	 row "rlgate_decide fixed_window" FCALL "${FN}_decide" 1 "$K" '' '' "$FW" ;;
 	tb1)	 row "rlgate_decide token_bucket" FCALL "${FN}_decide" 1 "$K" '' '' "$TB" ;;
 	gcra1)	 row "rlgate_decide gcra" FCALL "${FN}_decide" 1 "$K" '' '' "$GC" ;;
+	# A one-minute window: a key's calls after its first find its window
+	# open (with fw1's second, most open a new one under valgrind's pace).
+	fw1m)	 row "rlgate_decide fixed_window, 1 min" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    'fixed_window - 1 1000000000 60000  ' ;;
+	# One key: every call after the first admits in the window (the
+	# block) the key holds: a hot key's cost. sliding_window's block is an
+	# hour, so that a run's count of blocks does not depend on its pace
+	# (with 6 s blocks two runs of one row differed by 5%).
+	fwhot)	 row "rlgate_decide fixed_window, 1 hot key" FCALL "${FN}_decide" 1 'rl:{a:hot}' '' '' \
+		    'fixed_window - 1 1000000000 60000  ' ;;
+	swhot)	 row "rlgate_decide sliding_window, 1 hot key" FCALL "${FN}_decide" 1 'rl:{a:hot}' '' '' \
+		    'sliding_window - 1 1000000000 3600000  3600000' ;;
+	sw1)	 row "rlgate_decide sliding_window" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    'sliding_window - 1 1000000000 3600000  3600000' ;;
+	sl1)	 row "rlgate_decide sliding_log" FCALL "${FN}_decide" 1 "$K" '' '' \
+		    'sliding_log - 1 100000 60000  ' ;;
 	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
 		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
 		    "$FW" "$TB" "$GC" ;;

@@ -407,6 +407,26 @@ check "... and its TTL ends with the window" window_end_ok 1000
 sleep 0.7
 is "... the key is gone when the window closed" "0" "$(rcli exists "$fwk")"
 
+# sliding_log with Redis's clock: an admission reads the members of its
+# microsecond (ZCOUNT now now) only when the newest logged one is at or
+# after now, which one call's TIME almost never meets: 10 admissions, 10
+# ZCOUNTs (the check's), and 10 members. Two requests of one batch on one
+# key share now: the second finds the first's member and takes seq 1.
+slk='rl:{fast:sl}'
+rcli config resetstat > /dev/null
+for i in $(seq 10); do decide 1 "$slk" '' '' 'sliding_log - 1 100 60000  ' > /dev/null; done
+is "sliding_log, Redis's clock: 10 admissions, 10 ZCOUNT, 10 members" "10 10" \
+	"$(redis_calls zcount) $(rcli zcard "$slk")"
+rcli del "$slk" > /dev/null
+decide 1 "$slk" '' '' 'sliding_log - 1 100 60000  ' > /dev/null
+out=$(rcli FCALL ${L}_decide 2 "$slk" "$slk" '' '' 'sliding_log - 2 100 60000  ' \
+	'sliding_log n 1 100 60000  ' | cut -d' ' -f1,2 | paste -sd';')
+now=$(rcli zrange "$slk" -1 -1 withscores | tail -1)
+is "... a batch of two requests on it: both counted (97, then 96 left)" "1;1 97;1;1 96" "$out"
+is "... its members at one now: seq 0, 1 (cost 2), then 2" "$now:0 $now:1 $now:2" \
+	"$(rcli zrangebyscore "$slk" "$now" "$now" | sort | paste -sd' ')"
+is "... 4 members in all" "4" "$(rcli zcard "$slk")"
+
 # 4. LIB_undo, per algorithm: a request decided then undone leaves the
 # same state as one never sent: the same replies afterwards as a twin key.
 # (Randomised: lua_check decide.) Here 10 per 100 s: one extra request of
