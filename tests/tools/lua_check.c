@@ -13,7 +13,6 @@
  * exits 1 when a check failed. Keys are "lua_check:<pid>:..." and are deleted
  * at the end.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -25,6 +24,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "limiter.h"
 #include "lua_model.h"
 #include "scripts.h"
 #include "tool.h"
@@ -201,46 +201,7 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 }
 
 /*
- * A row of rlgate_decide's reply, "11 integers UNDO WHY" joined by single
- * spaces (lua/README.md), read here on its own, not with the gateway's
- * limiter_row() (this tool builds without the gateway's objects, and
- * checks the library against the document). Returns 0, or -1 when s is
- * not such a row.
- */
-struct drow {
-	long long	 f[11];
-	const char	*undo, *why;
-	size_t		 undo_len, why_len;
-};
-
-static int
-read_row(const char *s, size_t len, struct drow *row)
-{
-	const char *p = s, *end = s + len, *sp;
-	char *e;
-	int k;
-
-	for (k = 0; k < 11; k++) {
-		if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL || sp == p ||
-		    (*p != '-' && (*p < '0' || *p > '9')))
-			return -1;
-		errno = 0;
-		row->f[k] = strtoll(p, &e, 10);
-		if (e != sp || errno != 0)
-			return -1;
-		p = sp + 1;
-	}
-	if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL)
-		return -1;
-	row->undo = p;
-	row->undo_len = (size_t)(sp - p);
-	row->why = sp + 1;
-	row->why_len = (size_t)(end - sp - 1);
-	return 0;
-}
-
-/*
- * rlgate_decide's reply {counted, ROW} (read_row()) as the standalone one: 7 integers, then with
+ * rlgate_decide's reply {counted, ROW} (read with the gateway's limiter_row()) as the standalone one: 7 integers, then with
  * okey the 4 more and the sentence when override is 3. Its own promises
  * are checked here: counted = allowed, undo given exactly when the rule
  * was counted (admitted, not unlimited), why "" unless override is 3.
@@ -250,7 +211,7 @@ static redisReply *
 decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 {
 	static redisReply out, el[12], *elp[12];
-	struct drow row;
+	struct limiter_row row;
 	size_t i, n = okey == NULL ? NFIELDS : NFIELDS + NEXT;
 	long long ov;
 
@@ -260,12 +221,12 @@ decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 		snprintf(err, errlen, "rlgate_decide: not {counted, row}");
 		return NULL;
 	}
-	if (read_row(e->element[1]->str, e->element[1]->len, &row) == -1) {
+	if (limiter_row(e->element[1]->str, e->element[1]->len, &row) == -1) {
 		snprintf(err, errlen, "rlgate_decide: not a row: \"%s\"",
 		    e->element[1]->str);
 		return NULL;
 	}
-	ov = row.f[10];
+	ov = row.f[RLG_ROW_OVERRIDE];
 	if (e->element[0]->integer != row.f[ALLOWED] ||
 	    (row.undo_len > 0) != (row.f[ALLOWED] == 1 && ov != 2) ||
 	    (row.why_len > 0) != (ov == 3)) {
@@ -1158,7 +1119,7 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 	char n[32], c[32], l[32], w[32], b[32], pr[32], u[32], tok[256], sig[256];
 	const char *argv[16] = { "FCALL", rlg_fn_decide, "1", key, "", n, sig };
 	const char *uargv[8] = { "FCALL", rlg_fn_undo, "1", key, u, alg_names[a], tok };
-	struct drow row;
+	struct limiter_row row;
 	redisReply *r, *e;
 	long long undone;
 	int i;
@@ -1192,7 +1153,7 @@ extra_and_undo(enum alg a, const char *key, long long t, long long cost,
 		if (step == 0) {
 			if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
 			    e->element[1]->type != REDIS_REPLY_STRING ||
-			    read_row(e->element[1]->str, e->element[1]->len, &row) == -1)
+			    limiter_row(e->element[1]->str, e->element[1]->len, &row) == -1)
 				fatal("rlgate_decide: %s", e->type == REDIS_REPLY_ERROR ? e->str : "bad reply");
 			snprintf(tok, sizeof(tok), "%.*s", (int)row.undo_len, row.undo);
 			freeReplyObject(r);
