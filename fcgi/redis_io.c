@@ -319,37 +319,34 @@ redis_io_get_reply(redisContext *ctx, void **reply)
 	return REDIS_OK;
 }
 
-redisReply *
-redis_io_command_argv(redisContext *ctx, int argc, const char **argv)
+/* The reply of a command just appended, or NULL (ctx->errstr says why). */
+static redisReply *
+command_reply(redisContext *ctx, int appended)
 {
 	void *rep = NULL;
 
-	if (tls_of(ctx) == NULL)
-		return redisCommandArgv(ctx, argc, argv, NULL);
-	if (redisAppendCommandArgv(ctx, argc, argv, NULL) != REDIS_OK ||
-	    redis_io_get_reply(ctx, &rep) != REDIS_OK)
+	if (appended != REDIS_OK || redis_io_get_reply(ctx, &rep) != REDIS_OK)
 		return NULL;
 	return rep;
+}
+
+redisReply *
+redis_io_command_argv(redisContext *ctx, int argc, const char **argv)
+{
+	return command_reply(ctx, redisAppendCommandArgv(ctx, argc, argv,
+	    NULL));
 }
 
 redisReply *
 redis_io_command(redisContext *ctx, const char *fmt, ...)
 {
 	va_list ap;
-	void *rep = NULL;
 	int rc;
 
 	va_start(ap, fmt);
-	if (tls_of(ctx) == NULL) {
-		rep = redisvCommand(ctx, fmt, ap);
-		va_end(ap);
-		return rep;
-	}
 	rc = redisvAppendCommand(ctx, fmt, ap);
 	va_end(ap);
-	if (rc != REDIS_OK || redis_io_get_reply(ctx, &rep) != REDIS_OK)
-		return NULL;
-	return rep;
+	return command_reply(ctx, rc);
 }
 
 int
