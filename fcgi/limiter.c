@@ -309,9 +309,9 @@ put_num(struct limiter *l, size_t *pos, long long v, size_t *len)
 /*
  * Writes the <library>_decide call of the parts info[0..nparts) of the batch
  * r into call, number ncall: its arguments from *a on (argv, argvlen), its
- * bytes from *pos on. Each part is one request (flag n on its first rule,
- * after the call's first); each part's place in the reply is noted, and
- * the state keys for a later undo.
+ * bytes from *pos on; the keys are group()'s. Each part is one request
+ * (flag n on its first rule, after the call's first); each part's place in
+ * the reply is noted.
  */
 static void
 build_decide(struct limiter *l, const struct conf *c,
@@ -325,11 +325,10 @@ build_decide(struct limiter *l, const struct conf *c,
 		{ { { "-", "n" }, { "u", "un" } }, { { "o", "on" }, { "ou", "oun" } } },
 		{ { { "d", "dn" }, { "du", "dun" } }, { { "do", "don" }, { "dou", "doun" } } } };
 	const char **argv = l->argv + *a;
-	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, p, at = 0, key_len;
+	size_t *alen = l->argvlen + *a, nkeys = 0, i, k, p, at = 0;
 	const struct limiter_request *rq;
 	const struct call_info *ci;
 	const struct match *m;
-	char *key;
 	int o;
 
 	argv[0] = "FCALL";
@@ -347,22 +346,13 @@ build_decide(struct limiter *l, const struct conf *c,
 		for (i = 0; i < ci->n; i++) {
 			m = &rq->m[l->rix[ci->first + i]];
 			o = m->rule->overrides ? 1 : 0;
-			key = l->bytes + *pos;
-			/* Both keys in one buffer: the state key is the
-			 * override key's beginning (counted, not
-			 * terminated: keys may hold any byte). */
-			key_len = limiter_key(c, m->rule, m->key, m->key_len, o,
-			    key, RLG_REDIS_KEY_SIZE);
-			*pos += key_len + 1;
-			argv[k] = key;
-			alen[k] = key_len - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 :
-			    0);
-			l->state_key[ci->first + i] = key;
-			l->state_len[ci->first + i] = alen[k];
-			k++;
-			if (o) {
-				argv[k] = key;
-				alen[k++] = key_len;
+			argv[k] = l->state_key[ci->first + i];
+			alen[k++] = l->state_len[ci->first + i];
+			if (o) {	/* the same bytes, with its suffix */
+				argv[k] = argv[k - 1];
+				alen[k] = alen[k - 1] +
+				    sizeof(RLG_OVERRIDE_SUFFIX) - 1;
+				k++;
 			}
 			nkeys += 1 + (size_t)o;
 		}
@@ -714,24 +704,33 @@ undo_round(struct limiter *l, const struct conf *c,
 /*
  * Puts request rq's rules rix[*nrix..) in parts, one per group of keys
  * that may share a call (redis_key_group(): one in single and Sentinel
- * modes, a cluster's hash slot). Returns the number of parts made.
+ * modes, a cluster's hash slot), and writes each rule's keys into the
+ * byte buffer from *pos on (state_key, state_len). Returns the number of
+ * parts made.
  */
 static size_t
 group(struct limiter *l, const struct conf *c, size_t req,
-    const struct limiter_request *rq, size_t *nrix, struct call_info *info)
+    const struct limiter_request *rq, size_t *nrix, struct call_info *info,
+    size_t *pos)
 {
-	char key[RLG_REDIS_KEY_SIZE];
+	const char *key[RLG_MAX_MATCHES];
+	size_t len[RLG_MAX_MATCHES], i, j, n, nparts = 0;
 	int grp[RLG_MAX_MATCHES];
 	unsigned char done[RLG_MAX_MATCHES];
-	size_t i, j, nparts = 0, len;
 
 	for (i = 0; i < rq->n; i++) {
-		grp[i] = 0;
-		if (clustered(c)) {
-			len = limiter_key(c, rq->m[i].rule, rq->m[i].key,
-			    rq->m[i].key_len, 0, key, sizeof(key));
-			grp[i] = redis_key_group(c, key, len);
-		}
+		const struct match *m = &rq->m[i];
+		int o = m->rule->overrides ? 1 : 0;
+
+		/* Both keys in one buffer: the state key is the override
+		 * key's beginning (counted, not terminated: keys may hold
+		 * any byte). */
+		key[i] = l->bytes + *pos;
+		n = limiter_key(c, m->rule, m->key, m->key_len, o,
+		    l->bytes + *pos, RLG_REDIS_KEY_SIZE);
+		*pos += n + 1;
+		len[i] = n - (o ? sizeof(RLG_OVERRIDE_SUFFIX) - 1 : 0);
+		grp[i] = redis_key_group(c, key[i], len[i]);
 		done[i] = 0;
 	}
 	for (i = 0; i < rq->n; i++) {
@@ -744,6 +743,8 @@ group(struct limiter *l, const struct conf *c, size_t req,
 		for (j = i; j < rq->n; j++)
 			if (!done[j] && grp[j] == grp[i]) {
 				done[j] = 1;
+				l->state_key[*nrix] = key[j];
+				l->state_len[*nrix] = len[j];
 				l->rix[(*nrix)++] = j;
 				info[nparts].n++;
 			}
@@ -824,7 +825,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		/* Decided by the deny cache: answered or skipped already. */
 		if (r[k].n == 0 || r[k].v[0].answered || r[k].v[0].skipped)
 			continue;
-		nparts += group(l, c, k, &r[k], &nrix, l->info + nparts);
+		nparts += group(l, c, k, &r[k], &nrix, l->info + nparts,
+		    &pos);
 	}
 	/* Nothing to undo but what read_decide() finds counted. */
 	for (i = 0; i < nrix; i++)
