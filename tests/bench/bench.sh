@@ -395,6 +395,11 @@ procs_of() {
 }
 redis_procs() { case $1 in cluster-*) echo "${CLUSTER_PIDS[*]}";; *-wait) echo $WAIT_PIDS;; *-tls) echo "$TLS_REDIS_PID";; *) echo "$REDIS_PID";; esac; }
 
+# per_req NS N: NS nanoseconds over N responses, in us to a tenth (a
+# fast machine spends a few us of Redis a request, which whole us would
+# truncate by up to a seventh, and the ratio to fastify's twice that).
+per_req() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n / 1000 }'; }
+
 # run_wrk KIND CONNS SECONDS: sets W_* from wrk's summary, CPU_US and
 # REDIS_US (CPU per response of the kind's processes and of Redis).
 run_wrk() {
@@ -413,8 +418,8 @@ run_wrk() {
 	done
 	W_RPS=$(awk -v n="$W_N" -v d="$W_DUR" 'BEGIN { printf "%.0f", n * 1e6 / d }')
 	n=$((W_N > 0 ? W_N : 1))
-	CPU_US=$(( ($(cpu_ns $procs) - c0) / n / 1000 ))
-	REDIS_US=$(( ($(cpu_ns $rprocs) - r0) / n / 1000 ))
+	CPU_US=$(per_req "$(( $(cpu_ns $procs) - c0 ))" "$n")
+	REDIS_US=$(per_req "$(( $(cpu_ns $rprocs) - r0 ))" "$n")
 	ANSWERED[$kind]=$(( ${ANSWERED[$kind]} + W_N - W_NON2XX ))
 }
 
@@ -511,7 +516,7 @@ function vs(base, kind, mode, what,   r, s) {
 	return median(s)
 }
 END { for (i = 1; i <= m; i++) { split(order[i], f, " ")
-	printf "%s %s %.0f %.0f %.0f %.0f %.0f %s %s %s %s %s %s\n", f[1], f[2], median(rps[order[i]]),
+	printf "%s %s %.0f %.0f %.0f %.1f %.1f %s %s %s %s %s %s\n", f[1], f[2], median(rps[order[i]]),
 	    median(p50[order[i]]), median(p99[order[i]]), median(cpu[order[i]]), median(rcpu[order[i]]),
 	    runs[order[i]], vs("floor", f[1], f[2], "rps"), vs("floor", f[1], f[2], "p50"),
 	    vs("floor", f[1], f[2], "p99"), vs("fastify", f[1], f[2], "rps"),
@@ -561,9 +566,9 @@ echo "# ceiling it sets where one Redis core holds the limit: 1 s / that CPU"
 echo "# (a cluster's or a replicated kind's CPU is all its nodes': a bound)"
 for kind in $KINDS; do
 	rc=$(get "$kind" sat 7)
-	[ -n "$rc" ] && [ "${rc:-0}" -gt 0 ] 2>/dev/null || continue
-	printf '  %-17s %6s us  %6s x fastify  %7d req/s a Redis core\n' "$kind" "$rc" \
-	    "$(dash "$(redis_x "$kind")")" $((1000000 / rc))
+	awk -v v="$rc" 'BEGIN { exit !(v + 0 > 0) }' || continue
+	printf '  %-17s %6s us  %6s x fastify  %7.0f req/s a Redis core\n' "$kind" "$rc" \
+	    "$(dash "$(redis_x "$kind")")" "$(awk -v v="$rc" 'BEGIN { print 1000000 / v }')"
 done
 
 # --- targets (issue 21 item 4) -------------------------------------------
@@ -632,7 +637,7 @@ cp "$RESULTS/latest.csv" "$PREV" 2>/dev/null || : > "$PREV"
 	BEGIN { n = split(labels, l, ";"); for (i = 1; i <= n; i++) { j = index(l[i], "="); lab[substr(l[i], 1, j - 1)] = substr(l[i], j + 1) } }
 	function num(v, scale) { return v == "null" ? "null" : sprintf("%.3f", v / scale) }
 	{ r = $8; gsub(/;/, ",", r)
-	  printf "%s    {\"kind\": \"%s\", \"label\": \"%s\", \"mode\": \"%s\", \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": %d, \"redis_cpu_us_per_req\": %d, \"rps_runs\": [%s], \"x_floor\": %s, \"p50_added_ms\": %s, \"p99_added_ms\": %s, \"x_fastify\": %s, \"x_single_server\": %s}",
+	  printf "%s    {\"kind\": \"%s\", \"label\": \"%s\", \"mode\": \"%s\", \"rps\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"cpu_us_per_req\": %.1f, \"redis_cpu_us_per_req\": %.1f, \"rps_runs\": [%s], \"x_floor\": %s, \"p50_added_ms\": %s, \"p99_added_ms\": %s, \"x_fastify\": %s, \"x_single_server\": %s}",
 	    (NR > 1 ? ",\n" : ""), $1, lab[$1], $2, $3, $4 / 1000, $5 / 1000, $6, $7, r,
 	    num($9, 1), num($10, 1000), num($11, 1000), num($12, 1), num($13, 1) }
 	END { print "" }' "$SUMMARY"
