@@ -13,6 +13,13 @@
 # machine's load (how many calls one wake-up found, how many timer runs a
 # slower run took). About 40 s a row under valgrind.
 #
+# CPU=1: Redis's CPU time a call instead, in us (user and kernel: the
+# socket's reads and writes included, as make bench counts it), from a
+# redis-server run natively under redis-benchmark with CLIENTS connections
+# (50, as make bench) and CALLS calls (200000), the median of 3 runs. Here
+# what a call costs depends on how many calls one wake-up finds, as in a
+# deployment: a measure of the kernel's part, not a repeatable count.
+#
 # Usage: tests/bench/redis_cost.sh [ROW...]   (default: every row)
 # RLGATE_LUA=file: another build's library (make lua/rlgate.lua there).
 # REDIS_SERVER=path: another redis-server, e.g. one built from source with
@@ -25,7 +32,9 @@ SERVER=${REDIS_SERVER:-redis-server}
 LIB=${RLGATE_LUA:-$TOP/lua/rlgate.lua}
 FASTIFY="local c=redis.call('INCR',KEYS[1]) if c==1 then redis.call('PEXPIRE',KEYS[1],ARGV[1]) return {c,tonumber(ARGV[1])} end return {c, redis.call('PTTL',KEYS[1])}"
 FASTIFY_SHA=$(printf '%s' "$FASTIFY" | sha1sum | cut -c1-40)
-command -v valgrind >/dev/null || { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
+CPU=${CPU:-0}
+[ "$CPU" = 1 ] || command -v valgrind >/dev/null ||
+    { echo "redis_cost: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
 [ -n "${RLGATE_LUA:-}" ] || make -s -C "$TOP" lua/rlgate.lua || exit 1
 # Without freeport every server and client below would go to the default
 # port (6379): whatever Redis listens there, not one of this script's.
@@ -76,31 +85,58 @@ redis.register_function('p_floor_c', function(k, a)
 end)
 EOF
 
+# serve DIR [WRAPPER...]: a redis-server in DIR (under WRAPPER: valgrind)
+# on a free port, with the library, the probes and fastify's script
+# loaded; sets PORT and PID.
+serve() {
+	local d=$1 i
+	shift
+	PORT=$("$TOP/tests/tools/freeport")
+	"$@" "$SERVER" --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --hz 1 \
+	    --dir "$d" > "$d/log" 2>&1 &
+	PID=$!
+	PIDS+=("$PID")	# lib.sh's cleanup stops it if this script is cut short
+	for i in $(seq 150); do redis-cli -p "$PORT" ping > /dev/null 2>&1 && break; sleep 0.2; done
+	redis-cli -p "$PORT" -x FUNCTION LOAD REPLACE < "$LIB" > /dev/null
+	redis-cli -p "$PORT" -x FUNCTION LOAD REPLACE < "$T/probe.lua" > /dev/null
+	redis-cli -p "$PORT" SCRIPT LOAD "$FASTIFY" > /dev/null
+}
+unserve() { redis-cli -p "$PORT" shutdown nosave > /dev/null 2>&1; wait "$PID"; }
+
 # instr N ARGS...: total instructions of a redis-server that served N calls.
 instr() {
-	local n=$1 port pid d i
+	local n=$1 d
 	shift
-	port=$("$TOP/tests/tools/freeport")
 	d=$(mktemp -d "$T/run.XXXXXX")
-	valgrind --tool=callgrind --callgrind-out-file="$d/cg.out" "$SERVER" \
-	    --port "$port" --bind 127.0.0.1 --save '' --appendonly no --hz 1 --dir "$d" \
-	    > "$d/log" 2>&1 &
-	pid=$!
-	PIDS+=("$pid")	# lib.sh's cleanup stops it if this script is cut short
-	for i in $(seq 150); do redis-cli -p "$port" ping > /dev/null 2>&1 && break; sleep 0.2; done
-	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$LIB" > /dev/null
-	redis-cli -p "$port" -x FUNCTION LOAD REPLACE < "$T/probe.lua" > /dev/null
-	redis-cli -p "$port" SCRIPT LOAD "$FASTIFY" > /dev/null
-	redis-benchmark -p "$port" -c 1 -n "$n" -r 1000 --csv "$@" > "$d/bench" 2>&1
-	redis-cli -p "$port" shutdown nosave > /dev/null 2>&1
-	wait "$pid"
+	serve "$d" valgrind --tool=callgrind --callgrind-out-file="$d/cg.out"
+	redis-benchmark -p "$PORT" -c 1 -n "$n" -r 1000 --csv "$@" > "$d/bench" 2>&1
+	unserve
 	awk '/^summary:/ { print $2 }' "$d/cg.out"
 }
 
-# row NAME ARGS...: prints NAME and the instructions per call.
+# cpu_us ARGS...: Redis's CPU time per call (us) over CALLS calls of ARGS
+# from CLIENTS connections (CPU=1): all its threads' (schedstat).
+cpu_ns() { local s=0 a f; for f in /proc/"$PID"/task/*/schedstat; do read -r a _ < "$f" && s=$((s + a)); done; echo "$s"; }
+cpu_us() {
+	local d t0
+	d=$(mktemp -d "$T/run.XXXXXX")
+	serve "$d"
+	t0=$(cpu_ns)
+	redis-benchmark -p "$PORT" -c "${CLIENTS:-50}" -n "${CALLS:-200000}" -r 1000 --csv "$@" \
+	    > "$d/bench" 2>&1
+	awk -v t="$(( $(cpu_ns) - t0 ))" -v n="${CALLS:-200000}" 'BEGIN { printf "%.2f", t / n / 1000 }'
+	unserve
+}
+
+# row NAME ARGS...: prints NAME and the instructions per call (CPU=1: the
+# median of 3 runs' us per call).
 row() {
 	local name=$1 a b
 	shift
+	if [ "$CPU" = 1 ]; then
+		printf '%-34s %8s us\n' "$name" "$(for i in 1 2 3; do cpu_us "$@"; echo; done | sort -n | sed -n 2p)"
+		return
+	fi
 	a=$(instr 1000 "$@"); b=$(instr 6000 "$@")
 	printf '%-34s %8d\n' "$name" $(( (b - a) / 5000 ))
 }
@@ -159,6 +195,28 @@ for r in $ROWS; do
 			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }")
 		 done
 		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	batch3)	 keys=(); args=()	# make bench's average batch (tests/bench/README.md)
+		 for i in $(seq 3); do
+			keys+=("rl:{a$i:__rand_int__}")
+			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }")
+		 done
+		 row "a batch of 3 one-rule requests" FCALL "${FN}_decide" 3 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor3c) keys=(); args=()
+		 for i in $(seq 3); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
+		 row "the floor, batch of 3, 1-string rows" FCALL p_floor_c 3 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	three3)	 keys=(); args=()	# 3 requests of 3 rules, one call
+		 for i in 1 2 3; do
+			keys+=("rl:{a$i:__rand_int__}" "rl:{b$i:__rand_int__}" "rl:{c$i:__rand_int__}")
+			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }" "$TB" "$GC")
+		 done
+		 row "a batch of 3 three-rule requests" FCALL "${FN}_decide" 9 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor9c) keys=(); args=()	# the floor of three3
+		 for i in $(seq 9); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
+		 row "the floor, 9 rules, 1-string rows" FCALL p_floor_c 9 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "$FW" ;;
 	floor10) keys=(); args=()	# the floor of a batch of 10 one-rule requests
