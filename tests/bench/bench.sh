@@ -42,6 +42,7 @@
 # BENCH_CONNS (50), BENCH_ONE (1: the one-connection runs; 0 skips them),
 # BENCH_ONLY (the kinds, e.g. "floor rlgate-1 fastify"), BENCH_WORKERS (16:
 # allow_fcgi's threads), BENCH_PROCS (1: spawn-fcgi -F, rlgate processes),
+# BENCH_LOOPS (rlgate's [gateway] workers; default: its own, one per CPU),
 # BENCH_NGINX_WORKERS (auto, as Debian ships), BENCH_RESULTS (directory,
 # default tests/bench/results), RLGATE_BIN (another rlgate build).
 # make runs it with sh: it is a bash script.
@@ -55,6 +56,7 @@ CONNS=${BENCH_CONNS:-50}
 ONE=${BENCH_ONE:-1}
 WORKERS=${BENCH_WORKERS:-16}
 PROCS=${BENCH_PROCS:-1}
+LOOPS=${BENCH_LOOPS:-}
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-auto}
 KINDS=${BENCH_ONLY:-floor rlgate-1 rlgate-1-wait rlgate-1-tls rlgate-3 nginx-limit_req nginx-static fastify express cluster-1 cluster-3}
 RESULTS=${BENCH_RESULTS:-$BENCH/results}
@@ -210,6 +212,7 @@ start_cluster() {
 # the Redis address, the audit database and the rules.
 rlgate_ini() {
 	local kind=$1
+	[ -z "$LOOPS" ] || printf '[gateway]\nworkers = %s\n\n' "$LOOPS"
 	echo "[redis]"
 	case $kind in
 	cluster-*) printf 'mode = cluster\naddress = %s\n' "$CLUSTER_SEEDS";;
