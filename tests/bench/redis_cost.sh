@@ -147,7 +147,21 @@ FW='fixed_window - 1 1000000000 1000  '
 TB='token_bucket - 1 1000000000 1000  '
 GC='gcra - 1 1000000000 1000  '
 K='rl:{a:__rand_int__}'
-ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hmget3 hset pexpiretime set_px reply13 floor1 floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch10}
+# rules N: keys and args (LIB_decide's, or the floor's: it reads only the
+# count) of N fixed_window rules of one request, each on a key of its own.
+# requests N: the same as N one-rule requests of one call (flag n).
+rules() {
+	local i
+	keys=(); args=()
+	for i in $(seq "$1"); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
+}
+requests() {
+	local i
+	rules "$1"
+	for i in $(seq 2 "$1"); do args[i - 1]="fixed_window n ${FW#fixed_window - }"; done
+}
+
+ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hmget3 hset pexpiretime set_px reply13 floor1 floor3c floor9c floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch3 batch10 three3}
 for r in $ROWS; do
 	case $r in
 	ping)	 row "PING (a round trip)" PING ;;
@@ -185,27 +199,11 @@ for r in $ROWS; do
 	three)	 row "rlgate_decide 3 rules (fw, tb, gcra)" FCALL "${FN}_decide" 3 \
 		    'rl:{a:__rand_int__}' 'rl:{b:__rand_int__}' 'rl:{c:__rand_int__}' '' '' \
 		    "$FW" "$TB" "$GC" ;;
-	fw10)	 keys=(); args=()
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-		 row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
+	fw10)	 rules 10; row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	batch10) keys=(); args=()	# 10 requests of one rule, one call
-		 for i in $(seq 10); do
-			keys+=("rl:{a$i:__rand_int__}")
-			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }")
-		 done
-		 row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
+	batch10) requests 10; row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	batch3)	 keys=(); args=()	# make bench's average batch (tests/bench/README.md)
-		 for i in $(seq 3); do
-			keys+=("rl:{a$i:__rand_int__}")
-			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }")
-		 done
-		 row "a batch of 3 one-rule requests" FCALL "${FN}_decide" 3 \
-		    "${keys[@]}" '' '' "${args[@]}" ;;
-	floor3c) keys=(); args=()
-		 for i in $(seq 3); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-		 row "the floor, batch of 3, 1-string rows" FCALL p_floor_c 3 \
+	batch3)	 requests 3; row "a batch of 3 one-rule requests" FCALL "${FN}_decide" 3 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	three3)	 keys=(); args=()	# 3 requests of 3 rules, one call
 		 for i in 1 2 3; do
@@ -214,18 +212,14 @@ for r in $ROWS; do
 		 done
 		 row "a batch of 3 three-rule requests" FCALL "${FN}_decide" 9 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	floor9c) keys=(); args=()	# the floor of three3
-		 for i in $(seq 9); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-		 row "the floor, 9 rules, 1-string rows" FCALL p_floor_c 9 \
-		    "${keys[@]}" '' '' "${args[@]}" ;;
 	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "$FW" ;;
-	floor10) keys=(); args=()	# the floor of a batch of 10 one-rule requests
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-		 row "the contract's floor, batch of 10" FCALL p_floor 10 \
+	floor10) rules 10; row "the contract's floor, batch of 10" FCALL p_floor 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	floor10c) keys=(); args=()
-		 for i in $(seq 10); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-		 row "the floor, batch of 10, 1-string rows" FCALL p_floor_c 10 \
+	floor10c) rules 10; row "the floor, batch of 10, 1-string rows" FCALL p_floor_c 10 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor3c) rules 3; row "the floor, batch of 3, 1-string rows" FCALL p_floor_c 3 \
+		    "${keys[@]}" '' '' "${args[@]}" ;;
+	floor9c) rules 9; row "the floor, 9 rules, 1-string rows" FCALL p_floor_c 9 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	*)	 echo "redis_cost: no row $r" >&2; exit 2 ;;
 	esac
