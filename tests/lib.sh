@@ -470,6 +470,22 @@ at_least() { [ -n "$2" ] && [ "$2" -ge "$1" ] 2>/dev/null; }
 # between MIN MAX VALUE: VALUE is a whole number from MIN to MAX.
 between() { at_least "$1" "$3" && [ "$3" -le "$2" ]; }
 
+# --- CPU time (tests/bench/bench.sh, redis_cost.sh) ---------------------------
+# cpu_ns PID...: the CPU time of all threads of these processes so far (ns).
+cpu_ns() {
+	local s=0 a f p
+	for p in "$@"; do
+		for f in /proc/"$p"/task/*/schedstat; do
+			read -r a _ < "$f" 2>/dev/null && s=$((s + a))
+		done
+	done
+	echo "$s"
+}
+# per_req NS N [DECIMALS]: NS nanoseconds over N, in us to DECIMALS places
+# (1: a fast machine spends a few us of Redis a request, which whole us
+# would truncate by up to a seventh).
+per_req() { awk -v t="$1" -v n="$2" -v d="${3:-1}" 'BEGIN { printf "%.*f", d, t / n / 1000 }'; }
+
 # --- Redis Cluster and Sentinel (tests/it/it_cluster.sh, it_sentinel.sh) -------
 
 # cluster_port: a free port whose +10000 (the cluster bus) is free too,

@@ -380,16 +380,6 @@ function done(summary, latency, requests)
 end
 EOF
 
-# cpu_ns PID...: CPU time of all threads of these processes so far, in ns.
-cpu_ns() {
-	local s=0 a f p
-	for p in "$@"; do
-		for f in /proc/"$p"/task/*/schedstat; do
-			read -r a _ < "$f" 2>/dev/null && s=$((s + a))
-		done
-	done
-	echo "$s"
-}
 # procs_of KIND: its server (and the server's children: nginx's workers)
 # and its backend processes.
 procs_of() {
@@ -397,11 +387,6 @@ procs_of() {
 	echo "$p $(ps -o pid= --ppid "$p" | tr -d ' ' | paste -sd' ') ${BACKEND_PIDS[$1]:-}"
 }
 redis_procs() { case $1 in cluster-*) echo "${CLUSTER_PIDS[*]}";; *-wait) echo $WAIT_PIDS;; *-tls) echo "$TLS_REDIS_PID";; *) echo "$REDIS_PID";; esac; }
-
-# per_req NS N: NS nanoseconds over N responses, in us to a tenth (a
-# fast machine spends a few us of Redis a request, which whole us would
-# truncate by up to a seventh, and the ratio to fastify's twice that).
-per_req() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n / 1000 }'; }
 
 # run_wrk KIND CONNS SECONDS: sets W_* from wrk's summary, CPU_US and
 # REDIS_US (CPU per response of the kind's processes and of Redis).
@@ -568,10 +553,8 @@ echo "# Redis CPU per request (us), saturated runs, x fastify's, and the"
 echo "# ceiling it sets where one Redis core holds the limit: 1 s / that CPU"
 echo "# (a cluster's or a replicated kind's CPU is all its nodes': a bound)"
 for kind in $KINDS; do
-	rc=$(get "$kind" sat 7)
-	awk -v v="$rc" 'BEGIN { exit !(v + 0 > 0) }' || continue
-	printf '  %-17s %6s us  %6s x fastify  %7.0f req/s a Redis core\n' "$kind" "$rc" \
-	    "$(dash "$(redis_x "$kind")")" "$(awk -v v="$rc" 'BEGIN { print 1000000 / v }')"
+	awk -v k="$kind" -v v="$(get "$kind" sat 7)" -v x="$(dash "$(redis_x "$kind")")" 'BEGIN {
+	    if (v + 0 > 0) printf "  %-17s %6s us  %6s x fastify  %7.0f req/s a Redis core\n", k, v, x, 1e6 / v }'
 done
 
 # --- targets (issue 21 item 4) -------------------------------------------

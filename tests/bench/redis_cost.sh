@@ -115,16 +115,15 @@ instr() {
 }
 
 # cpu_us ARGS...: Redis's CPU time per call (us) over CALLS calls of ARGS
-# from CLIENTS connections (CPU=1): all its threads' (schedstat).
-cpu_ns() { local s=0 a f; for f in /proc/"$PID"/task/*/schedstat; do read -r a _ < "$f" && s=$((s + a)); done; echo "$s"; }
+# from CLIENTS connections (CPU=1).
 cpu_us() {
 	local d t0
 	d=$(mktemp -d "$T/run.XXXXXX")
 	serve "$d"
-	t0=$(cpu_ns)
+	t0=$(cpu_ns "$PID")
 	redis-benchmark -p "$PORT" -c "${CLIENTS:-50}" -n "${CALLS:-200000}" -r 1000 --csv "$@" \
 	    > "$d/bench" 2>&1
-	awk -v t="$(( $(cpu_ns) - t0 ))" -v n="${CALLS:-200000}" 'BEGIN { printf "%.2f", t / n / 1000 }'
+	per_req "$(( $(cpu_ns "$PID") - t0 ))" "${CALLS:-200000}" 2
 	unserve
 }
 
@@ -147,19 +146,24 @@ FW='fixed_window - 1 1000000000 1000  '
 TB='token_bucket - 1 1000000000 1000  '
 GC='gcra - 1 1000000000 1000  '
 K='rl:{a:__rand_int__}'
-# rules N: keys and args (LIB_decide's, or the floor's: it reads only the
-# count) of N fixed_window rules of one request, each on a key of its own.
-# requests N: the same as N one-rule requests of one call (flag n).
-rules() {
-	local i
-	keys=(); args=()
-	for i in $(seq "$1"); do keys+=("rl:{a$i:__rand_int__}"); args+=("$FW"); done
-}
+# requests N SIG...: keys and args of N requests in one call, each of the
+# rules SIG... on keys of their own (flag n on each request's first rule
+# but the call's first). rules N: one request of N fixed_window rules.
 requests() {
-	local i
-	rules "$1"
-	for i in $(seq 2 "$1"); do args[i - 1]="fixed_window n ${FW#fixed_window - }"; done
+	local n=$1 i j sig
+	shift
+	keys=(); args=()
+	for i in $(seq "$n"); do
+		j=0
+		for sig in "$@"; do
+			j=$((j + 1))
+			keys+=("rl:{r$j.$i:__rand_int__}")
+			[ "$i" -gt 1 ] && [ "$j" = 1 ] && sig=${sig/ - / n }
+			args+=("$sig")
+		done
+	done
 }
+rules() { local s=() i; for i in $(seq "$1"); do s+=("$FW"); done; requests 1 "${s[@]}"; }
 
 ROWS=${*:-ping fastify nop0 nop1 nop31 time get hmget hmget3 hset pexpiretime set_px reply13 floor1 floor3c floor9c floor10 floor10c fw1 fw1m fwhot tb1 gcra1 sw1 swhot sl1 three fw10 batch3 batch10 three3}
 for r in $ROWS; do
@@ -201,16 +205,11 @@ for r in $ROWS; do
 		    "$FW" "$TB" "$GC" ;;
 	fw10)	 rules 10; row "rlgate_decide 10 fixed_window rules" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	batch10) requests 10; row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
+	batch10) requests 10 "$FW"; row "a batch of 10 one-rule requests" FCALL "${FN}_decide" 10 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	batch3)	 requests 3; row "a batch of 3 one-rule requests" FCALL "${FN}_decide" 3 \
+	batch3)	 requests 3 "$FW"; row "a batch of 3 one-rule requests" FCALL "${FN}_decide" 3 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
-	three3)	 keys=(); args=()	# 3 requests of 3 rules, one call
-		 for i in 1 2 3; do
-			keys+=("rl:{a$i:__rand_int__}" "rl:{b$i:__rand_int__}" "rl:{c$i:__rand_int__}")
-			args+=("fixed_window $([ "$i" = 1 ] && echo - || echo n) ${FW#fixed_window - }" "$TB" "$GC")
-		 done
-		 row "a batch of 3 three-rule requests" FCALL "${FN}_decide" 9 \
+	three3)	 requests 3 "$FW" "$TB" "$GC"; row "a batch of 3 three-rule requests" FCALL "${FN}_decide" 9 \
 		    "${keys[@]}" '' '' "${args[@]}" ;;
 	floor1)	 row "the contract's floor, 1 rule" FCALL p_floor 1 "$K" '' '' "$FW" ;;
 	floor10) rules 10; row "the contract's floor, batch of 10" FCALL p_floor 10 \
