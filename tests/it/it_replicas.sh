@@ -28,6 +28,8 @@
 #   5. A lagging replica at hz 1 (each WAIT ends a second late): the round
 #      stops at timeout, the node is never marked down, the admissions
 #      follow on_error and Redis's denials stand.
+#   6. An ACL user without +role: every round WAITs, decisions stand,
+#      logged once.
 # WAIT takes half of [redis] timeout (1 s here, so that a loaded machine
 # never times a healthy replica out): each request that waits for the
 # stopped replica takes 0.5 s, and there are few.
@@ -397,6 +399,23 @@ is "lagging: no outage logged" 0 "$(grep -c 'answering with on_error' "$T/rlgate
 max_ms=$(sql "SELECT max(latency_us) / 1000 FROM decisions WHERE rule = 'na' AND key = 'lag'")
 check "lagging: no decision waited for the WAIT's second (slowest: $max_ms ms of a 300 ms round)" \
 	[ "$max_ms" -lt 1000 ]
+
+# 6. An ACL user that may not run ROLE: the count is not known, so every
+# round still WAITs (and decides: the replica acknowledges), said once.
+redis-cli -p "$M" CONFIG SET hz 10 > /dev/null
+redis-cli -p "$M" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role > /dev/null
+check "the replica acknowledges again" wait_for 10 acked "$M"
+hz_ini "$T/norole.ini" 1s
+sed -i 's/^replicas = 1$/replicas = 1\nusername = norole\npassword = pw/' "$T/norole.ini"
+chmod 600 "$T/norole.ini"
+waits=$(redis_calls wait "$M")
+gateway "$T/norole.ini" rlgate-norole || exit 1
+is "no ROLE: 3 decided by Redis" "200 200 200" "$(codes na norole 3)"
+check "no ROLE: the rounds sent WAIT (3 more)" [ "$(( $(redis_calls wait "$M") - waits ))" -ge 3 ]
+stop_gateway
+is "no ROLE: audit, 3 limit rows" "limit/1/200 limit/1/200 limit/1/200" "$(reasons na norole)"
+is "no ROLE: logged once" 1 \
+	"$(grep -c "redis 127.0.0.1:$M: ROLE: NOPERM.*(the ACL user needs +role), so every request counted there waits for WAIT" "$T/rlgate-norole.log")"
 echo "# section 4: $SECONDS s"
 
 finish
