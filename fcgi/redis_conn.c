@@ -129,10 +129,11 @@ redis_conn_replicas_seen(struct health *h, int n, int want)
 	atomic_store(&h->replicas_ms, mono_ms());
 	if (n >= 0 && n < want) {
 		if (atomic_exchange(&h->replicas_short, 1) == 0)
-			log_warn("redis %s: %d replica%s connected, but [redis] "
-			    "replicas = %d: until %d are, every request counted "
-			    "there follows on_error, at once (no WAIT)",
-			    h->addr, n, n == 1 ? "" : "s", want, want);
+			log_warn("redis %s: %d replica%s connected, but "
+			    "[redis] replicas = %d: until %d are, every "
+			    "request counted there follows on_error, at once "
+			    "(no WAIT)", h->addr, n, n == 1 ? "" : "s", want,
+			    want);
 	} else if (n >= want && atomic_exchange(&h->replicas_short, 0) == 1)
 		log_info("redis %s: %d replica%s connected again: requests "
 		    "counted there wait for %d (WAIT)", h->addr, n,

@@ -140,7 +140,8 @@ int		 redis_conn_load_library(redisContext *ctx,
 int		 redis_conn_replicas(struct health *h);
 /* h's master has n replicas connected (-1: not known), seen just now:
  * logged once when fewer than want, and once when back. Thread safe. */
-void		 redis_conn_replicas_seen(struct health *h, int n, int want);
+void		 redis_conn_replicas_seen(struct health *h, int n,
+		    int want);
 
 /* Closes nd's connection, if any. */
 void		 redis_conn_node_close(struct node *nd);
