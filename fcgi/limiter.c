@@ -458,8 +458,9 @@ limiter_row(const char *s, size_t len, struct limiter_row *row)
 
 /*
  * A call that counted on a master where fewer than [redis] replicas
- * acknowledged in time: said once per QUIET_LOG_MS process-wide, and
- * counted.
+ * acknowledged in time: counted, and said once per QUIET_LOG_MS
+ * process-wide; where none was waited for (fewer were connected), the
+ * Redis layer said so once.
  */
 static void
 unreplicated(struct limiter *l, const struct conf *c,
@@ -469,7 +470,7 @@ unreplicated(struct limiter *l, const struct conf *c,
 	long quiet = 0;
 
 	metrics_replica_timeout(l->metrics);
-	if (!may_log(&wait_logged_ms, &wait_quiet, &quiet))
+	if (!call->waited || !may_log(&wait_logged_ms, &wait_quiet, &quiet))
 		return;
 	log_warn("rule %s: redis %s: %d of %d replicas acknowledged within "
 	    "%lld ms (WAIT); the request follows on_error, as when Redis "

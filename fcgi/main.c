@@ -458,14 +458,6 @@ main(int argc, char *argv[])
 		audit_on_write(gateway_audit, gateway_publish);
 		audit_keep(gateway_audit, c->audit_keep_ms);
 	}
-	{
-		char errbuf[512];
-
-		if (redis_probe(c, errbuf, sizeof(errbuf)) == -1)
-			log_warn("redis %s: %s; starting anyway (on_error "
-			    "applies until it answers)", c->redis_address,
-			    errbuf);
-	}
 	gateway_threads = loops_of(c);
 	gen_install(c);
 	if (events_start(fds, nfd, gateway_threads) == -1)
@@ -478,6 +470,22 @@ main(int argc, char *argv[])
 		log_info("rlgate %s: %d event loops, %zu rules, listening on "
 		    "%d socket%s from systemd", RLG_VERSION, gateway_threads,
 		    c->nrules, nfd, nfd == 1 ? "" : "s");
+	/*
+	 * The start-up check runs once the loops serve: the socket accepts
+	 * from the start (a web server's, systemd's), and a request that came
+	 * while a Redis that does not answer held the check would wait for it
+	 * and then for its own round. The loops need nothing from it (a
+	 * missing library is loaded by the first call). c stays installed:
+	 * only this thread reloads, after it.
+	 */
+	{
+		char errbuf[512];
+
+		if (redis_probe(c, errbuf, sizeof(errbuf)) == -1)
+			log_warn("redis %s: %s; starting anyway (on_error "
+			    "applies until it answers)", c->redis_address,
+			    errbuf);
+	}
 
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)

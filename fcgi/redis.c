@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "redis_int.h"
 #include "redis_io.h"
+#include "replicas.h"
 #include "scripts.h"
 #include "sentinel.h"
 #include "slot.h"
@@ -374,9 +375,27 @@ wait_done(struct redis *r, struct redis_call *calls, struct node *nd,
 	    rep->integer >= 0 && rep->integer < 1000 ? (int)rep->integer : -1;
 
 	for (e = nd->first; e >= 0; e = r->ent[e].next)
-		if (r->ent[e].call >= 0 && calls[r->ent[e].call].wait)
+		if (r->ent[e].call >= 0 && calls[r->ent[e].call].waited)
 			calls[r->ent[e].call].acked = acked;
 	freeReplyObject(rep);
+}
+
+/*
+ * Node k answered every call of the round, but not yet the WAIT after
+ * them, at the round's deadline: Redis ends a WAIT that times out only at
+ * its next cron tick (every 1000 / hz ms), which may come later. Not an
+ * outage: the calls' replies are in, and their acked stays -1. The
+ * connection is closed, not backed off: the server runs nothing more from
+ * it before that WAIT ends.
+ */
+static void
+wait_late(struct redis *r, int k)
+{
+	struct node *nd = r->nodes[k];
+
+	nd->head = nd->tail = -1;
+	nd->busy = 0;
+	redis_conn_node_close(nd);
 }
 
 /* Writes node k's pipeline. 0, or -1 (the node failed). */
@@ -440,9 +459,14 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 		    (int)((left + 999) / 1000))) == 0) {
 			snprintf(why, sizeof(why), "timed out after %lld ms",
 			    c->redis_timeout_ms);
-			for (i = 0; i < np; i++)
-				node_fail(r, c, calls, r->pfdnode[i],
-				    RLG_CALL_FAILED, why);
+			for (i = 0; i < np; i++) {
+				k = r->pfdnode[i];
+				if (r->ent[r->nodes[k]->head].call == ENT_WAIT)
+					wait_late(r, k);
+				else
+					node_fail(r, c, calls, k,
+					    RLG_CALL_FAILED, why);
+			}
 			return;
 		}
 		if (rc < 0)
@@ -528,8 +552,15 @@ append(struct redis *r, const struct conf *c, int k, struct redis_call *call,
 	ent_add(r, k, i);
 	call->node = k;
 	call->acked = -1;
-	if (call->wait && c->redis_replicas > 0)
-		nd->wait = 1;
+	call->waited = 0;
+	if (call->wait && c->redis_replicas > 0) {
+		int n = redis_conn_replicas(nd->h);
+
+		if (replicas_wait(n, c->redis_replicas))
+			nd->wait = call->waited = 1;
+		else
+			call->acked = n;
+	}
 }
 
 /* WAIT last on each node whose pipeline may write: one per node and
@@ -601,11 +632,13 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		calls[i].status = RLG_CALL_UNSENT;
 		calls[i].node = -1;
 		calls[i].acked = -1;
+		calls[i].waited = 0;
 	}
 	if (n == 0)
 		return 0;
 	/* Half the timeout: WAIT answers (0 acknowledged, at worst) while
-	 * the round still waits for it; conf makes it 1 ms at least. */
+	 * the round still waits for it, when Redis's cron tick comes in
+	 * time (else wait_late()); conf makes it 1 ms at least. */
 	if (c->redis_replicas > 0) {
 		snprintf(r->wait_n, sizeof(r->wait_n), "%d", c->redis_replicas);
 		snprintf(r->wait_ms, sizeof(r->wait_ms), "%lld",

@@ -66,9 +66,14 @@ struct redis_call {
 				 * or -1 */
 	int		 acked;	/* wait set and [redis] replicas > 0: how
 				 * many replicas acknowledged the WAIT after
-				 * its answer (WAIT's reply); -1 when that
-				 * WAIT got no number (no answer in time, an
+				 * its answer (WAIT's reply); when its master
+				 * had fewer replicas connected than
+				 * [redis] replicas, no WAIT went and this is
+				 * how many it had; -1 when the WAIT got no
+				 * number (no answer within the round, an
 				 * error) or none was sent */
+	int		 waited;	/* 1: a WAIT followed it (acked is
+				 * that WAIT's) */
 };
 
 /*
@@ -84,10 +89,14 @@ struct redis_call {
  * it did not run. A call that timed out or lost its
  * connection is never sent again. With [redis] replicas = N > 0, each
  * node whose pipeline holds a call with wait set gets WAIT N T after it,
- * T half of c's timeout (so that WAIT answers within the round's
- * timeout, and never blocks as WAIT 0 would): its reply fills those
- * calls' acked; the layer does not judge it. Follows a Sentinel failover
- * (+switch-master, a lost connection, READONLY). A call whose node cannot
+ * T half of c's timeout (never 0, with which WAIT would block): its reply
+ * fills those calls' acked; the layer does not judge it. Not where the
+ * master has fewer than N replicas connected (ROLE, read once a second per
+ * master and process; logged once when fewer, once when back): acked is
+ * then that number at once. A WAIT not answered by the round's deadline
+ * (Redis ends it at a cron tick) leaves acked -1 and closes that
+ * connection; it is no outage: the calls' replies came. Follows a
+ * Sentinel failover (+switch-master, a lost connection, READONLY). A call whose node cannot
  * be reached before sending (it did not run) is routed again after the
  * slot map is read (the master asked for) once more in the same run, at
  * most once per run and per 100 ms: after a failover the first request

@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "redis_int.h"
 #include "redis_io.h"
+#include "replicas.h"
 #include "sentinel.h"
 #include "slot.h"
 
@@ -185,9 +186,11 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 }
 
 /*
- * [redis] replicas: says (a warning, not an error: replicas may attach
- * later) when the master at addr has fewer replicas connected, by ROLE:
- * until it has them, every admission there follows on_error.
+ * [redis] replicas: reads how many replicas the master at addr has
+ * connected (ROLE) into its health record, which says (a warning, not an
+ * error: replicas may attach later) when they are fewer: until it has
+ * them, every admission there follows on_error. The requests' rounds then
+ * know the count from the start.
  */
 static void
 probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
@@ -195,18 +198,14 @@ probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
 	const char *argv[1] = { "ROLE" };
 	redisReply *rep = NULL;
 	char why[256];
-	size_t n;
+	int n;
 
 	if (c->redis_replicas == 0 || redis_conn_command(ctx,
 	    c->redis_timeout_ms, &rep, why, sizeof(why), 1, argv) == -1)
 		return;
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 3 &&
-	    rep->element[2]->type == REDIS_REPLY_ARRAY &&
-	    (n = rep->element[2]->elements) < (size_t)c->redis_replicas)
-		log_warn("redis %s: %zu replica%s connected, but [redis] "
-		    "replicas = %d: until %d are, every request counted there "
-		    "follows on_error", addr, n, n == 1 ? "" : "s",
-		    c->redis_replicas, c->redis_replicas);
+	if ((n = replicas_of_role(rep)) >= 0)
+		redis_conn_replicas_seen(redis_conn_health_get(addr), n,
+		    c->redis_replicas);
 	freeReplyObject(rep);
 }
 

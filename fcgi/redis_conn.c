@@ -21,6 +21,7 @@
 #include "netaddr.h"
 #include "redis_int.h"
 #include "redis_io.h"
+#include "replicas.h"
 #include "scripts.h"
 
 #define BACKOFF_FIRST_MS	50
@@ -49,6 +50,7 @@ redis_conn_health_get(const char *addr)
 			break;
 	if (i == n && n < MAX_HEALTH) {
 		snprintf(healths[n].addr, sizeof(healths[n].addr), "%s", addr);
+		atomic_store(&healths[n].replicas, -1);
 		atomic_store(&nhealth, n + 1);
 	} else if (i == n)
 		i = MAX_HEALTH - 1;	/* shared by the rest: never reached
@@ -112,6 +114,30 @@ redis_conn_health_why(struct health *h, char *buf, size_t len)
 	pthread_mutex_lock(&health_lock);
 	snprintf(buf, len, "%s", h->why[0] ? h->why : "not connected");
 	pthread_mutex_unlock(&health_lock);
+}
+
+int
+redis_conn_replicas(struct health *h)
+{
+	return atomic_load(&h->replicas);
+}
+
+void
+redis_conn_replicas_seen(struct health *h, int n, int want)
+{
+	atomic_store(&h->replicas, n);
+	atomic_store(&h->replicas_ms, mono_ms());
+	if (n >= 0 && n < want) {
+		if (atomic_exchange(&h->replicas_short, 1) == 0)
+			log_warn("redis %s: %d replica%s connected, but "
+			    "[redis] replicas = %d: until %d are, every "
+			    "request counted there follows on_error, at once "
+			    "(no WAIT)", h->addr, n, n == 1 ? "" : "s", want,
+			    want);
+	} else if (n >= want && atomic_exchange(&h->replicas_short, 0) == 1)
+		log_info("redis %s: %d replica%s connected again: requests "
+		    "counted there wait for %d (WAIT)", h->addr, n,
+		    n == 1 ? "" : "s", want);
 }
 
 size_t
@@ -456,7 +482,49 @@ redis_conn_reset(struct redis *r)
 }
 
 /*
- * Makes sure node k has a usable connection, honouring its back-off.
+ * [redis] replicas: reads how many replicas nd's master has connected, when
+ * that is due; one loop of the process does, the others use the count as
+ * it is. ROLE refused (the ACL user lacks +role) leaves the count unknown,
+ * so that rounds there still WAIT, said once; ROLE unanswered is the
+ * node's outage. 0, or -1 (the node is down).
+ */
+static int
+node_replicas(struct redis *r, const struct conf *c, struct node *nd)
+{
+	const char *argv[1] = { "ROLE" };
+	struct health *h = nd->h;
+	long long read = atomic_load(&h->replicas_ms), now = mono_ms();
+	redisReply *rep = NULL;
+	char why[320];
+
+	if (!replicas_due(read, now) ||
+	    !atomic_compare_exchange_strong(&h->replicas_ms, &read, now))
+		return 0;
+	if (redis_conn_command(nd->ctx, c->redis_timeout_ms, &rep, why,
+	    sizeof(why), 1, argv) == 0) {
+		redis_conn_replicas_seen(h, replicas_of_role(rep),
+		    c->redis_replicas);
+		freeReplyObject(rep);
+		return 0;
+	}
+	if (nd->ctx->err != 0) {
+		redis_conn_node_close(nd);
+		redis_conn_health_down(h, why);
+		metrics_redis_error(r->metrics);
+		return -1;
+	}
+	redis_conn_replicas_seen(h, -1, c->redis_replicas);
+	if (atomic_exchange(&h->role_logged, 1) == 0)
+		log_warn("redis %s: %s; [redis] replicas cannot tell how many "
+		    "replicas are connected (the ACL user needs +role), so "
+		    "every request counted there waits for WAIT", nd->addr,
+		    why);
+	return 0;
+}
+
+/*
+ * Makes sure node k has a usable connection, honouring its back-off, and
+ * its count of replicas fresh (node_replicas(), once per run).
  * 0, or -1 (its calls are not sent) with the node marked down when a try
  * failed.
  */
@@ -464,6 +532,7 @@ int
 redis_conn_node_connect(struct redis *r, const struct conf *c, int k)
 {
 	struct node *nd = r->nodes[k];
+	int first = !nd->checked;
 	char err[256];
 
 	/* Once per run: a syscall, and a node may get many calls. Made
@@ -475,18 +544,19 @@ redis_conn_node_connect(struct redis *r, const struct conf *c, int k)
 	    redis_io_stale(nd->ctx)))
 		redis_conn_node_close(nd);
 	nd->checked = 1;
-	if (nd->ctx != NULL)
-		return 0;
-	if (health_wait(nd->h))
-		return -1;
-	if ((nd->ctx = redis_conn_dial_node(c, nd->host, nd->port, err,
-	    sizeof(err))) == NULL) {
-		redis_conn_health_down(nd->h, err);
-		metrics_redis_error(r->metrics);
-		return -1;
+	if (nd->ctx == NULL) {
+		if (health_wait(nd->h))
+			return -1;
+		if ((nd->ctx = redis_conn_dial_node(c, nd->host, nd->port,
+		    err, sizeof(err))) == NULL) {
+			redis_conn_health_down(nd->h, err);
+			metrics_redis_error(r->metrics);
+			return -1;
+		}
+		/* Connected is not up: a server that accepts connections but
+		 * fails every command must not end the outage. Only an
+		 * answer does. */
+		nd->epoch = atomic_load(&nd->h->epoch);
 	}
-	/* Connected is not up: a server that accepts connections but fails
-	 * every command must not end the outage. Only an answer does. */
-	nd->epoch = atomic_load(&nd->h->epoch);
-	return 0;
+	return first && c->redis_replicas > 0 ? node_replicas(r, c, nd) : 0;
 }

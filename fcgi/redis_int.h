@@ -37,6 +37,11 @@ struct health {
 	atomic_llong	 redirects;
 	atomic_llong	 refreshes;
 	char		 why[256];	/* last outage's reason, health_lock */
+	/* [redis] replicas: the master's replicas, by ROLE. */
+	atomic_int	 replicas;	/* connected; -1: not known */
+	atomic_llong	 replicas_ms;	/* when read; 0: never */
+	atomic_int	 replicas_short; /* fewer than wanted: logged */
+	atomic_int	 role_logged;	/* a failed ROLE is */
 };
 
 /* A node one loop knows: a master, a seed, or the single server. */
@@ -130,6 +135,14 @@ int		 redis_conn_load_library(redisContext *ctx,
 		    long long timeout_ms, const char *key_prefix, char *err,
 		    size_t errlen);
 
+/* [redis] replicas: how many replicas h's master has connected, as last
+ * read (-1: not known). Thread safe. */
+int		 redis_conn_replicas(struct health *h);
+/* h's master has n replicas connected (-1: not known), seen just now:
+ * logged once when fewer than want, and once when back. Thread safe. */
+void		 redis_conn_replicas_seen(struct health *h, int n,
+		    int want);
+
 /* Closes nd's connection, if any. */
 void		 redis_conn_node_close(struct node *nd);
 /* The index of r's node at host:port, made (unconnected) if new; -1 when
@@ -138,9 +151,11 @@ int		 redis_conn_node_get(struct redis *r, const char *host,
 		    int port);
 /* Forgets every node and the slot map: the deployment changed. */
 void		 redis_conn_reset(struct redis *r);
-/* Makes sure node k has a usable connection, honouring its back-off. 0,
- * or -1 (its calls are not sent) with the node marked down when a try
- * failed. */
+/* Makes sure node k has a usable connection, honouring its back-off, and
+ * with [redis] replicas, that its count of replicas is at most
+ * RLG_REPLICAS_EVERY_MS old (ROLE, blocking, on that connection: once a
+ * second per master and process). 0, or -1 (its calls are not sent) with
+ * the node marked down when a try failed. */
 int		 redis_conn_node_connect(struct redis *r, const struct conf *c,
 		    int k);
 

@@ -155,8 +155,9 @@ status_prometheus(const struct metrics_process *p,
 	    (long long)n.redis_errors);
 	metric(&o, "rlgate_redis_replica_timeouts_total", "counter",
 	    "Decision calls that counted on a master where fewer than "
-	    "[redis] replicas acknowledged in time (WAIT); their rules "
-	    "followed on_error.", (long long)n.replica_timeouts);
+	    "[redis] replicas acknowledged in time (WAIT) or were "
+	    "connected; their rules followed on_error.",
+	    (long long)n.replica_timeouts);
 	header(&o, "rlgate_local_decisions_total", "counter",
 	    "Rule decisions made in memory on [redis] local_share while "
 	    "Redis could not answer (on_error = local).");

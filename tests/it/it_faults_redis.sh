@@ -16,6 +16,10 @@
 #    600 ms silent, then answering BUSY to everyone): requests time out per
 #    [redis] timeout and follow on_error, the outage is logged once, and the
 #    worker connections recover: exact decisions again, no stale replies.
+# 3. Redis stopped (SIGSTOP) when rlgate starts, timeout 2 s: the first
+#    request, sent while the start-up check waits for Redis, waits for its
+#    own round only (under 1.6 x the timeout; before: the check's 2 s, then
+#    its own 2 s).
 . "$(dirname "$0")/../lib.sh"
 
 # 300 ms, not the default 100 ms: on a loaded 2-core machine (or under the
@@ -272,4 +276,46 @@ stop_rlgate
 is "rlgate exits 0 on SIGTERM" 0 $?
 is "audit: no decision written twice" 0 \
 	"$(sql "SELECT count(*) - count(DISTINCT request_id) FROM decisions")"
+
+# ---- 3. The first request after start, Redis not answering --------------
+# A stopped redis-server: the kernel accepts its connections, nothing
+# answers. The start-up check waits its timeout; a request that comes
+# meanwhile waits for its own round only, not for the check first (it did:
+# twice the timeout, issue 40). 2 s, so that a bound of 1.6 x the timeout
+# tells one round from two on a loaded machine.
+stop_redis
+start_redis || exit 1
+kill -STOP "$REDIS_PID"
+cat > "$T/first.ini" <<EOF
+[gateway]
+workers = 1
+
+[redis]
+address = 127.0.0.1:$REDIS_PORT
+connect_timeout = ${CONNECT_MS}ms
+timeout = 2s
+
+[audit]
+database =
+
+[rule:first]
+path = /first/*
+limit = 5
+window = 1m
+on_error = deny
+EOF
+unset RLGATE_PORT
+start_rlgate "$T/first.ini" rlgate-first || exit 1
+t0=$(now_ms)
+first=$("$TOP/tests/tools/fcgi_raw" -t 20000 "127.0.0.1:$RLGATE_PORT" \
+	"request 1 authorizer close GET /first/item" "wait-reply 1" | grep -a -m1 '^STDOUT 1 Status:')
+first_ms=$(( $(now_ms) - t0 ))
+is "first request, Redis stopped: on_error = deny answers 503" \
+	'STDOUT 1 Status: 503' "${first%% Service*}"
+check "first request, Redis stopped: answered in $first_ms ms, one 2 s round (< 3200; twice the timeout before)" \
+	[ "$first_ms" -lt 3200 ]
+check "the start-up check timed out meanwhile (it ran while the request waited)" \
+	wait_for 5 grep -q "FCALL_RO: timed out after 2000 ms; starting anyway" "$T/rlgate-first.log"
+kill -CONT "$REDIS_PID"
+stop_rlgate
 finish

@@ -20,6 +20,16 @@
 #      --strict counts them and finds the 7 (exit 1).
 #   3. replicas = 1 under Sentinel (a master, a replica, 3 Sentinels): the
 #      same WAIT on the master the Sentinels name.
+#   4. Redis's default hz, a master without a replica (issue 40: ab -n 400
+#      -c 8, a limit of 10): no WAIT sent, every request asked, exactly
+#      Redis's 10 admitted with on_error = allow, none with deny, local's 5
+#      with local (local_share 1/2), the node never marked down, logged
+#      once; a replica that attaches is seen and decisions stand again.
+#   5. A lagging replica at hz 1 (each WAIT ends a second late): the round
+#      stops at timeout, the node is never marked down, the admissions
+#      follow on_error and Redis's denials stand.
+#   6. An ACL user without +role: every round WAITs, decisions stand,
+#      logged once.
 # WAIT takes half of [redis] timeout (1 s here, so that a loaded machine
 # never times a healthy replica out): each request that waits for the
 # stopped replica takes 0.5 s, and there are few.
@@ -271,6 +281,141 @@ is "sentinel: replica stopped: on_error = allow admits" 200 "$(codes a s 1)"
 kill -CONT "${CLUSTER_PID[$SENTINEL_REPLICA_PORT]}"
 stop_gateway
 is "sentinel: audit" "limit/1/200 limit/1/200 redis_error/1/200" "$(reasons a s)"
-echo "# section 3: $SECONDS s"
+echo "# section 3: $SECONDS s"; SECONDS=0
+
+# ---------------------------------------------------------------------------
+# 4. Redis's default hz (10): a master without a replica, the issue 40
+# run (ab -n 400 -c 8, a limit of 10 an hour) for each on_error. Redis
+# ends a WAIT that times out at its next cron tick, up to 1000/hz ms late,
+# which overran the round: the node was marked down, and later requests
+# took on_error without asking Redis (374-400 of 400 admitted where Redis
+# counted 10). Now a master with fewer replicas connected than replicas is
+# not waited on: no WAIT reaches it, every request is asked, Redis's
+# denials stand, its admissions follow on_error at once. timeout 300 ms:
+# nothing here waits for it, and a loaded machine keeps far within it.
+M=$(free_port)
+mkdir -p "$T/hz" "$T/hzr"
+redis-server --port "$M" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/hz" \
+	--logfile "$T/redis-$M.log" --repl-diskless-sync-delay 0 &
+MPID=$!; PIDS+=("$MPID")
+wait_for 10 redis-cli -p "$M" ping > /dev/null || exit 1
+is "default hz: the master runs hz 10" "hz 10" "$(redis-cli -p "$M" CONFIG GET hz | tr '\n' ' ' | sed 's/ $//')"
+AUDIT_DB=$T/hz.db
+# hz_ini FILE TIMEOUT: replicas = 1; rules na, nd, nl (10 an hour, on_error
+# allow, deny, local on half the limit) and w.
+hz_ini() {
+	cat > "$1" <<-EOF
+	[gateway]
+	workers = 1
+	status_path = /rlgate-status
+
+	[redis]
+	address = 127.0.0.1:$M
+	replicas = 1
+	timeout = $2
+	local_share = 1/2
+
+	[audit]
+	database = $AUDIT_DB
+	flush_interval = 20ms
+	$(printf '\n[rule:%s]\npath = /%s/*\nkey = {query.u}\nalgorithm = fixed_window\nlimit = %s\nwindow = 1h\non_error = %s\n' \
+		na na 10 allow  nd nd 10 deny  nl nl 10 local  w w 1000000 allow)
+	EOF
+}
+for d in na nd nl; do mkdir -p "$DOCROOT/$d"; echo "$d" > "$DOCROOT/$d/item"; done
+hz_ini "$T/hz.ini" 300ms
+gateway "$T/hz.ini" rlgate-hz || exit 1
+# ab_admitted RULE: ab -n 400 -c 8 on one key of RULE; prints the 2xx.
+ab_admitted() {
+	ab_run -n 400 -c 8 "$BASE/$1/item?u=k"
+	echo "$((AB_COMPLETE - AB_NON2XX)) of $AB_COMPLETE"
+}
+# outcomes RULE: "reason/allowed/status:count" of its rows.
+outcomes() {
+	sql "SELECT group_concat(o, ' ') FROM (SELECT reason || '/' || allowed || '/' || status
+	    || ':' || count(*) AS o FROM decisions WHERE rule = '$1'
+	    GROUP BY reason, allowed, status ORDER BY o)"
+}
+is "no replica, on_error = allow: Redis's 10 admitted" "10 of 400" "$(ab_admitted na)"
+is "no replica, on_error = deny: none admitted" "0 of 400" "$(ab_admitted nd)"
+is "no replica, on_error = local: local_share's 5 of Redis's 10" "5 of 400" "$(ab_admitted nl)"
+is "Redis counted 10 per rule" "10 10 10" "$(for r in na nd nl; do
+	redis-cli -p "$M" HGET "rl:{$r:k}" count; done | tr '\n' ' ' | sed 's/ $//')"
+is "no WAIT reached the master" 0 "$(redis_calls wait "$M")"
+is "no call failed: the node was never marked down" "0 0" \
+	"$(metric rlgate_redis_errors_total) $(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$M\"}")"
+is "30 admissions followed on_error for want of a replica" 30 "$(metric rlgate_redis_replica_timeouts_total)"
+rows_reach() { [ "$(rows "rule IN ('na', 'nd', 'nl')")" = 1200 ]; }
+wait_for 10 rows_reach
+# Each request was asked: the 390 denials of each rule are Redis's.
+is "audit na: 390 denials by Redis, 10 admitted by on_error" \
+	"limit/0/429:390 redis_error/1/200:10" "$(outcomes na)"
+is "audit nd: 390 denials by Redis, 10 answered 503" \
+	"limit/0/429:390 redis_error/0/503:10" "$(outcomes nd)"
+is "audit nl: 390 denials by Redis, 10 decided locally on 5" \
+	"limit/0/429:390 local/0/429:5 local/1/200:5" "$(outcomes nl)"
+is "logged once: the master has no replica" 1 \
+	"$(grep -c "redis 127.0.0.1:$M: 0 replicas connected, but \[redis\] replicas = 1: until 1 are, every request counted there follows on_error, at once (no WAIT)" "$T/rlgate-hz.log")"
+is "no outage logged" 0 "$(grep -c 'answering with on_error' "$T/rlgate-hz.log")"
+is "no WAIT line logged" 0 "$(grep -c 'acknowledged within' "$T/rlgate-hz.log")"
+
+# A replica attaches: the count is read again (once a second while
+# requests come), and decisions stand again.
+R=$(free_port)
+redis-server --port "$R" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/hzr" \
+	--logfile "$T/redis-$R.log" --replicaof 127.0.0.1 "$M" &
+RPID=$!; PIDS+=("$RPID")
+check "a replica attached and acknowledges" wait_for 10 acked "$M"
+for i in $(seq 30); do
+	status --max-time 20 "$BASE/w/item?u=x" > /dev/null
+	rows_at_least 1 "rule = 'w' AND reason = 'limit'" && break
+	sleep 0.2
+done
+is "replica attached: decisions stand again (3 admitted by Redis)" "200 200 200" "$(codes na fresh 3)"
+is "logged once: the replica is back" 1 \
+	"$(grep -c "redis 127.0.0.1:$M: 1 replica connected again" "$T/rlgate-hz.log")"
+stop_gateway
+is "audit na:fresh: 3 limit rows" "limit/1/200 limit/1/200 limit/1/200" "$(reasons na fresh)"
+
+# 5. A lagging replica (stopped: the master still lists it), whatever the
+# hz: at hz 1 every WAIT ends a second late, long after the round's 300 ms.
+# The calls' replies came: the node is not marked down, no request waits
+# past the round, the next request is asked again; the admissions follow
+# on_error, Redis's denials stand.
+redis-cli -p "$M" CONFIG SET hz 1 > /dev/null
+hz_ini "$T/hz1.ini" 300ms
+gateway "$T/hz1.ini" rlgate-hz1 || exit 1
+kill -STOP "$RPID"
+is "lagging replica, hz 1: 10 admitted (on_error), then Redis's denials" \
+	"200 200 200 200 200 200 200 200 200 200 429 429" "$(codes na lag 12)"
+kill -CONT "$RPID"
+is "lagging: no call failed, the node never marked down" "0 0" \
+	"$(metric rlgate_redis_errors_total) $(metric "rlgate_redis_node_errors_total{node=\"127.0.0.1:$M\"}")"
+is "lagging: the 10 admissions waited for counted" 10 "$(metric rlgate_redis_replica_timeouts_total)"
+stop_gateway
+is "audit na:lag: 10 admitted by on_error, then 2 denials by Redis" \
+	"$(printf 'redis_error/1/200 %.0s' $(seq 10))limit/0/429 limit/0/429" "$(reasons na lag)"
+is "lagging: no outage logged" 0 "$(grep -c 'answering with on_error' "$T/rlgate-hz1.log")"
+max_ms=$(sql "SELECT max(latency_us) / 1000 FROM decisions WHERE rule = 'na' AND key = 'lag'")
+check "lagging: no decision waited for the WAIT's second (slowest: $max_ms ms of a 300 ms round)" \
+	[ "$max_ms" -lt 1000 ]
+
+# 6. An ACL user that may not run ROLE: the count is not known, so every
+# round still WAITs (and decides: the replica acknowledges), said once.
+redis-cli -p "$M" CONFIG SET hz 10 > /dev/null
+redis-cli -p "$M" ACL SETUSER norole on '>pw' '~*' '&*' +@all -role > /dev/null
+check "the replica acknowledges again" wait_for 10 acked "$M"
+hz_ini "$T/norole.ini" 1s
+sed -i 's/^replicas = 1$/replicas = 1\nusername = norole\npassword = pw/' "$T/norole.ini"
+chmod 600 "$T/norole.ini"
+waits=$(redis_calls wait "$M")
+gateway "$T/norole.ini" rlgate-norole || exit 1
+is "no ROLE: 3 decided by Redis" "200 200 200" "$(codes na norole 3)"
+check "no ROLE: the rounds sent WAIT (3 more)" [ "$(( $(redis_calls wait "$M") - waits ))" -ge 3 ]
+stop_gateway
+is "no ROLE: audit, 3 limit rows" "limit/1/200 limit/1/200 limit/1/200" "$(reasons na norole)"
+is "no ROLE: logged once" 1 \
+	"$(grep -c "redis 127.0.0.1:$M: ROLE: NOPERM.*(the ACL user needs +role), so every request counted there waits for WAIT" "$T/rlgate-norole.log")"
+echo "# section 4: $SECONDS s"
 
 finish

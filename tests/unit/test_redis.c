@@ -2,7 +2,9 @@
  * Unit tests for the Redis layer's pure parts: the slot function (the
  * vectors of issue 20 and the Redis Cluster spec), MOVED/ASK parsing,
  * CLUSTER SLOTS and CLUSTER SHARDS replies built from RESP text (slot
- * numbers as integers and as strings), and the [redis] keys of conf
+ * numbers as integers and as strings), the rules of [redis] replicas (a
+ * master's connected replicas from ROLE, WAIT or not, when the count is
+ * read again), and the [redis] keys of conf
  * (mode, address lists, master_name, sentinel_password); and, without a
  * server, redis_run() against a port no one listens on: every call
  * UNSENT, the back-off, the node's error counter, a cluster's own outage
@@ -22,6 +24,7 @@
 
 #include "conf.h"
 #include "redis.h"
+#include "replicas.h"
 #include "slot.h"
 
 static void
@@ -340,6 +343,55 @@ test_conf_modes(void **state)
 	    "0");
 }
 
+/*
+ * [redis] replicas: ROLE's list of a master's replicas is its count; a
+ * replica's ROLE, an error or a malformed reply is no count. A round waits
+ * (WAIT) unless a known count is short; the count is read at first, then
+ * once RLG_REPLICAS_EVERY_MS old.
+ */
+static void
+test_replicas(void **state)
+{
+	redisReply *rep;
+
+	(void)state;
+	rep = resp("*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
+	assert_int_equal(replicas_of_role(rep), 0);
+	freeReplyObject(rep);
+	rep = resp("*3\r\n$6\r\nmaster\r\n:3100\r\n*2\r\n"
+	    "*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n$4\r\n3100\r\n"
+	    "*3\r\n$9\r\n127.0.0.1\r\n$4\r\n7002\r\n$4\r\n3000\r\n");
+	assert_int_equal(replicas_of_role(rep), 2);
+	freeReplyObject(rep);
+	rep = resp("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:7000\r\n"
+	    "$9\r\nconnected\r\n:3100\r\n");
+	assert_int_equal(replicas_of_role(rep), -1);
+	freeReplyObject(rep);
+	rep = resp("-NOPERM this user has no permissions to run the 'role' "
+	    "command\r\n");
+	assert_int_equal(replicas_of_role(rep), -1);
+	freeReplyObject(rep);
+	rep = resp("*2\r\n$6\r\nmaster\r\n:0\r\n");
+	assert_int_equal(replicas_of_role(rep), -1);
+	freeReplyObject(rep);
+	rep = resp("*3\r\n$6\r\nmaster\r\n:0\r\n:0\r\n");
+	assert_int_equal(replicas_of_role(rep), -1);
+	freeReplyObject(rep);
+	assert_int_equal(replicas_of_role(NULL), -1);
+
+	assert_int_equal(replicas_wait(-1, 1), 1);	/* not known: WAIT */
+	assert_int_equal(replicas_wait(0, 1), 0);
+	assert_int_equal(replicas_wait(1, 2), 0);
+	assert_int_equal(replicas_wait(2, 2), 1);
+	assert_int_equal(replicas_wait(3, 2), 1);
+
+	assert_int_equal(replicas_due(0, 5), 1);	/* never read */
+	assert_int_equal(replicas_due(1000, 1000), 0);
+	assert_int_equal(replicas_due(1000, 1000 + RLG_REPLICAS_EVERY_MS - 1),
+	    0);
+	assert_int_equal(replicas_due(1000, 1000 + RLG_REPLICAS_EVERY_MS), 1);
+}
+
 static void
 test_unreachable(void **state)
 {
@@ -441,6 +493,7 @@ main(void)
 		cmocka_unit_test(test_cluster_slots),
 		cmocka_unit_test(test_cluster_shards),
 		cmocka_unit_test(test_conf_modes),
+		cmocka_unit_test(test_replicas),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_deployment_record),
 	};
