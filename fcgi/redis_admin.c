@@ -94,7 +94,7 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 				snprintf(e->errstr, sizeof(e->errstr),
 				    "PING: %s", rep->str);
 			else
-				redis_conn_ctx_why(nd->ctx, c->redis_timeout_ms,
+				redis_why(nd->ctx, c->redis_timeout_ms,
 				    e->errstr, sizeof(e->errstr));
 			freeReplyObject(rep);
 			redis_conn_node_close(nd);
@@ -110,6 +110,18 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 	if (count == 0)
 		snprintf(errbuf, errlen, "no master known");
 	return count == 0 ? -1 : count;
+}
+
+/* Why a node failed, for a caller that names c->redis_address: the node
+ * too, unless that is it (single mode). */
+static void
+node_error(const struct conf *c, char *errbuf, size_t errlen,
+    const char *addr, const char *why)
+{
+	if (c->redis_mode == RLG_REDIS_SINGLE)
+		snprintf(errbuf, errlen, "%s", why);
+	else
+		snprintf(errbuf, errlen, "%s: %s", addr, why);
 }
 
 int
@@ -129,8 +141,7 @@ redis_each_master(struct redis *r, const struct conf *c, redis_master_fn fn,
 		 * pipeline with redis_run(). */
 		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL) {
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
+			node_error(c, errbuf, errlen, r->nodes[k]->addr, why);
 			return -1;
 		}
 		rc = fn(arg, ctx, r->nodes[k]->addr);
@@ -156,8 +167,7 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 		    c->redis_password, c->redis_database,
 		    c->redis_connect_timeout_ms, c->redis_timeout_ms, why,
 		    sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", c->redis_address,
-			    why);
+			node_error(c, errbuf, errlen, c->redis_address, why);
 		return ctx;
 	case RLG_REDIS_SENTINEL:
 		return sentinel_master(c, host, sizeof(host), &port, errbuf,
@@ -177,8 +187,7 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 			    "slot");
 		else if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
+			node_error(c, errbuf, errlen, r->nodes[k]->addr, why);
 	}
 	redis_free(r);
 	return ctx;
@@ -210,13 +219,30 @@ probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
 	freeReplyObject(rep);
 }
 
+/* This build's library on a master (host:port) and what the ACL user may
+ * run of it. A library that cannot be there marks the master down, said:
+ * the caller logs err, requests do not again. 0 or -1. */
+static int
+probe_library(const struct conf *c, redisContext *ctx, const char *host,
+    int port, char *err, size_t errlen)
+{
+	if (redis_library(ctx, c->redis_timeout_ms, 0, err, errlen) == -1) {
+		if (ctx->err == 0)
+			redis_conn_health_said(redis_conn_health_at(host, port),
+			    err);
+		return -1;
+	}
+	return redis_lib_acl(ctx, c->redis_timeout_ms, c->key_prefix, err,
+	    errlen);
+}
+
 int
 redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 {
 	char host[RLG_HOST_SIZE], why[512], list[1024] = "";
 	struct redis *r;
 	redisContext *ctx;
-	int port, k, rc = 0;
+	int port = 0, k, rc = 0;
 
 	if (c->redis_mode != RLG_REDIS_CLUSTER) {
 		ctx = c->redis_mode == RLG_REDIS_SINGLE ?
@@ -228,8 +254,11 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		    errlen);
 		if (ctx == NULL)
 			return -1;
-		rc = redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, errbuf, errlen);
+		/* Dialled: an address that splits. */
+		if (c->redis_mode == RLG_REDIS_SINGLE)
+			(void)redis_conn_split_address(c->redis_address, host,
+			    sizeof(host), &port);
+		rc = probe_library(c, ctx, host, port, errbuf, errlen);
 		if (rc == 0) {
 			if (c->redis_mode == RLG_REDIS_SENTINEL)
 				snprintf(why, sizeof(why), "%s:%d", host, port);
@@ -253,8 +282,8 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			continue;
 		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL ||
-		    redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, why, sizeof(why)) == -1) {
+		    probe_library(c, ctx, r->nodes[k]->host, r->nodes[k]->port,
+		    why, sizeof(why)) == -1) {
 			redis_deploy_tried(list, sizeof(list), r->nodes[k]->addr, why);
 			rc = -1;
 		} else
