@@ -129,8 +129,6 @@ ctl_fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv
 		return checked(rc, c, argv[0], r);
 	freeReplyObject(r);
 	if (redis_library(rc, c->redis_timeout_ms, 0, err, sizeof(err)) == -1) {
-		if (rc->err != 0)
-			redis_why(rc, c->redis_timeout_ms, err, sizeof(err));
 		ctl_complain("redis %s: %s", c->redis_address, err);
 		return NULL;
 	}

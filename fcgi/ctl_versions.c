@@ -140,8 +140,6 @@ load_master(void *arg, redisContext *rc, const char *address)
 
 	if ((loaded = redis_library(rc, ls->c->redis_timeout_ms, 1, why,
 	    sizeof(why))) == -1) {
-		if (rc->err != 0)
-			redis_why(rc, ls->c->redis_timeout_ms, why, sizeof(why));
 		ctl_complain("redis %s: %s", address, why);
 		ls->failed++;
 		return 0;

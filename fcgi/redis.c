@@ -263,8 +263,6 @@ library_at(struct redis *r, const struct conf *c, int k)
 	if (nd->ctx == NULL || redis_library(nd->ctx, c->redis_timeout_ms, 0,
 	    why, sizeof(why)) != -1)
 		return;
-	if (nd->ctx->err != 0)
-		redis_why(nd->ctx, c->redis_timeout_ms, why, sizeof(why));
 	redis_conn_node_close(nd);
 	redis_conn_health_down(nd->h, why);
 }
