@@ -264,6 +264,7 @@ library_at(struct redis *r, const struct conf *c, int k)
 	    why, sizeof(why)) != -1)
 		return;
 	redis_conn_node_close(nd);
+	atomic_store(&nd->h->lib_missing, 1);
 	redis_conn_health_down(nd->h, why);
 }
 

@@ -135,7 +135,9 @@ struct redis_health {
 /*
  * PINGs every master (connecting as redis_run() would, honouring the
  * back-off: a node backed off is reported down without a try) and fills
- * up to max entries of h. Returns how many masters there are (may exceed
+ * up to max entries of h. A master where this build's library cannot be
+ * is not ok, with why, though it answers PING: only a call's answer ends
+ * that outage. Returns how many masters there are (may exceed
  * max), or -1 when none is known, with a sentence in errbuf (no seed or
  * Sentinel reachable...). Not thread safe: r's loop only.
  */

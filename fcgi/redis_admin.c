@@ -104,6 +104,13 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 		}
 		freeReplyObject(rep);
 		e->latency_us = mono_us() - t0;
+		if (atomic_load(&nd->h->lib_missing)) {
+			/* Up, but no call of this build runs there: only a
+			 * call's answer ends that outage. */
+			redis_conn_health_why(nd->h, e->errstr,
+			    sizeof(e->errstr));
+			continue;
+		}
 		e->ok = 1;
 		redis_conn_health_up(nd->h);
 	}
@@ -226,10 +233,14 @@ static int
 probe_library(const struct conf *c, redisContext *ctx, const char *host,
     int port, char *err, size_t errlen)
 {
+	struct health *h;
+
 	if (redis_library(ctx, c->redis_timeout_ms, 0, err, errlen) == -1) {
-		if (ctx->err == 0)
-			redis_conn_health_said(redis_conn_health_at(host, port),
-			    err);
+		if (ctx->err == 0) {
+			h = redis_conn_health_at(host, port);
+			atomic_store(&h->lib_missing, 1);
+			redis_conn_health_said(h, err);
+		}
 		return -1;
 	}
 	return redis_lib_acl(ctx, c->redis_timeout_ms, c->key_prefix, err,

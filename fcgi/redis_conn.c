@@ -110,6 +110,7 @@ redis_conn_health_up(struct health *h)
 		return;
 	atomic_store(&h->backoff_ms, 0);
 	atomic_store(&h->down_until_ms, 0);
+	atomic_store(&h->lib_missing, 0);
 	if (atomic_exchange(&h->logged, 0) == 1)
 		log_info("redis %s answers again", h->addr);
 }

@@ -34,6 +34,9 @@ struct health {
 	atomic_long	 epoch;		/* outages so far */
 	atomic_int	 logged;	/* this outage is logged */
 	atomic_int	 lib_logged;	/* a server before Redis 7.0 is */
+	atomic_int	 lib_missing;	/* this build's library cannot be
+					 * there: an outage that a PING does
+					 * not end, only a call's answer */
 	atomic_llong	 errors;
 	atomic_llong	 redirects;
 	atomic_llong	 refreshes;
@@ -104,7 +107,8 @@ void		 redis_conn_health_down(struct health *h, const char *why);
 void		 redis_conn_health_said(struct health *h, const char *why);
 /* The health record of the node at host:port (port 0: a unix socket). */
 struct health	*redis_conn_health_at(const char *host, int port);
-/* h answered: ends an outage, if there was one (logged once). */
+/* h answered: ends an outage, if there was one (logged once), the
+ * library's too (lib_missing). */
 void		 redis_conn_health_up(struct health *h);
 /* Why h's last outage happened, into buf ("not connected" if none). */
 void		 redis_conn_health_why(struct health *h, char *buf,

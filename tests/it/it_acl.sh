@@ -142,7 +142,11 @@ points "that start-up message" <<<"$nolib"
 r0=$(refused_loads "$REDIS_PORT")
 start_rlgate "$T/nolib.ini" single-nolib || exit 1
 codes="$(req /nolib) $(req /nolib) $(req /nolib) $(req /nolib)"
-sleep 1		# past the back-off (at most 500 ms): it tries again
+sleep 1		# past the back-off (at most 500 ms): /health, then it tries again
+hs=$("$FR" "127.0.0.1:$RLGATE_PORT" "request 1 responder close GET /st/health" "wait-reply 1")
+is "single: /health answers 503 and says what to run (PING works: not enough)" "503 1" \
+	"$(sed -n 's/^STDOUT 1 Status: \([0-9]*\).*/\1/p' <<<"$hs") $(grep -c 'run rlgate-ctl load' <<<"$hs")"
+sleep 1
 codes="$codes $(req /nolib) $(req /nolib)"
 is "single: without the library, each request follows on_error (allow)" "200 200 200 200 200 200" "$codes"
 r1=$(refused_loads "$REDIS_PORT")
@@ -157,6 +161,7 @@ is "and it says why" "rlgate-ctl: redis 127.0.0.1:$REDIS_PORT: $nolib" "$(cat "$
 is "rlgate-ctl load as an operator's user: loaded" "127.0.0.1:$REDIS_PORT: loaded $LIB" "$("$CTL" -c "$T/ops.ini" load)"
 is "rlgate-ctl load again: there already, exit 0" "127.0.0.1:$REDIS_PORT: $LIB is there already 0" \
 	"$("$CTL" -c "$T/ops.ini" load) $?"
+sleep 1		# past the back-off of the last try
 is "single: then the gateway decides (3 a minute)" "200 200 200 429" "$(req /later) $(req /later) $(req /later) $(req /later)"
 stop_rlgate; RLGATE_PORT=
 check "single: and logged that Redis answers again" grep -q "redis 127.0.0.1:$REDIS_PORT answers again" "$T/single-nolib.log"
