@@ -52,7 +52,8 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_io the bytes on their
-# sockets (plain, or TLS with OpenSSL), redis_deploy the deployment (slot
+# sockets (plain, or TLS with OpenSSL), redis_lib the function library on a
+# server (loaded, never replaced), redis_deploy the deployment (slot
 # map, master), with slot for Cluster routing, replicas for the rules of
 # [redis] replicas (WAIT or not) and sentinel for finding the
 # master; redis_admin above them asks the deployment as a whole: status,
@@ -63,7 +64,7 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
-	   fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
+	   fcgi/redis_lib.c fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c

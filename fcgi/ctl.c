@@ -46,8 +46,8 @@ usage(FILE *f)
 	    "       rlgate-ctl [-c file] override RULE KEY [limit=N] [window=DUR] "
 	    "[burst=N] [precision=DUR]\n"
 	    "       rlgate-ctl [-c file] override RULE KEY unlimited | clear\n"
-	    "       rlgate-ctl [-c file] versions\n"
-	    "       rlgate-ctl [-c file] unload LIBRARY | prune\n"
+	    "       rlgate-ctl [-c file] versions | load | prune\n"
+	    "       rlgate-ctl [-c file] unload LIBRARY\n"
 	    "       rlgate-ctl -V | -h\n"
 	    "  -c file  configuration (default $RLGATE_CONF, then %s)\n"
 	    "  peek     show a key's state, remaining and reset, consuming "
@@ -59,6 +59,8 @@ usage(FILE *f)
 	    "(overrides = redis)\n"
 	    "  versions the rlgate Lua libraries loaded, on how many "
 	    "masters; this build's marked\n"
+	    "  load     load this build's library on every master (never "
+	    "replacing one)\n"
 	    "  unload   delete one library (not this build's) from every "
 	    "master\n"
 	    "  prune    delete every library but this build's from every "
@@ -511,13 +513,14 @@ scan_master(void *arg, redisContext *rc, const char *address)
 	char cursor[32] = "0";
 	const char *argv[6] = { "SCAN", cursor, "MATCH", ls->match, "COUNT",
 	    "1000" };
-	char **bigger;
+	char **bigger, why[256];
 	redisReply *r;
 	size_t i, len;
 
 	do {
 		if ((r = redis_io_command_argv(rc, 6, argv)) == NULL) {
-			ctl_complain("redis %s: SCAN: %s", address, rc->errstr);
+			redis_why(rc, ls->c->redis_timeout_ms, why, sizeof(why));
+			ctl_complain("redis %s: SCAN: %s", address, why);
 			return -1;
 		}
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -637,7 +640,8 @@ load(const char *path)
 	return c;
 }
 
-/* rlgate-ctl versions | unload LIBRARY | prune: no rule, every master. */
+/* rlgate-ctl versions | load | unload LIBRARY | prune: no rule, every
+ * master. */
 static int
 main_versions(const char *path, const char *cmd, int argc, char *argv[])
 {
@@ -700,7 +704,7 @@ main(int argc, char *argv[])
 	}
 	cmd = argv[0];
 	if (strcmp(cmd, "versions") == 0 || strcmp(cmd, "prune") == 0 ||
-	    strcmp(cmd, "unload") == 0)
+	    strcmp(cmd, "unload") == 0 || strcmp(cmd, "load") == 0)
 		return main_versions(path, cmd, argc, argv);
 	if (strcmp(cmd, "peek") == 0 || strcmp(cmd, "reset") == 0)
 		want = 3;
@@ -710,7 +714,7 @@ main(int argc, char *argv[])
 		want = argc >= 3 ? argc : 3;
 	else {
 		ctl_complain("unknown command \"%s\" (use peek, reset, list, "
-		    "override, versions, unload or prune)", cmd);
+		    "override, versions, load, unload or prune)", cmd);
 		return EXIT_USAGE;
 	}
 	if (argc != want) {

@@ -13,8 +13,8 @@
 
 #include "conf.h"
 #include "ctl_redis.h"
+#include "redis.h"
 #include "redis_io.h"
-#include "scripts.h"
 
 void
 ctl_complain(const char *fmt, ...)
@@ -48,9 +48,11 @@ static redisReply *
 checked(redisContext *rc, const struct conf *c, const char *what,
     redisReply *r)
 {
+	char why[256];
+
 	if (r == NULL) {
-		ctl_complain("redis %s: %s: %s", c->redis_address, what,
-		    rc->errstr);
+		redis_why(rc, c->redis_timeout_ms, why, sizeof(why));
+		ctl_complain("redis %s: %s: %s", c->redis_address, what, why);
 		return NULL;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -78,6 +80,7 @@ ctl_transaction(redisContext *rc, const struct conf *c, const char *const *cmds[
     size_t ncmds, redisReply **exec)
 {
 	redisReply *r;
+	char why[256];
 	size_t i;
 	int argc, bad = 0;
 
@@ -90,7 +93,8 @@ ctl_transaction(redisContext *rc, const struct conf *c, const char *const *cmds[
 	redisAppendCommand(rc, "EXEC");
 	for (i = 0; i < ncmds + 2; i++) {
 		if (redis_io_get_reply(rc, (void **)&r) != REDIS_OK) {
-			ctl_complain("redis %s: %s", c->redis_address, rc->errstr);
+			redis_why(rc, c->redis_timeout_ms, why, sizeof(why));
+			ctl_complain("redis %s: %s", c->redis_address, why);
 			return -1;
 		}
 		if (r->type == REDIS_REPLY_ERROR ||
@@ -111,27 +115,22 @@ ctl_transaction(redisContext *rc, const struct conf *c, const char *const *cmds[
 
 /*
  * FCALL_RO of this build's library: where Redis has it not (ERR Function
- * not found: no gateway of this build ran there yet), FUNCTION LOAD, never
- * REPLACE ("already exists": another was first), and the call again. The
- * reply, or NULL with a message.
+ * not found), redis_library() as the gateway would, and the call again.
+ * The reply, or NULL with a message.
  */
 redisReply *
 ctl_fcall_ro(redisContext *rc, const struct conf *c, int argc, const char **argv)
 {
-	const char *load[3] = { "FUNCTION", "LOAD", rlg_library };
 	redisReply *r = redis_io_command_argv(rc, argc, argv);
+	char err[512];
 
 	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
 	    strstr(r->str, "Function not found") == NULL)
 		return checked(rc, c, argv[0], r);
 	freeReplyObject(r);
-	r = redis_io_command_argv(rc, 3, load);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
-	    strstr(r->str, "already exists") != NULL) {
-		freeReplyObject(r);
-		r = NULL;
-	} else if ((r = checked(rc, c, "FUNCTION LOAD", r)) == NULL)
+	if (redis_library(rc, c->redis_timeout_ms, 0, err, sizeof(err)) == -1) {
+		ctl_complain("redis %s: %s", c->redis_address, err);
 		return NULL;
-	freeReplyObject(r);
+	}
 	return checked(rc, c, argv[0], redis_io_command_argv(rc, argc, argv));
 }

@@ -37,9 +37,9 @@ int	ctl_transaction(struct redisContext *rc, const struct conf *c,
 
 /*
  * FCALL_RO of this build's library: where Redis has it not (ERR Function
- * not found: no gateway of this build ran there yet), FUNCTION LOAD, never
- * REPLACE ("already exists": another was first), and the call again. The
- * reply (the caller frees it), or NULL with a message.
+ * not found: no gateway of this build ran there yet), redis_library() (as
+ * the gateway: loaded, never replacing another library of its name), and
+ * the call again. The reply (the caller frees it), or NULL with a message.
  */
 struct redisReply *ctl_fcall_ro(struct redisContext *rc, const struct conf *c,
 	    int argc, const char **argv);

@@ -1,8 +1,9 @@
 /*
- * ctl_versions: rlgate-ctl versions, unload and prune: the rlgate Lua
+ * ctl_versions: rlgate-ctl versions, unload, prune and load: the rlgate Lua
  * libraries (one per version, rlgate_<12 hex>) on every master, listed or
- * deleted with FUNCTION LIST and FUNCTION DELETE. Never this build's own.
- * Not the limit state (ctl.c), nor loading a library (redis_conn.c).
+ * deleted with FUNCTION LIST and FUNCTION DELETE (never this build's own),
+ * or this build's loaded (redis_library(), the gateway's routine). Not the
+ * limit state (ctl.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,11 +22,13 @@
 /* What versions collects: each rlgate_<12 hex> library and on how many
  * masters it is. */
 struct libs {
+	const struct conf *c;
 	char		 name[LIBS_MAX][20];
 	int		 on[LIBS_MAX];
 	int		 n, masters;
 	const char	*drop;		/* unload: this one; prune: NULL */
 	int		 dropped;
+	int		 failed;	/* load: masters it failed on */
 };
 
 /* rlgate_ and 12 lower-case hex digits: a library's name as fcgi/embed.sh
@@ -48,10 +51,14 @@ list_master(void *arg, redisContext *rc, const char *address)
 	size_t i, j;
 	int k;
 
+	char why[256];
+
 	if ((r = redis_io_command_argv(rc, 4, argv)) == NULL ||
 	    r->type != REDIS_REPLY_ARRAY) {
+		if (r == NULL)
+			redis_why(rc, ls->c->redis_timeout_ms, why, sizeof(why));
 		ctl_complain("redis %s: FUNCTION LIST: %s", address, r == NULL ?
-		    rc->errstr : r->type == REDIS_REPLY_ERROR ? r->str :
+		    why : r->type == REDIS_REPLY_ERROR ? r->str :
 		    "unexpected reply");
 		freeReplyObject(r);
 		return -1;
@@ -92,9 +99,11 @@ delete_master(void *arg, redisContext *rc, const char *address)
 	const char *argv[3] = { "FUNCTION", "DELETE", NULL };
 	struct libs here;
 	redisReply *r;
+	char why[256];
 	int k;
 
 	memset(&here, 0, sizeof(here));
+	here.c = ls->c;
 	if (list_master(&here, rc, address) == -1)
 		return -1;
 	for (k = 0; k < here.n; k++) {
@@ -104,8 +113,11 @@ delete_master(void *arg, redisContext *rc, const char *address)
 		argv[2] = here.name[k];
 		if ((r = redis_io_command_argv(rc, 3, argv)) == NULL ||
 		    r->type == REDIS_REPLY_ERROR) {
+			if (r == NULL)
+				redis_why(rc, ls->c->redis_timeout_ms, why,
+				    sizeof(why));
 			ctl_complain("redis %s: FUNCTION DELETE %s: %s", address,
-			    here.name[k], r == NULL ? rc->errstr : r->str);
+			    here.name[k], r == NULL ? why : r->str);
 			freeReplyObject(r);
 			return -1;
 		}
@@ -114,6 +126,38 @@ delete_master(void *arg, redisContext *rc, const char *address)
 		ls->dropped++;
 	}
 	return 0;
+}
+
+/* This build's library on one master (a redis_master_fn): redis_library()
+ * with its code compared, as an operator's user may (FUNCTION LIST). A
+ * failure is said, and the other masters are still visited. */
+static int
+load_master(void *arg, redisContext *rc, const char *address)
+{
+	struct libs *ls = arg;
+	char why[512];
+	int loaded;
+
+	if ((loaded = redis_library(rc, ls->c->redis_timeout_ms, 1, why,
+	    sizeof(why))) == -1) {
+		ctl_complain("redis %s: %s", address, why);
+		ls->failed++;
+		return 0;
+	}
+	printf(loaded ? "%s: loaded %s\n" : "%s: %s is there already\n",
+	    address, rlg_library_name);
+	return 0;
+}
+
+/* What each command runs on every master. */
+static redis_master_fn
+master_fn(const char *cmd)
+{
+	if (strcmp(cmd, "versions") == 0)
+		return list_master;
+	if (strcmp(cmd, "load") == 0)
+		return load_master;
+	return delete_master;
 }
 
 int
@@ -126,6 +170,7 @@ ctl_versions(const struct conf *c, const char *cmd, const char *lib,
 	int k, rc;
 
 	memset(&ls, 0, sizeof(ls));
+	ls.c = c;
 	err[0] = '\0';
 	if (lib != NULL && !is_lib_name(lib)) {
 		snprintf(err, errlen, "\"%s\" is not an rlgate library's name "
@@ -143,16 +188,19 @@ ctl_versions(const struct conf *c, const char *cmd, const char *lib,
 		return -1;
 	}
 	why[0] = '\0';
-	rc = redis_each_master(r, c, strcmp(cmd, "versions") == 0 ?
-	    list_master : delete_master, &ls, why, sizeof(why));
+	rc = redis_each_master(r, c, master_fn(cmd), &ls, why, sizeof(why));
 	redis_free(r);
-	if (rc == -1) {
+	if (rc == -1 || ls.failed > 0) {
 		if (why[0] != '\0')
 			snprintf(err, errlen, "redis %s: %s", c->redis_address,
 			    why);
 		return -2;
 	}
-	if (strcmp(cmd, "versions") == 0)
+	if (strcmp(cmd, "versions") == 0 && ls.n == 0)
+		printf("no rlgate library on the %d master%s (this build's, "
+		    "%s: rlgate-ctl load)\n", ls.masters, ls.masters == 1 ?
+		    "" : "s", rlg_library_name);
+	else if (strcmp(cmd, "versions") == 0)
 		for (k = 0; k < ls.n; k++)
 			printf("%s\t%d/%d masters%s\n", ls.name[k], ls.on[k],
 			    ls.masters, strcmp(ls.name[k], rlg_library_name) ==

@@ -32,6 +32,7 @@
 #include "redis.h"
 #include "redis_io.h"
 #include "respond.h"
+#include "scripts.h"
 
 extern char **environ;
 
@@ -385,7 +386,12 @@ main(int argc, char *argv[])
 		case 'c': path = optarg; break;
 		case 's': listen_addr = optarg; break;
 		case 't': test = 1; break;
-		case 'V': printf("rlgate %s\n", RLG_VERSION); return 0;
+		case 'V':
+			/* The library's name too: rlgate-ctl versions lists
+			 * libraries, and this says which build runs which. */
+			printf("rlgate %s (Lua library %s)\n", RLG_VERSION,
+			    rlg_library_name);
+			return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 1;
 		}

@@ -29,11 +29,9 @@
 #define MAX_ROUNDS		16	/* round trips per run, all causes */
 #define TRYAGAIN_PAUSE_MS	10
 
-/* A reply a node owes this round: a call's, or ASKING's, FUNCTION
- * LOAD's or WAIT's. */
+/* A reply a node owes this round: a call's, or ASKING's or WAIT's. */
 #define ENT_ASKING	(-1)
-#define ENT_LOAD	(-2)
-#define ENT_WAIT	(-3)
+#define ENT_WAIT	(-2)
 struct entry {
 	int		 call;
 	int		 next;
@@ -108,13 +106,11 @@ redis_key_group(const struct conf *c, const char *key, size_t keylen)
 }
 
 /* Room for n calls' state and their entries in a round: each call and
- * its ASKING, a WAIT per node with calls (at most n), a FUNCTION LOAD per
- * node that asked for it (one known now, or one a redirect found: at most
- * n more). */
+ * its ASKING, a WAIT per node with calls (at most n). */
 static int
 room(struct redis *r, size_t n)
 {
-	size_t ne = 4 * n + (size_t)r->nnodes + 1;
+	size_t ne = 3 * n + 1;
 
 	if (n > r->pendcap) {
 		struct pend *p = reallocarray(r->pend, n, sizeof(*p));
@@ -244,30 +240,33 @@ starts(const redisReply *rep, const char *prefix)
 }
 
 /* This build's library is missing there (a new or flushed node, or
- * rlgate-ctl prune): load it, then the call again. Another version's
- * library under this name ("rlgate: library version ...") is not
- * replaced: that call fails. */
+ * rlgate-ctl prune): made sure of (library_at()), then the call again. */
 static int
 wants_library(const redisReply *rep)
 {
 	return rlg_library[0] != '\0' && starts(rep, "ERR Function not found");
 }
 
-/* A FUNCTION LOAD reply, in the run: failures said once per node. "Library
- * ... already exists" is a success: another gateway of this build loaded
- * it between our call and our load. */
+/*
+ * Node k lacks this build's library: redis_library() on its connection,
+ * between round trips (its pipeline is empty then), once per run. Where
+ * it cannot be there (the user may not load it, another library holds its
+ * name), the node is down: its calls follow on_error, why is logged once
+ * per outage, and it is tried again after the back-off.
+ */
 static void
-load_done(struct node *nd, redisReply *rep)
+library_at(struct redis *r, const struct conf *c, int k)
 {
-	if (rep->type != REDIS_REPLY_ERROR ||
-	    strstr(rep->str, "already exists") != NULL) {
-		atomic_store(&nd->h->lib_logged, 0);
-	} else if (atomic_exchange(&nd->h->lib_logged, 1) == 0)
-		log_error("redis %s: FUNCTION LOAD of the rlgate library: "
-		    "%s%s", nd->addr, rep->str, strstr(rep->str, "unknown "
-		    "command") != NULL ? " (Redis 7.0 or later is needed)" :
-		    "");
-	freeReplyObject(rep);
+	struct node *nd = r->nodes[k];
+	char why[512];
+
+	nd->loaded = 1;
+	if (nd->ctx == NULL || redis_library(nd->ctx, c->redis_timeout_ms, 0,
+	    why, sizeof(why)) != -1)
+		return;
+	redis_conn_node_close(nd);
+	atomic_store(&nd->h->lib_missing, 1);
+	redis_conn_health_down(nd->h, why);
 }
 
 /*
@@ -313,7 +312,6 @@ answer(struct redis *r, const struct conf *c, struct redis_call *call,
 		}
 	}
 	if (wants_library(rep) && !p->reloaded) {
-		redis_conn_health_up(nd->h);
 		p->reloaded = 1;
 		p->target = k;
 		p->asking = asking;	/* an importing node: ASKING again */
@@ -478,7 +476,7 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 				continue;
 			k = r->pfdnode[i];
 			if (redis_io_read(nd->ctx) == REDIS_ERR) {
-				redis_conn_ctx_why(nd->ctx,
+				redis_why(nd->ctx,
 				    c->redis_timeout_ms, why, sizeof(why));
 				node_fail(r, c, calls, k, RLG_CALL_FAILED,
 				    why);
@@ -489,7 +487,7 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 				rep = NULL;
 				if (redisGetReplyFromReader(nd->ctx,
 				    (void **)&rep) == REDIS_ERR) {
-					redis_conn_ctx_why(nd->ctx,
+					redis_why(nd->ctx,
 					    c->redis_timeout_ms, why,
 					    sizeof(why));
 					node_fail(r, c, calls, k,
@@ -508,8 +506,6 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 				}
 				if (r->ent[e].call == ENT_ASKING)
 					freeReplyObject(rep);
-				else if (r->ent[e].call == ENT_LOAD)
-					load_done(nd, rep);
 				else if (r->ent[e].call == ENT_WAIT)
 					wait_done(r, calls, nd, rep);
 				else {
@@ -534,15 +530,6 @@ append(struct redis *r, const struct conf *c, int k, struct redis_call *call,
 {
 	struct node *nd = r->nodes[k];
 
-	if (nd->load && !nd->loaded) {
-		/* Never REPLACE: that would take another version's
-		 * functions away from the gateways still calling them. */
-		const char *argv[3] = { "FUNCTION", "LOAD", rlg_library };
-
-		redisAppendCommandArgv(nd->ctx, 3, argv, NULL);
-		ent_add(r, k, ENT_LOAD);
-		nd->loaded = 1;
-	}
 	if (r->pend[i].asking) {
 		redisAppendCommand(nd->ctx, "ASKING");
 		ent_add(r, k, ENT_ASKING);
@@ -662,6 +649,9 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		}
 		if (c->redis_mode == RLG_REDIS_SENTINEL)
 			redis_deploy_find_master(r, c);
+		for (k = 0; k < r->nnodes; k++)
+			if (r->nodes[k]->load && !r->nodes[k]->loaded)
+				library_at(r, c, k);
 		/* Route and connect, then append each call to its node. */
 		r->nent = 0;
 		for (k = 0; k < r->nnodes; k++) {
@@ -711,7 +701,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		append_waits(r);
 		for (k = 0; k < r->nnodes; k++)
 			if (r->nodes[k]->busy && flush(r->nodes[k]) == -1) {
-				redis_conn_ctx_why(r->nodes[k]->ctx,
+				redis_why(r->nodes[k]->ctx,
 				    c->redis_timeout_ms, err, sizeof(err));
 				node_fail(r, c, calls, k, RLG_CALL_FAILED,
 				    err);

@@ -83,10 +83,11 @@ struct redis_call {
  * slot, refreshes the whole map at the next run) and ASK (with ASKING,
  * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
  * has passed, at most 5 redirects per call. Where a node answers "ERR
- * Function not found", loads rlg_library there (FUNCTION LOAD, never
- * REPLACE: other versions' libraries stay; "already exists" is success;
- * in the same pipeline) and runs that call once more: that reply means
- * it did not run. A call that timed out or lost its
+ * Function not found" (that call did not run), makes sure of rlg_library
+ * there with redis_library() before the next round trip and runs the call
+ * once more; where the library cannot be there (the user may not load it,
+ * another library holds its name), the node is down: its calls are
+ * unsent, why is logged once per outage. A call that timed out or lost its
  * connection is never sent again. With [redis] replicas = N > 0, each
  * node whose pipeline holds a call with wait set gets WAIT N T after it,
  * T half of c's timeout (never 0, with which WAIT would block): its reply
@@ -143,7 +144,9 @@ struct redis_health {
 /*
  * PINGs every master (connecting as redis_run() would, honouring the
  * back-off: a node backed off is reported down without a try) and fills
- * up to max entries of h. Returns how many masters there are (may exceed
+ * up to max entries of h. A master where this build's library cannot be
+ * is not ok, with why, though it answers PING: only a call's answer ends
+ * that outage. Returns how many masters there are (may exceed
  * max), or -1 when none is known, with a sentence in errbuf (no seed or
  * Sentinel reachable...). Not thread safe: r's loop only.
  */
@@ -171,9 +174,12 @@ size_t		 redis_counters(struct redis_node_counters *out, size_t max);
 /*
  * For rlgate -t and start-up: reaches the deployment as configured,
  * checks its mode (cluster support on, the Sentinels know the master, ROLE
- * is master; Redis 7.0 or later) and loads the library on every master.
+ * is master; Redis 7.0 or later), makes sure of the library on every
+ * master (redis_library()) and that the ACL user may run what it runs.
  * Returns 0, or -1 with a sentence in errbuf naming each address tried and
- * why. Thread safe (its own connections).
+ * why. A master whose library cannot be there is marked down with that
+ * outage said (the caller logs errbuf): requests do not log it again.
+ * Thread safe (its own connections).
  */
 int		 redis_probe(const struct conf *c, char *errbuf, size_t errlen);
 
@@ -182,8 +188,9 @@ int		 redis_probe(const struct conf *c, char *errbuf, size_t errlen);
  * connection to it (AUTH and SELECT done, c's timeouts set) and its
  * address, e.g. to SCAN each. fn returns 0 to go on, -1 to stop (its -1 is
  * returned). Returns 0, or -1 with a sentence in errbuf (a master that
- * cannot be reached: the ones before it were visited). A call by key is
- * redis_run() with one call.
+ * cannot be reached: the ones before it were visited), to follow
+ * c->redis_address: it names the master where that is another address
+ * (cluster, sentinel). A call by key is redis_run() with one call.
  */
 typedef int	(*redis_master_fn)(void *arg, struct redisContext *ctx,
 		    const char *address);
@@ -205,11 +212,38 @@ struct redisContext *redis_dial(const char *address, const char *username,
 		    char *err, size_t errlen);
 
 /*
+ * Makes sure this build's function library (rlg_library, scripts.h) is on
+ * the server of a blocking ctx; the one routine for the gateway (a node
+ * that answered "Function not found"), the start-up probe and rlgate-ctl.
+ * Asks its version function (FCALL_RO, which a user without FUNCTION LOAD
+ * may run); where it is not found, FUNCTION LOAD, never REPLACE: a library
+ * of this name that rlgate did not write stays as it is. "Already exists"
+ * is this build's when its version function now answers (another gateway
+ * was first). A library of this name is this build's when its version
+ * function answers this build's version and, with check_code (needs
+ * FUNCTION LIST), its code is this build's. Returns 1 when it loaded it, 0
+ * when it was there, -1 with a sentence in err (this build's library
+ * missing and the user may not load it: what to run; another library under
+ * this name: not replaced; Redis before 7.0; the connection failed, then
+ * ctx->err is set). Thread safe (ctx is the caller's).
+ */
+int		 redis_library(struct redisContext *ctx, long long timeout_ms,
+		    int check_code, char *err, size_t errlen);
+
+/* Why a call on ctx failed, in words: "timed out after N ms" for a
+ * timeout; a connection reset or closed before the server said anything
+ * (what a TLS port does to a client that speaks plain) asks whether it is
+ * a TLS port. */
+void		 redis_why(const struct redisContext *ctx, long long timeout_ms,
+		    char *buf, size_t len);
+
+/*
  * A blocking connection to the single server or the Sentinel's master as
  * the gateway makes one (timeouts, AUTH, SELECT): for rlgate-ctl's
  * commands that need no routing. In cluster mode, a connection to the
  * master of key (keylen bytes) instead. Returns a context the caller frees
- * with redis_io_free(), or NULL with a sentence in errbuf.
+ * with redis_io_free(), or NULL with a sentence in errbuf, to follow
+ * c->redis_address as redis_each_master()'s.
  */
 struct redisContext *redis_connect(const struct conf *c, const char *key,
 		    size_t keylen, char *errbuf, size_t errlen);

@@ -95,7 +95,7 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 				snprintf(e->errstr, sizeof(e->errstr),
 				    "PING: %s", rep->str);
 			else
-				redis_conn_ctx_why(nd->ctx, c->redis_timeout_ms,
+				redis_why(nd->ctx, c->redis_timeout_ms,
 				    e->errstr, sizeof(e->errstr));
 			freeReplyObject(rep);
 			redis_conn_node_close(nd);
@@ -105,12 +105,31 @@ redis_health(struct redis *r, const struct conf *c, struct redis_health *h,
 		}
 		freeReplyObject(rep);
 		e->latency_us = mono_us() - t0;
+		if (atomic_load(&nd->h->lib_missing)) {
+			/* Up, but no call of this build runs there: only a
+			 * call's answer ends that outage. */
+			redis_conn_health_why(nd->h, e->errstr,
+			    sizeof(e->errstr));
+			continue;
+		}
 		e->ok = 1;
 		redis_conn_health_up(nd->h);
 	}
 	if (count == 0)
 		snprintf(errbuf, errlen, "no master known");
 	return count == 0 ? -1 : count;
+}
+
+/* Why a node failed, for a caller that names c->redis_address: the node
+ * too, unless that is it (single mode). */
+static void
+node_error(const struct conf *c, char *errbuf, size_t errlen,
+    const char *addr, const char *why)
+{
+	if (c->redis_mode == RLG_REDIS_SINGLE)
+		snprintf(errbuf, errlen, "%s", why);
+	else
+		snprintf(errbuf, errlen, "%s: %s", addr, why);
 }
 
 int
@@ -130,8 +149,7 @@ redis_each_master(struct redis *r, const struct conf *c, redis_master_fn fn,
 		 * pipeline with redis_run(). */
 		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL) {
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
+			node_error(c, errbuf, errlen, r->nodes[k]->addr, why);
 			return -1;
 		}
 		rc = fn(arg, ctx, r->nodes[k]->addr);
@@ -157,8 +175,7 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 		    c->redis_password, c->redis_database,
 		    c->redis_connect_timeout_ms, c->redis_timeout_ms, why,
 		    sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", c->redis_address,
-			    why);
+			node_error(c, errbuf, errlen, c->redis_address, why);
 		return ctx;
 	case RLG_REDIS_SENTINEL:
 		return sentinel_master(c, host, sizeof(host), &port, errbuf,
@@ -178,8 +195,7 @@ redis_connect(const struct conf *c, const char *key, size_t keylen,
 			    "slot");
 		else if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL)
-			snprintf(errbuf, errlen, "%s: %s", r->nodes[k]->addr,
-			    why);
+			node_error(c, errbuf, errlen, r->nodes[k]->addr, why);
 	}
 	redis_free(r);
 	return ctx;
@@ -209,13 +225,34 @@ probe_replicas(const struct conf *c, redisContext *ctx, const char *addr)
 	freeReplyObject(rep);
 }
 
+/* This build's library on a master (host:port) and what the ACL user may
+ * run of it. A library that cannot be there marks the master down, said:
+ * the caller logs err, requests do not again. 0 or -1. */
+static int
+probe_library(const struct conf *c, redisContext *ctx, const char *host,
+    int port, char *err, size_t errlen)
+{
+	struct health *h;
+
+	if (redis_library(ctx, c->redis_timeout_ms, 0, err, errlen) == -1) {
+		if (ctx->err == 0) {
+			h = redis_conn_health_at(host, port);
+			atomic_store(&h->lib_missing, 1);
+			redis_conn_health_said(h, err);
+		}
+		return -1;
+	}
+	return redis_lib_acl(ctx, c->redis_timeout_ms, c->key_prefix, err,
+	    errlen);
+}
+
 int
 redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 {
 	char host[RLG_HOST_SIZE], why[512], list[1024] = "";
 	struct redis *r;
 	redisContext *ctx;
-	int port, k, rc = 0;
+	int port = 0, k, rc = 0;
 
 	if (c->redis_mode != RLG_REDIS_CLUSTER) {
 		ctx = c->redis_mode == RLG_REDIS_SINGLE ?
@@ -227,8 +264,11 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 		    errlen);
 		if (ctx == NULL)
 			return -1;
-		rc = redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, errbuf, errlen);
+		/* Dialled: an address that splits. */
+		if (c->redis_mode == RLG_REDIS_SINGLE)
+			(void)redis_conn_split_address(c->redis_address, host,
+			    sizeof(host), &port);
+		rc = probe_library(c, ctx, host, port, errbuf, errlen);
 		if (rc == 0) {
 			if (c->redis_mode == RLG_REDIS_SENTINEL)
 				snprintf(why, sizeof(why), "%s:%d", host, port);
@@ -252,8 +292,8 @@ redis_probe(const struct conf *c, char *errbuf, size_t errlen)
 			continue;
 		if ((ctx = redis_conn_dial_node(c, r->nodes[k]->host,
 		    r->nodes[k]->port, why, sizeof(why))) == NULL ||
-		    redis_conn_load_library(ctx, c->redis_timeout_ms,
-		    c->key_prefix, why, sizeof(why)) == -1) {
+		    probe_library(c, ctx, r->nodes[k]->host, r->nodes[k]->port,
+		    why, sizeof(why)) == -1) {
 			redis_deploy_tried(list, sizeof(list), r->nodes[k]->addr, why);
 			rc = -1;
 		} else

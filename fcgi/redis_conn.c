@@ -1,9 +1,10 @@
 /*
  * redis_conn: the Redis layer's connections. Each address's health,
  * process-wide (back-off, once-per-outage logs, counters); dialling a
- * node (timeouts, AUTH, SELECT), blocking commands, loading the function
- * library; a loop's nodes and their connections. Not here: which node a
- * call goes to (redis.c), the slot map and the master (redis_deploy.c).
+ * node (timeouts, AUTH, SELECT), blocking commands; a loop's nodes and
+ * their connections. Not here: which node a call goes to (redis.c), the
+ * slot map and the master (redis_deploy.c), the function library
+ * (redis_lib.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -22,7 +23,6 @@
 #include "redis_int.h"
 #include "redis_io.h"
 #include "replicas.h"
-#include "scripts.h"
 
 #define BACKOFF_FIRST_MS	50
 #define BACKOFF_MAX_MS		500	/* back within half a second */
@@ -95,6 +95,14 @@ redis_conn_health_down(struct health *h, const char *why)
 		    "back", h->addr, why);
 }
 
+/* Down, the outage said already: its caller logs why. */
+void
+redis_conn_health_said(struct health *h, const char *why)
+{
+	atomic_store(&h->logged, 1);
+	redis_conn_health_down(h, why);
+}
+
 /* h answered: ends an outage, if there was one (a load on the request
  * path, a store only then). */
 void
@@ -104,6 +112,7 @@ redis_conn_health_up(struct health *h)
 		return;
 	atomic_store(&h->backoff_ms, 0);
 	atomic_store(&h->down_until_ms, 0);
+	atomic_store(&h->lib_missing, 0);
 	if (atomic_exchange(&h->logged, 0) == 1)
 		log_info("redis %s answers again", h->addr);
 }
@@ -166,18 +175,28 @@ tv_ms(long long ms)
 }
 
 /* Why ctx failed, in words: hiredis says "Resource temporarily
- * unavailable" for a timeout of a blocking call. */
+ * unavailable" for a timeout of a blocking call. A TLS port resets (or
+ * closes) a plain connection without a word: the only sign of tls = no
+ * against it. */
 void
-redis_conn_ctx_why(const redisContext *ctx, long long timeout_ms, char *buf,
+redis_why(const redisContext *ctx, long long timeout_ms, char *buf,
     size_t len)
 {
+	int eof = ctx != NULL && ctx->err == REDIS_ERR_EOF;
+
 	if (ctx == NULL)
 		snprintf(buf, len, "out of memory");
 	else if (ctx->err == REDIS_ERR_IO &&
 	    (strcmp(ctx->errstr, strerror(EAGAIN)) == 0 ||
 	    strcmp(ctx->errstr, strerror(ETIMEDOUT)) == 0))
 		snprintf(buf, len, "timed out after %lld ms", timeout_ms);
-	else if (ctx->err == REDIS_ERR_EOF)
+	else if (ctx->connection_type == REDIS_CONN_TCP &&
+	    !redis_io_heard(ctx) && (eof || (ctx->err == REDIS_ERR_IO &&
+	    strcmp(ctx->errstr, strerror(ECONNRESET)) == 0)))
+		snprintf(buf, len, "%s before the server said anything (is it "
+		    "a TLS port? then set tls = yes)", eof ? "connection "
+		    "closed" : ctx->errstr);
+	else if (eof)
 		snprintf(buf, len, "connection closed by the server");
 	else
 		snprintf(buf, len, "%s", ctx->errstr[0] ? ctx->errstr :
@@ -195,7 +214,7 @@ redis_conn_command(redisContext *ctx, long long timeout_ms, redisReply **out,
 
 	rep = redis_io_command_argv(ctx, argc, argv);
 	if (rep == NULL) {
-		redis_conn_ctx_why(ctx, timeout_ms, why, sizeof(why));
+		redis_why(ctx, timeout_ms, why, sizeof(why));
 		snprintf(err, errlen, "%s: %s", argv[0], why);
 		return -1;
 	}
@@ -243,6 +262,15 @@ format_address(char *buf, size_t len, const char *host, int port)
 		snprintf(buf, len, "%s:%d", host, port);
 }
 
+struct health *
+redis_conn_health_at(const char *host, int port)
+{
+	char addr[RLG_REDIS_ADDR_SIZE];
+
+	format_address(addr, sizeof(addr), host, port);
+	return redis_conn_health_get(addr);
+}
+
 static redisContext *
 dial_host(const char *host, int port, const char *username,
     const char *password, int database, long long connect_timeout_ms,
@@ -260,7 +288,7 @@ dial_host(const char *host, int port, const char *username,
 			snprintf(err, errlen, "connect timed out after %lld ms",
 			    connect_timeout_ms);
 		else
-			redis_conn_ctx_why(ctx, timeout_ms, err, errlen);
+			redis_why(ctx, timeout_ms, err, errlen);
 		goto fail;
 	}
 	if (redisSetTimeout(ctx, tv_ms(timeout_ms)) != REDIS_OK) {
@@ -326,96 +354,6 @@ redis_conn_dial_node(const struct conf *c, const char *host, int port,
 	return dial_host(host, port, c->redis_username, c->redis_password,
 	    c->redis_mode == RLG_REDIS_CLUSTER ? 0 : c->redis_database,
 	    c->redis_connect_timeout_ms, c->redis_timeout_ms, err, errlen);
-}
-
-/* An error reply as a sentence: Redis 7.0 for an unknown command. */
-static void
-load_error(char *err, size_t errlen, const char *what)
-{
-	char why[384];
-
-	snprintf(why, sizeof(why), "%s", what);
-	snprintf(err, errlen, "%s%s", why, strstr(why, "unknown command") !=
-	    NULL ? " (Redis 7.0 or later is needed)" : "");
-}
-
-/*
- * Asks the library which of the commands it runs the connection's ACL user
- * may not run on a key under key_prefix (FCALL_RO LIB_acl): Redis's own
- * error for those, at request time, does not name the command. 0, or -1
- * with err naming them.
- */
-static int
-acl_check(redisContext *ctx, long long timeout_ms, const char *key_prefix,
-    char *err, size_t errlen)
-{
-	char fn[64], key[RLG_REDIS_KEY_SIZE], why[320];
-	const char *argv[4] = { "FCALL_RO", fn, "0", key };
-	redisReply *rep = NULL;
-	int rc = 0;
-
-	snprintf(fn, sizeof(fn), "%s_acl", rlg_library_name);
-	snprintf(key, sizeof(key), "%s{rlgate:acl}", key_prefix);
-	if (redis_conn_command(ctx, timeout_ms, &rep, why, sizeof(why), 4,
-	    argv) == -1) {
-		load_error(err, errlen, why);
-		return -1;
-	}
-	if (rep->type == REDIS_REPLY_STRING && rep->len > 0) {
-		snprintf(err, errlen, "the ACL user may not run %s on keys "
-		    "%s*, which the rlgate library runs (README.md: \"A Redis "
-		    "user for rlgate\")", rep->str, key_prefix);
-		rc = -1;
-	}
-	freeReplyObject(rep);
-	return rc;
-}
-
-/*
- * Makes sure this build's library is on a blocking ctx: asks its version
- * function (FCALL_RO, so a user without FUNCTION LOAD runs a gateway on a
- * library loaded for it), and loads it only when that function is not
- * found, with FUNCTION LOAD and never REPLACE: other versions' libraries
- * stay, for the gateways still calling them; "already exists" (another
- * gateway of this build was first) is a success. Then checks the ACL
- * user may run what the library runs on keys under key_prefix. 0, or -1
- * with err set.
- */
-int
-redis_conn_load_library(redisContext *ctx, long long timeout_ms,
-    const char *key_prefix, char *err, size_t errlen)
-{
-	const char *vargv[3] = { "FCALL_RO", rlg_fn_version, "0" };
-	const char *largv[3] = { "FUNCTION", "LOAD", rlg_library };
-	redisReply *rep = NULL;
-	char why[320];
-
-	if (redis_conn_command(ctx, timeout_ms, &rep, why, sizeof(why), 3,
-	    vargv) == 0) {
-		int same = rep->type == REDIS_REPLY_STRING &&
-		    strcmp(rep->str, rlg_library_version) == 0;
-
-		if (!same)
-			snprintf(err, errlen, "library %s there is not this "
-			    "build's (its version is %.40s, this build's %s); "
-			    "rlgate does not replace it", rlg_library_name,
-			    rep->type == REDIS_REPLY_STRING ? rep->str : "?",
-			    rlg_library_version);
-		freeReplyObject(rep);
-		return same ? acl_check(ctx, timeout_ms, key_prefix, err,
-		    errlen) : -1;
-	}
-	if (ctx->err != 0 || strstr(why, "Function not found") == NULL) {
-		load_error(err, errlen, why);
-		return -1;
-	}
-	if (redis_conn_command(ctx, timeout_ms, NULL, why, sizeof(why), 3,
-	    largv) == -1 && (ctx->err != 0 ||
-	    strstr(why, "already exists") == NULL)) {
-		load_error(err, errlen, why);
-		return -1;
-	}
-	return acl_check(ctx, timeout_ms, key_prefix, err, errlen);
 }
 
 /* ---- nodes ------------------------------------------------------------ */

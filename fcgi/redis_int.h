@@ -3,8 +3,9 @@
  * handle (struct redis), a loop's nodes, each address's health record,
  * and the helpers one piece gives the others. redis_conn.c: health,
  * connections, nodes; redis_deploy.c: the deployment (slot map, master);
- * redis.c: the handle and one run; redis_admin.c, above them: status,
- * probe, rlgate-ctl's connections. Not a contract for
+ * redis.c: the handle and one run; redis_lib.c: the function library on
+ * a server; redis_admin.c, above them: status, probe, rlgate-ctl's
+ * connections. Not a contract for
  * anything outside redis*.c: redis.h is.
  */
 #ifndef RLG_REDIS_INT_H
@@ -32,7 +33,10 @@ struct health {
 	atomic_llong	 backoff_ms;	/* 0: up */
 	atomic_long	 epoch;		/* outages so far */
 	atomic_int	 logged;	/* this outage is logged */
-	atomic_int	 lib_logged;	/* a failed FUNCTION LOAD is */
+	atomic_int	 lib_logged;	/* a server before Redis 7.0 is */
+	atomic_int	 lib_missing;	/* this build's library cannot be
+					 * there: an outage that a PING does
+					 * not end, only a call's answer */
 	atomic_llong	 errors;
 	atomic_llong	 redirects;
 	atomic_llong	 refreshes;
@@ -57,8 +61,8 @@ struct node {
 	int		 head, tail;	/* into r->ent, -1: none */
 	int		 first;		/* the round's first entry, -1: none */
 	int		 wait;		/* a WAIT goes last, this round */
-	int		 load;		/* FUNCTION LOAD goes first */
-	int		 loaded;	/* it went, this run */
+	int		 load;		/* the library is missing there */
+	int		 loaded;	/* redis_library() ran, this run */
 	int		 checked;	/* its connection, this run */
 	int		 busy;		/* has entries this round */
 };
@@ -103,15 +107,18 @@ struct health	*redis_conn_health_get(const char *addr);
 /* h failed us: back off (50 ms doubling to 500 ms), count an error, and
  * log why once per outage. Thread safe. */
 void		 redis_conn_health_down(struct health *h, const char *why);
-/* h answered: ends an outage, if there was one (logged once). */
+/* h failed at start-up and the caller logs why: down, as
+ * redis_conn_health_down(), but not logged again. */
+void		 redis_conn_health_said(struct health *h, const char *why);
+/* The health record of the node at host:port (port 0: a unix socket). */
+struct health	*redis_conn_health_at(const char *host, int port);
+/* h answered: ends an outage, if there was one (logged once), the
+ * library's too (lib_missing). */
 void		 redis_conn_health_up(struct health *h);
 /* Why h's last outage happened, into buf ("not connected" if none). */
 void		 redis_conn_health_why(struct health *h, char *buf,
 		    size_t len);
 
-/* Why ctx failed, in words ("timed out after N ms" for a timeout). */
-void		 redis_conn_ctx_why(const redisContext *ctx,
-		    long long timeout_ms, char *buf, size_t len);
 /* Runs one command on a blocking ctx: 0 when its reply is no error, else
  * -1 with "ARGV0: why" in err. *out, when out is given, takes the reply
  * (the caller frees it). */
@@ -125,15 +132,12 @@ int		 redis_conn_split_address(const char *addr, char *host,
  * a cluster); NULL with why in err. The caller frees it. */
 redisContext	*redis_conn_dial_node(const struct conf *c, const char *host,
 		    int port, char *err, size_t errlen);
-/* Makes sure rlg_library is on a blocking ctx: FCALL_RO of its version
- * function, and FUNCTION LOAD (never REPLACE) only where it is not found.
- * Then asks the library whether the ACL user may run every command it runs
- * on keys under key_prefix (FCALL_RO LIB_acl). 0, or -1 with err set
- * (another library under this build's name, NOPERM, a command the user may
- * not run, a server before Redis 7.0). */
-int		 redis_conn_load_library(redisContext *ctx,
-		    long long timeout_ms, const char *key_prefix, char *err,
-		    size_t errlen);
+/* Once the library is on ctx (redis_library()), asks it whether the ACL
+ * user may run every command it runs on keys under key_prefix (FCALL_RO
+ * LIB_acl): Redis's own error for those, at request time, does not name
+ * the command. 0, or -1 with err naming them. (redis_lib.c) */
+int		 redis_lib_acl(redisContext *ctx, long long timeout_ms,
+		    const char *key_prefix, char *err, size_t errlen);
 
 /* [redis] replicas: how many replicas h's master has connected, as last
  * read (-1: not known). Thread safe. */

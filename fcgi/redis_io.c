@@ -122,10 +122,31 @@ redis_io_setup(const struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* A plain connection's reader->privdata points here once the server has
+ * sent something on it (a TLS connection's holds its session). */
+static char heard_mark;
+
 static SSL *
 tls_of(const redisContext *ctx)
 {
-	return ctx->reader != NULL ? ctx->reader->privdata : NULL;
+	void *p = ctx->reader != NULL ? ctx->reader->privdata : NULL;
+
+	return p != &heard_mark ? p : NULL;
+}
+
+/* rc, a plain read's: where it read, the server has spoken. */
+static int
+plain_read(redisContext *ctx, int rc)
+{
+	if (rc == REDIS_OK && ctx->reader != NULL)
+		ctx->reader->privdata = &heard_mark;
+	return rc;
+}
+
+int
+redis_io_heard(const redisContext *ctx)
+{
+	return ctx->reader != NULL && ctx->reader->privdata != NULL;
 }
 
 static void
@@ -274,7 +295,7 @@ redis_io_read(redisContext *ctx)
 	int n;
 
 	if (ssl == NULL)
-		return redisBufferRead(ctx);
+		return plain_read(ctx, redisBufferRead(ctx));
 	if (ctx->err)
 		return REDIS_ERR;
 	do {
@@ -298,7 +319,7 @@ redis_io_get_reply(redisContext *ctx, void **reply)
 	int done = 0;
 
 	if (tls_of(ctx) == NULL)
-		return redisGetReply(ctx, reply);
+		return plain_read(ctx, redisGetReply(ctx, reply));
 	if (redisGetReplyFromReader(ctx, &aux) == REDIS_ERR)
 		return REDIS_ERR;
 	if (aux == NULL) {

@@ -60,6 +60,10 @@ redisReply	*redis_io_command(redisContext *ctx, const char *fmt, ...)
  * tickets) are taken and do not count. A syscall: not per call.
  */
 int		 redis_io_stale(redisContext *ctx);
+/* Has the server sent anything on ctx yet (with TLS: the handshake)? A
+ * plain connection reset or closed before it did is what a TLS port does
+ * to a client that speaks plain. */
+int		 redis_io_heard(const redisContext *ctx);
 /* Frees ctx and its TLS session (redisFree() leaks the session). NULL is
  * fine. */
 void		 redis_io_free(redisContext *ctx);

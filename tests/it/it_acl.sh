@@ -3,25 +3,46 @@
 # documents ("A Redis user for rlgate"), read from the README, in each mode:
 # a single server, a cluster (3 masters, 3 replicas) and Sentinel (the
 # master's user, and the Sentinels' default user restricted as documented).
-# In each, the gateway decides exact counts with that user and nothing is
-# refused (ACL LOG empty); then each command taken away, one at a time,
-# gives an error that names it: at start-up (the probe, through
-# tests/tools/redis_call -P: the gateway's own Redis layer) or, for FCALL
-# and PING, at request time in the log and in /health.
+# That user may not FUNCTION LOAD: with the library missing, the probe says
+# to run rlgate-ctl load, the gateway answers with on_error and logs that
+# once however often it tries again, and rlgate-ctl load (an operator's
+# user) loads it on every master; the README's self-loading addition lets
+# the user load it. In each mode, the gateway decides exact counts with
+# that user and nothing is refused (ACL LOG empty); then each command taken
+# away, one at a time, gives an error that names it: at start-up (the
+# probe, through tests/tools/redis_call -P: the gateway's own Redis layer)
+# or, for FCALL and PING, at request time in the log and in /health. Every
+# pointer to the README section (start-up messages, rlgate.ini(5),
+# rlgate-ctl(8), the sample rlgate.ini) names a section the README has.
 . "$(dirname "$0")/../lib.sh"
 SENTINEL_CLI_AUTH=
 RC=$TOP/tests/tools/redis_call
 FR=$TOP/tests/tools/fcgi_raw
-for t in "$RC" "$FR"; do [ -x "$t" ] || { echo "# build $t first"; exit 1; }; done
+CTL=$TOP/fcgi/rlgate-ctl
+for t in "$RC" "$FR" "$CTL"; do [ -x "$t" ] || { echo "# build $t first"; exit 1; }; done
+LIB=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
 
-# The README's ACL: the line for every mode, and the cluster's and
-# Sentinel's additions.
+# The README's ACL: the line for every mode, the cluster's and Sentinel's
+# additions, and the self-loading one.
+readme=$(tr '\n' ' ' < "$TOP/README.md")
 acl_all=$(sed -n 's/^ACL SETUSER rlgate on >SECRET //p' "$TOP/README.md")
-acl_cluster=$(sed -n 's/.*in cluster mode `ACL SETUSER rlgate \([^`]*\)`.*/\1/p' "$TOP/README.md")
-acl_sentinel=$(sed -n 's/.*in Sentinel mode `ACL SETUSER rlgate \([^`]*\)`.*/\1/p' "$TOP/README.md")
+acl_cluster=$(sed -n 's/.*In cluster mode `ACL SETUSER rlgate \([^`]*\)`.*/\1/p' <<<"$readme")
+acl_sentinel=$(sed -n 's/.*in Sentinel mode `ACL SETUSER rlgate \([^`]*\)`.*/\1/p' <<<"$readme")
+acl_self=$(sed -n 's/.*Self-loading, for a Redis used only by rlgate: `ACL SETUSER rlgate \([^`]*\)`.*/\1/p' <<<"$readme")
 check "README has the ACL line ($(echo $acl_all | wc -w) words)" [ "$(echo $acl_all | wc -w)" -ge 20 ]
+check "README's least-privilege line gives no FUNCTION LOAD (nor @scripting, @all)" \
+	eval '[[ " $acl_all " != *function* && " $acl_all " != *" +@"* ]]'
 is "README's cluster additions" "+cluster|slots +asking" "$acl_cluster"
 is "README's Sentinel additions" "+role" "$acl_sentinel"
+is "README's self-loading addition" "+function|load" "$acl_self"
+# Every pointer to the section names one the README has.
+points() {	# points WHAT: stdin's 'README.md, "SECTION"' are README headings
+	local names
+	names=$(tr '\n' ' ' | grep -o 'README\.md[,:] *"[^"]*"' | sed 's/.*"\(.*\)"/\1/' | sort -u)
+	check "$1 points to README sections that exist (${names//$'\n'/, })" \
+		eval '[ -n "$names" ] && while read -r n; do grep -qx "### $n" "$TOP/README.md" || exit 1; done <<<"$names"'
+}
+for f in conf/rlgate.ini.5 fcgi/rlgate-ctl.8 conf/rlgate.ini; do points "$f" < "$TOP/$f"; done
 # The commands, without the +: each one is taken away in turn.
 cmds=$(printf '%s\n' $acl_all | sed -n 's/^+//p')
 
@@ -43,6 +64,11 @@ acl_log_empty() {
 # shellcheck disable=SC2046
 acl_log_reset() { local p; for p in "$@"; do redis-cli -p "$p" $(auth "$p") ACL LOG RESET > /dev/null; done; }
 flush_lib() { local p; for p in "$@"; do redis-cli -p "$p" FUNCTION FLUSH > /dev/null; done; }
+ops_ini() { sed '/^username = /d; /^password = /d' "$1" > "$2"; chmod 600 "$2"; }	# an operator's user: default
+refused_loads() {	# FUNCTION LOADs Redis refused (ACL) on port $1
+	redis-cli -p "$1" INFO commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_function|load:.*rejected_calls=\([0-9]*\).*/\1/p' | grep . || echo 0
+}
 probe() { "$RC" -c "$1" -P 2>&1; }
 req() {		# req PATH: the status rlgate answers as an authorizer
 	"$FR" "127.0.0.1:$RLGATE_PORT" "request 1 authorizer close GET $1" "wait-reply 1" |
@@ -83,17 +109,15 @@ run() {
 	RLGATE_PORT=
 }
 # take_away MODE INI CMD PORTS...: CMD taken from the user on every node
-# in PORTS (the library flushed first for function|load): the probe's error
-# names it. Given back after.
+# in PORTS: the probe's error names it. Given back after.
 take_away() {
 	local mode=$1 f=$2 cmd=$3 out want; shift 3
 	local lc uc p
 	lc=$(echo "$cmd" | tr 'A-Z' 'a-z'); uc=$(echo "$cmd" | tr 'a-z' 'A-Z')
 	for p in "$@"; do redis-cli -p "$p" ACL SETUSER rlgate "-$lc" > /dev/null; done
-	[ "$lc" = "function|load" ] && flush_lib "$@"
 	out=$(probe "$f")
 	case $lc in
-	fcall_ro|function\|load|cluster\|slots|role|select) want="no permissions to run the '$lc' command" ;;
+	fcall_ro|cluster\|slots|role|select) want="no permissions to run the '$lc' command" ;;
 	*) want="may not run $uc on keys rl:\*" ;;
 	esac
 	if grep -q "$want" <<<"$out"; then TOOK_OK=$((TOOK_OK + 1)); else
@@ -105,9 +129,53 @@ take_away() {
 start_redis || exit 1
 ACL=$acl_all
 acl_on "$REDIS_PORT"
-ini "$T/single.ini" "address = 127.0.0.1:$REDIS_PORT"
+# The library missing: that user may not load it. The probe says what to
+# run; the gateway answers with on_error and says it once (the start-up
+# warning), however often it tries again; rlgate-ctl load, with an
+# operator's user, loads it, and the gateway decides from then on.
+ini "$T/nolib.ini" "address = 127.0.0.1:$REDIS_PORT"
+ops_ini "$T/nolib.ini" "$T/ops.ini"
 flush_lib "$REDIS_PORT"
-is "single: the probe loads the library as that user" "probe OK" "$(probe "$T/single.ini")"
+nolib="this build's library $LIB is not loaded there, and this user may not load it (NOPERM): run rlgate-ctl load with an operator's user (README.md, \"A Redis user for rlgate\")"
+is "single: library missing, the user may not load it: the probe says what to run" "probe: $nolib" "$(probe "$T/nolib.ini")"
+points "that start-up message" <<<"$nolib"
+r0=$(refused_loads "$REDIS_PORT")
+start_rlgate "$T/nolib.ini" single-nolib || exit 1
+codes="$(req /nolib) $(req /nolib) $(req /nolib) $(req /nolib)"
+sleep 1		# past the back-off (at most 500 ms): /health, then it tries again
+hs=$("$FR" "127.0.0.1:$RLGATE_PORT" "request 1 responder close GET /st/health" "wait-reply 1")
+is "single: /health answers 503 and says what to run (PING works: not enough)" "503 1" \
+	"$(sed -n 's/^STDOUT 1 Status: \([0-9]*\).*/\1/p' <<<"$hs") $(grep -c 'run rlgate-ctl load' <<<"$hs")"
+sleep 1
+codes="$codes $(req /nolib) $(req /nolib)"
+is "single: without the library, each request follows on_error (allow)" "200 200 200 200 200 200" "$codes"
+r1=$(refused_loads "$REDIS_PORT")
+check "single: the gateway tried to load it at start-up and again at request time ($((r1 - r0)) FUNCTION LOADs refused)" \
+	test $((r1 - r0)) -ge 2
+is "single: and said what to run once" 1 "$(grep -c 'run rlgate-ctl load' "$T/single-nolib.log")"
+is "single: nothing else logged but info lines (no error per request)" "" \
+	"$(grep -v -e 'warn: redis .*run rlgate-ctl load' -e ' info: ' "$T/single-nolib.log")"
+"$CTL" -c "$T/nolib.ini" load > /dev/null 2> "$T/ctl-nolib.err"
+is "rlgate-ctl load as that user: exit 2" 2 $?
+is "and it says why" "rlgate-ctl: redis 127.0.0.1:$REDIS_PORT: $nolib" "$(cat "$T/ctl-nolib.err")"
+is "rlgate-ctl load as an operator's user: loaded" "127.0.0.1:$REDIS_PORT: loaded $LIB" "$("$CTL" -c "$T/ops.ini" load)"
+is "rlgate-ctl load again: there already, exit 0" "127.0.0.1:$REDIS_PORT: $LIB is there already 0" \
+	"$("$CTL" -c "$T/ops.ini" load) $?"
+sleep 1		# past the back-off of the last try
+is "single: then the gateway decides (3 a minute)" "200 200 200 429" "$(req /later) $(req /later) $(req /later) $(req /later)"
+stop_rlgate; RLGATE_PORT=
+check "single: and logged that Redis answers again" grep -q "redis 127.0.0.1:$REDIS_PORT answers again" "$T/single-nolib.log"
+is "single: audit: the 6 without the library by on_error, the 4 after by Redis" "6 3 1" \
+	"$(rows "key = '/nolib' AND reason = 'redis_error'") $(rows "key = '/later' AND allowed = 1 AND reason = 'limit'") $(rows "key = '/later' AND allowed = 0 AND reason = 'limit'")"
+# Self-loading: the README's addition, and the user loads it itself.
+flush_lib "$REDIS_PORT"
+# shellcheck disable=SC2086
+redis-cli -p "$REDIS_PORT" ACL SETUSER rlgate $acl_self > /dev/null
+is "single: with the self-loading addition, the probe loads it as that user" "probe OK $LIB" \
+	"$(probe "$T/nolib.ini") $(redis-cli -p "$REDIS_PORT" FUNCTION LIST | grep -x 'rlgate_[0-9a-f]*')"
+acl_on "$REDIS_PORT"
+ini "$T/single.ini" "address = 127.0.0.1:$REDIS_PORT"
+is "single: the probe, as that user, with the library there" "probe OK" "$(probe "$T/single.ini")"
 run single "$T/single.ini" 2 "$REDIS_PORT"
 TOOK_OK=0 n=0
 for cmd in $cmds; do
@@ -115,6 +183,9 @@ for cmd in $cmds; do
 	n=$((n + 1)); take_away single "$T/single.ini" "$cmd" "$REDIS_PORT"
 done
 is "single: each of the $n commands taken away is named at start-up" "$n" "$TOOK_OK"
+redis-cli -p "$REDIS_PORT" ACL SETUSER rlgate -time > /dev/null
+points "the start-up message of a command missing" < <(probe "$T/single.ini")
+redis-cli -p "$REDIS_PORT" ACL SETUSER rlgate +time > /dev/null
 is "single: given back, the probe is fine again" "probe OK" "$(probe "$T/single.ini")"
 # FCALL and PING: at request time.
 redis-cli -p "$REDIS_PORT" ACL SETUSER rlgate -fcall > /dev/null
@@ -146,13 +217,19 @@ acl_on "${CLUSTER_PORTS[@]}"
 M=("${CLUSTER_PORTS[@]:0:3}")
 ini "$T/cluster.ini" "mode = cluster" "address = 127.0.0.1:$CLUSTER_SEED"
 flush_lib "${M[@]}"
-is "cluster: the probe loads the library on every master as that user" "probe OK" "$(probe "$T/cluster.ini")"
+is "cluster: library missing: the probe says what to run, for each of the 3 masters" 3 \
+	"$(probe "$T/cluster.ini" | grep -o 'run rlgate-ctl load' | wc -l)"
+ops_ini "$T/cluster.ini" "$T/cluster-ops.ini"
+is "cluster: rlgate-ctl load (an operator's user) loads it on the 3 masters" \
+	"$(for p in "${M[@]}"; do echo "127.0.0.1:$p: loaded $LIB"; done | sort)" \
+	"$("$CTL" -c "$T/cluster-ops.ini" load | sort)"
+is "cluster: then the probe, as that user, is fine" "probe OK" "$(probe "$T/cluster.ini")"
 run cluster "$T/cluster.ini" 9 "${CLUSTER_PORTS[@]}"
 TOOK_OK=0
-for cmd in cluster\|slots fcall_ro function\|load time hincrby zadd; do
+for cmd in cluster\|slots fcall_ro time hincrby zadd; do
 	take_away cluster "$T/cluster.ini" "$cmd" "${CLUSTER_PORTS[@]}"
 done
-is "cluster: cluster|slots, fcall_ro, function|load and 3 of the library's taken away: each named" 6 "$TOOK_OK"
+is "cluster: cluster|slots, fcall_ro and 3 of the library's taken away: each named" 5 "$TOOK_OK"
 
 # 3. Sentinel: the master's and replica's user as documented, and the
 # Sentinels' default user restricted to what rlgate asks (the Sentinels
@@ -171,7 +248,10 @@ S=("${SENTINEL_PORTS[@]}")
 ini "$T/sentinel.ini" "mode = sentinel" "address = 127.0.0.1:${S[0]} 127.0.0.1:${S[1]}" \
 	"master_name = mymaster" "sentinel_password = sp"
 flush_lib "$SENTINEL_MASTER_PORT"
-is "sentinel: the probe loads the library as that user" "probe OK" "$(probe "$T/sentinel.ini")"
+ops_ini "$T/sentinel.ini" "$T/sentinel-ops.ini"
+is "sentinel: rlgate-ctl load (an operator's user) loads it on the master" \
+	"127.0.0.1:$SENTINEL_MASTER_PORT: loaded $LIB" "$("$CTL" -c "$T/sentinel-ops.ini" load)"
+is "sentinel: then the probe, as that user, is fine" "probe OK" "$(probe "$T/sentinel.ini")"
 run sentinel "$T/sentinel.ini" 2 "$SENTINEL_MASTER_PORT" "${S[@]}"
 TOOK_OK=0
 for cmd in role fcall_ro time; do take_away sentinel "$T/sentinel.ini" "$cmd" "$SENTINEL_MASTER_PORT"; done

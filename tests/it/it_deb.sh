@@ -53,7 +53,8 @@ for lib in libhiredis libinih1 libsqlite3-0 libc6; do
 	check "Depends names $lib (from the shared libraries)" grep -q "$lib" <<< "$DEPENDS"
 done
 is "Recommends redis-server" "redis-server" "$(dpkg-deb -f "$DEB" Recommends)"
-is "the programs say the changelog's version" "rlgate ${VERSION%-*} rlgate-ctl ${VERSION%-*}" \
+LIB=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
+is "the programs say the changelog's version" "rlgate ${VERSION%-*} (Lua library $LIB) rlgate-ctl ${VERSION%-*}" \
 	"$("$T/root/usr/sbin/rlgate" -V) $("$T/root/usr/sbin/rlgate-ctl" -V)"
 is "rlgate -t accepts the packaged configuration" "configuration OK" \
 	"$("$T/root/usr/sbin/rlgate" -t -c "$T/root/etc/rlgate/rlgate.ini" 2>&1)"

@@ -176,7 +176,8 @@ else
 fi
 is "rlgate.socket enabled (sockets.target), rlgate-tcp.socket not" "/lib/systemd/system/rlgate.socket" \
 	"$(readlink /etc/systemd/system/sockets.target.wants/rlgate.socket)$(readlink /etc/systemd/system/sockets.target.wants/rlgate-tcp.socket)"
-is "the installed programs say the package's version" "rlgate ${VERSION%-*} rlgate-ctl ${VERSION%-*}" \
+LIB=$(sed -n 's/^const char rlg_library_name\[\] = "\(rlgate_[0-9a-f]*\)";$/\1/p' "$TOP/fcgi/scripts.c")
+is "the installed programs say the package's version" "rlgate ${VERSION%-*} (Lua library $LIB) rlgate-ctl ${VERSION%-*}" \
 	"$(/usr/sbin/rlgate -V) $(/usr/sbin/rlgate-ctl -V)"
 unit() { sed -n "s/^$1=//p" "/lib/systemd/system/$2"; }
 asrl() { setpriv --reuid=rlgate --regid=rlgate --init-groups "$@"; }

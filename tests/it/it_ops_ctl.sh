@@ -100,7 +100,14 @@ dead=$(free_port)
 sed "s/^address = .*/address = 127.0.0.1:$dead/" "$T/rlgate.ini" > "$T/dead.ini"
 "$CTL" -c "$T/dead.ini" peek flood 127.0.0.1 > /dev/null 2> "$T/ctl.err"
 is "unreachable Redis: exit 2" 2 $?
-check "unreachable Redis: says where and why" grep -q "redis 127.0.0.1:$dead: .*refused" "$T/ctl.err"
+refused="rlgate-ctl: redis 127.0.0.1:$dead: Connection refused"
+is "unreachable Redis: says where (once) and why" "$refused" "$(cat "$T/ctl.err")"
+for cmd in "list flood" versions load; do
+	# shellcheck disable=SC2086
+	is "unreachable Redis, $cmd: the same, exit 2" "$refused 2" "$("$CTL" -c "$T/dead.ini" $cmd 2>&1) $?"
+done
+"$CTL" -c "$T/dead.ini" load now > /dev/null 2> "$T/ctl.err"
+is "load takes no argument: exit 1" "1 rlgate-ctl: load takes no argument" "$? $(head -1 "$T/ctl.err")"
 check "rlgate-ctl -h prints the usage and exit codes" bash -c "'$CTL' -h | grep -q '2 Redis unreachable'"
 unset RLGATE_CONF
 

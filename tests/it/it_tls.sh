@@ -148,6 +148,26 @@ is "client certificates required and given" "probe OK" "$(probe "$T/client.ini")
 start_redis || exit 1
 ini "$T/plain.ini" "address = 127.0.0.1:$REDIS_PORT" "tls = yes" "$CA"
 is "tls = yes at a plain port: said" "probe: TLS handshake: timed out after 2000 ms (is it a TLS port?)" "$(probe "$T/plain.ini")"
+is "tls = yes at a plain port: rlgate-ctl names the address once, exit 2" \
+	"rlgate-ctl: redis 127.0.0.1:$REDIS_PORT: TLS handshake: timed out after 2000 ms (is it a TLS port?) 2" \
+	"$("$TOP/fcgi/rlgate-ctl" -c "$T/plain.ini" peek r /r/x 2>&1) $?"
+# tls = no at a TLS port: the server drops the connection without a word
+# (a reset, or a close); wherever rlgate says why, it asks.
+ini "$T/notls.ini" "address = 127.0.0.1:$P"
+hint="before the server said anything (is it a TLS port? then set tls = yes)"
+out=$(probe "$T/notls.ini")
+check "tls = no at a TLS port: the probe asks ($out)" eval '[[ $out == "probe: FCALL_RO: "*" $hint" ]]'
+out=$("$TOP/fcgi/rlgate-ctl" -c "$T/notls.ini" peek r /r/x 2>&1)
+check "tls = no at a TLS port: rlgate-ctl peek asks ($out)" \
+	eval '[[ $out == "rlgate-ctl: redis 127.0.0.1:$P: FCALL_RO: "*" $hint" ]]'
+out=$("$TOP/fcgi/rlgate-ctl" -c "$T/notls.ini" versions 2>&1)
+check "tls = no at a TLS port: rlgate-ctl versions asks ($out)" \
+	eval '[[ $out == "rlgate-ctl: redis 127.0.0.1:$P: FUNCTION LIST: "*" $hint" ]]'
+start_rlgate "$T/notls.ini" notls || exit 1
+is "tls = no at a TLS port: on_error's answers (allow, deny)" "200 503" "$(req /r/notls) $(req /d/notls)"
+stop_rlgate; RLGATE_PORT=
+check "tls = no at a TLS port: the gateway's log asks, at request time" \
+	grep -qF "$hint; answering with on_error until it is back" "$T/notls.log"
 
 # 3. A cluster with tls-cluster yes: the nodes announce their TLS ports.
 start_tls_cluster || { not_ok "cluster starts"; finish; exit; }

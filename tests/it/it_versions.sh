@@ -8,9 +8,14 @@
 # redis_error); together they admit exactly the limit, and
 # rlgate-report --verify over both audits finds no violation; B reads the
 # state A wrote (a key A counted first, B goes on from there).
-# rlgate-ctl versions lists both and marks its own; unload refuses this
-# build's; prune removes the other, which its gateway loads again at its
-# next request.
+# rlgate-ctl versions lists both and marks its own, and rlgate -V names
+# each build's; unload refuses this build's; prune removes the other, which
+# its gateway loads again at its next request; with none loaded, versions
+# says so. A library under this build's name that rlgate did not write (a
+# hand-made one; a copy of this build's edited by hand) is never replaced,
+# neither by the gateway (it tries to load its own, answers with on_error
+# and says why once) nor by rlgate-ctl load (exit 2, says why; it compares
+# the code).
 . "$(dirname "$0")/../lib.sh"
 CTL=$TOP/fcgi/rlgate-ctl
 REPORT=$TOP/reports/rlgate-report
@@ -103,6 +108,9 @@ is "versions (A's ctl): both, A's marked" "$(printf '%s\t1/1 masters\tthis build
 	"$(sort "$T/versions-a")"
 is "versions (B's ctl): B's marked" "$LB	1/1 masters	this build" \
 	"$("$T/b/fcgi/rlgate-ctl" -c "$T/b.ini" versions | grep 'this build')"
+v_of() { "$1" -V | sed -n 's/^rlgate [^ ]* (Lua library \(rlgate_[0-9a-f]*\))$/\1/p'; }
+is "rlgate -V names the library its build carries (A, B), as versions lists it" "$LA $LB" \
+	"$(v_of "$RLGATE") $(v_of "$T/b/fcgi/rlgate")"
 "$CTL" -c "$T/a.ini" unload "$LA" > /dev/null 2> "$T/unload-own.err"
 is "unload of this build's library: refused (exit 1)" 1 $?
 check "and says why" grep -q "is this build's library" "$T/unload-own.err"
@@ -120,5 +128,46 @@ is "A's library deleted under A: the next request is decided by Redis (over the 
 	"$(status "http://127.0.0.1:$HA/v/item?k=both")"
 is "and it loaded its library again, once" 4 "$(loads)"
 is "both libraries are there again" 2 "$(rcli FUNCTION LIST LIBRARYNAME 'rlgate_*' | grep -cx 'rlgate_[0-9a-f]*')"
+stop_rlgate
+
+rcli FUNCTION FLUSH > /dev/null
+is "versions with no library loaded says so" "no rlgate library on the 1 master (this build's, $LA: rlgate-ctl load)" \
+	"$("$CTL" -c "$T/a.ini" versions)"
+
+# A library under this build's name that rlgate did not write. The
+# gateway's user may load functions: it tries, never with REPLACE.
+rcli FUNCTION LOAD "#!lua name=$LA
+redis.register_function('${LA}_hello', function() return 'hand-made' end)" > /dev/null
+hand() { rcli FUNCTION LIST LIBRARYNAME "$LA" WITHCODE | grep -c "$1"; }
+notours="library $LA there is not this build's (it has no function ${LA}_version); rlgate does not replace it: delete it (FUNCTION DELETE $LA), then run rlgate-ctl load"
+l0=$(loads)
+RLGATE_PORT=$PA start_rlgate "$T/a.ini" a3 || exit 1
+codes="$(status "http://127.0.0.1:$HA/v/item?k=hand") $(status "http://127.0.0.1:$HA/v/item?k=hand")"
+sleep 1		# past the back-off (at most 500 ms): it tries again
+codes="$codes $(status "http://127.0.0.1:$HA/v/item?k=hand") $(status "http://127.0.0.1:$HA/v/item?k=hand")"
+is "a hand-made $LA: each request answered by on_error (allow)" "200 200 200 200" "$codes"
+check "the gateway tried to load its own, at start-up and again ($(($(loads) - l0)) FUNCTION LOADs)" \
+	test $(($(loads) - l0)) -ge 2
+stop_rlgate
+is "and said why once" 1 "$(grep -cF "$notours" "$T/a3.log")"
+is "audit: the 4 by on_error" 4 "$(both "key = 'hand' AND reason = 'redis_error'")"
+is "the hand-made library is still there, its code as it was" 1 "$(hand "return 'hand-made'")"
+"$CTL" -c "$T/a.ini" load > /dev/null 2> "$T/load-hand.err"
+is "rlgate-ctl load: exit 2" 2 $?
+is "and it says why" "rlgate-ctl: redis 127.0.0.1:$REDIS_PORT: $notours" "$(cat "$T/load-hand.err")"
+is "the hand-made library is still there after rlgate-ctl load" 1 "$(hand "return 'hand-made'")"
+# This build's library edited by hand (its version function answers this
+# build's version): the gateway cannot tell; rlgate-ctl load compares the
+# code, and leaves it.
+rcli FUNCTION DELETE "$LA" > /dev/null
+LUA_LIB="$TOP/lua/prelude.lua $(ls "$TOP"/lua/*.lua | grep -v -e '/prelude.lua$' -e '/decide.lua$' -e '/rlgate.lua$' | sort | tr '\n' ' ')$TOP/lua/decide.lua"
+# shellcheck disable=SC2086
+sh "$TOP/fcgi/embed.sh" -l $LUA_LIB | sed 's/^-- FCALL_RO LIB_version 0: the library version\.$/-- edited by hand/' > "$T/edited.lua"
+is "the edited copy loaded under $LA" "$LA" "$(rcli -x FUNCTION LOAD < "$T/edited.lua")"
+"$CTL" -c "$T/a.ini" load > /dev/null 2> "$T/load-edited.err"
+is "rlgate-ctl load of an edited copy: exit 2, other code" \
+	"2 rlgate-ctl: redis 127.0.0.1:$REDIS_PORT: library $LA there is not this build's (this build's version, other code); rlgate does not replace it: delete it (FUNCTION DELETE $LA), then run rlgate-ctl load" \
+	"$? $(cat "$T/load-edited.err")"
+is "the edited copy is still there" 1 "$(hand "edited by hand")"
 
 finish
