@@ -148,6 +148,8 @@ reports/rlgate-report: $(REPORT_OBJS)
 
 $(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
+# The report's unit test links its modules too (all but its main).
+$(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
 
 tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -1,10 +1,15 @@
 /*
  * audit_files: the files of a dated [audit] database name
  * (audit-%Y-%m-%d.db): which file a time's rows go to, and deleting the
- * ones [audit] keep has passed. Names and files only: the queue, the
+ * ones [audit] keep has passed, and whose turn that is among processes of
+ * one request each. Names and files only: the queue, the
  * writer and SQLite are audit.c's, audit_writer.c's and audit_db.c's.
  */
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <stdio.h>
@@ -140,4 +145,74 @@ audit_files_delete_old(const char *pattern, const char *in_use,
 		    "[audit] keep ago", f);
 	}
 	globfree(&g);
+}
+
+/* The stamp of pattern's turns: ".NAME.keep" beside the files. */
+static int
+stamp_path(const char *pattern, char *buf, size_t len)
+{
+	const char *base = strrchr(pattern, '/');
+	int dir = base != NULL ? (int)(base - pattern + 1) : 0;
+	int n;
+
+	base = base != NULL ? base + 1 : pattern;
+	n = snprintf(buf, len, "%.*s.%s.keep", dir, pattern, base);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/*
+ * Whether st, the stamp, was set by this user less than the period ago.
+ * A time in the future (a clock set back, or a hand) is not trusted.
+ */
+static int
+stamp_fresh(const struct stat *st, long long now)
+{
+	long long mtime = (long long)st->st_mtim.tv_sec * 1000 +
+	    st->st_mtim.tv_nsec / 1000000;
+
+	return S_ISREG(st->st_mode) && st->st_uid == geteuid() &&
+	    mtime > now - AUDIT_FILES_SWEEP_EVERY_MS &&
+	    mtime <= now + AUDIT_FILES_SWEEP_EVERY_MS;
+}
+
+/*
+ * The common case is one lstat(). When the stamp is stale, the process
+ * that gets its lock sets it and takes the turn; the others, and any that
+ * finds it fresh once it holds the lock, do not. When there is none, the
+ * one that creates it (O_EXCL) takes the turn. O_NOFOLLOW and the owner
+ * check: the directory may let others plant a stamp, never steer us.
+ */
+int
+audit_files_sweep_due(const char *pattern, long long now)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, due = 1;
+
+	if (stamp_path(pattern, path, sizeof(path)) == -1)
+		return 1;
+	if (lstat(path, &st) == 0 && stamp_fresh(&st, now))
+		return 0;
+	/* Who makes the stamp takes the first turn. */
+	if ((fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) != -1 || errno != EEXIST)
+		goto done;
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+	    O_CLOEXEC)) == -1)
+		return 1;
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid())
+		goto done;
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		due = 0;	/* another process is taking the turn */
+		goto done;
+	}
+	if (fstat(fd, &st) == 0 && stamp_fresh(&st, now))
+		due = 0;
+	else
+		futimens(fd, NULL);
+done:
+	if (fd != -1)
+		close(fd);
+	return due;
 }

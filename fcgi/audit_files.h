@@ -24,4 +24,19 @@ int	audit_files_for(const char *pattern, long long ms, char *buf,
 void	audit_files_delete_old(const char *pattern, const char *in_use,
 	    long long keep, long long now);
 
+/* How often the processes of one dated name take turns at deleting. */
+#define AUDIT_FILES_SWEEP_EVERY_MS	60000
+
+/*
+ * For processes that live one request each (CGI), which must not each
+ * look through the directory: 1 when it is this process's turn to call
+ * audit_files_delete_old() at now, 0 when another took the turn less than
+ * AUDIT_FILES_SWEEP_EVERY_MS ago. The turn is the mtime of a stamp beside
+ * the files, ".NAME.keep" (NAME the pattern's own file name), owned by the
+ * process's user; a stamp that cannot be trusted (another user's, not a
+ * plain file, a link, in the future) or made gives every process the turn:
+ * the files are still deleted, only at the cost of looking each time.
+ */
+int	audit_files_sweep_due(const char *pattern, long long now);
+
 #endif

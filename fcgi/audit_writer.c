@@ -56,6 +56,18 @@ delete_old_files(struct audit *a)
 		audit_files_delete_old(a->pattern, a->path, keep, wall_ms());
 }
 
+/* Whether an inline handle of a dated name with a keep has the turn. */
+static int
+keep_due(struct audit *a)
+{
+	long long keep;
+
+	pthread_mutex_lock(&a->mu);
+	keep = a->keep_ms;
+	pthread_mutex_unlock(&a->mu);
+	return keep > 0 && audit_files_sweep_due(a->pattern, wall_ms());
+}
+
 /*
  * The rows of a dated name go to the file of their own time (Redis TIME,
  * which every gateway shares): moves a to the file of time ms. The first
@@ -104,9 +116,12 @@ rows_of_period(struct audit *a, struct qrow **rows, size_t n)
 	for (i = 1; i < n && rows[i]->r.ts_ms >= a->period_start_ms &&
 	    rows[i]->r.ts_ms < a->period_end_ms; i++)
 		;
-	if (!a->swept && !a->inline_mode) {
-		delete_old_files(a);
+	/* An inline handle serves one CGI request: the many processes of a
+	 * CGI deployment take turns (audit_files_sweep_due()). */
+	if (!a->swept) {
 		a->swept = 1;
+		if (!a->inline_mode || keep_due(a))
+			delete_old_files(a);
 	}
 	return i;
 }

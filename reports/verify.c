@@ -718,6 +718,31 @@ cmp_rule(const void *x, const void *y)
 	return c;
 }
 
+int
+verify_check_run(struct ctx *c, struct rec *r, size_t n, const struct pinfo *p)
+{
+	switch (p->alg) {
+	case RLG_FIXED_WINDOW:
+		check_fixed(c, r, n, p, r->kid);
+		return 0;
+	case RLG_SLIDING_LOG:
+		check_blocks(c, r, n, p, r->kid, 1, log_flush);
+		return 0;
+	case RLG_SLIDING_WINDOW:
+		check_blocks(c, r, n, p, r->kid, p->precision_ms, blocks_flush);
+		return 0;
+	case RLG_TOKEN_BUCKET:
+	case RLG_GCRA:
+		check_bucket(c, r, n, p, r->kid);
+		return 0;
+	case RLG_LEAKY_BUCKET:
+		check_leaky(c, r, n, p, r->kid);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
 /* Checks the records in memory (sorted), a run of one key at a time. */
 static int
 check_records(struct ctx *c)
@@ -739,27 +764,9 @@ check_records(struct ctx *c)
 			p->keys++;
 		}
 		p->admitted += (int64_t)(j - i);
-		switch (p->alg) {
-		case RLG_FIXED_WINDOW:
-			check_fixed(c, r, j - i, p, r->kid);
-			break;
-		case RLG_SLIDING_LOG:
-			check_blocks(c, r, j - i, p, r->kid, 1, log_flush);
-			break;
-		case RLG_SLIDING_WINDOW:
-			check_blocks(c, r, j - i, p, r->kid, p->precision_ms, blocks_flush);
-			break;
-		case RLG_TOKEN_BUCKET:
-		case RLG_GCRA:
-			check_bucket(c, r, j - i, p, r->kid);
-			break;
-		case RLG_LEAKY_BUCKET:
-			check_leaky(c, r, j - i, p, r->kid);
-			break;
-		default:
+		if (verify_check_run(c, r, j - i, p) == -1) {
 			v->skipped += (int64_t)(j - i);
 			p->admitted -= (int64_t)(j - i);
-			break;
 		}
 		p->violations += (int64_t)(v->nv - before);
 		if (c->oom)

@@ -92,4 +92,13 @@ int	verify_load_part(struct priv *pv, size_t k, char *err, size_t errlen);
  * or -1 out of memory. */
 int	verify_sort_records(struct priv *pv);
 
+/*
+ * Replays r[0..n), the admissions of one key (r->kid) with one parameter
+ * set p, in time order, against p's algorithm's promise: the violations
+ * go to c->v (c->oom set when out of memory). 0, or -1 when p's algorithm
+ * is none rlgate knows (nothing checked).
+ */
+int	verify_check_run(struct ctx *c, struct rec *r, size_t n,
+	    const struct pinfo *p);
+
 #endif

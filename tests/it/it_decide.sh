@@ -285,9 +285,37 @@ rcli FUNCTION FLUSH > /dev/null
 is "batch after FUNCTION FLUSH: x full, y admitted" "429 200" \
 	"$(fcgi_status '/b/item?k=x&id=f') $(fcgi_status '/b/item?k=y&id=g')"
 is "redis: y counted twice now" 2 "$(rcli HGET 'rl:{b_narrow:y}' count)"
+# Denied requests, then one on fresh keys, in one batch (one call): the
+# fresh one is decided on its own: answered 200, counted in Redis, and
+# recorded as an admission, whatever the denials before it in the call.
+# As above, H holds the loop while F and G (x, full) and then I arrive.
+f0=$(redis_calls fcall)
+kill -STOP "$REDIS_PID"
+batch_status h1 h &
+bps=($!)
+sleep 0.5
+for id in f2 g2; do batch_status x $id & bps+=($!); done
+sleep 0.5	# I after F and G: only the order in the batch depends on it
+batch_status fresh i &
+bps+=($!)
+sleep 0.5
+kill -CONT "$REDIS_PID"
+wait "${bps[@]}"
+f1=$(redis_calls fcall)
+is "batch of denials then a fresh key: H 200, F and G 429, I 200" "200 429 429 200" \
+	"$(cat "$T/batch-h.code" "$T/batch-f2.code" "$T/batch-g2.code" "$T/batch-i.code" | paste -sd' ')"
+is "... in 2 calls: H's, then F, G and I in one" 2 $((f1 - f0))
+is "... I counted in both its rules' keys" "1 1" \
+	"$(rcli HGET 'rl:{b_narrow:fresh}' count) $(rcli EXISTS 'rl:{b_wide:i}')"
+is "... F and G counted nowhere (x still 2)" "2 0" \
+	"$(rcli HGET 'rl:{b_narrow:x}' count) $(rcli EXISTS 'rl:{b_wide:f2}' 'rl:{b_wide:g2}')"
 stop_rlgate
-is "audit: b_narrow 4 admitted, 3 denied; b_wide 4 admitted, 3 other_rule" \
-	"limit:0:3 limit:1:4|limit:1:4 other_rule:0:3" \
+is "... audit: I admitted by both rules (reason limit), F and G not counted by b_wide" \
+	"b_narrow:1:limit b_wide:0:other_rule b_wide:0:other_rule b_wide:1:limit" \
+	"$(AUDIT_DB=$T/batch.db sql "SELECT rule || ':' || allowed || ':' || reason FROM decisions
+	    WHERE key IN ('fresh', 'i', 'f2', 'g2') ORDER BY 1" | paste -sd' ')"
+is "audit: b_narrow 6 admitted, 5 denied; b_wide 6 admitted, 5 other_rule" \
+	"limit:0:5 limit:1:6|limit:1:6 other_rule:0:5" \
 	"$(AUDIT_DB=$T/batch.db reasons b_narrow)|$(AUDIT_DB=$T/batch.db reasons b_wide)"
 "$TOP/reports/rlgate-report" --verify "$T/batch.db" > "$T/batch-verify.out" 2>&1
 is "batch: rlgate-report --verify: every limit held" 0 $?

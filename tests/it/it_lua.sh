@@ -217,6 +217,16 @@ is "batch: three requests; x denies the third, so z is not counted" \
 		'fixed_window n 1 2 60000  ' 'fixed_window n 1 2 60000  ' 'fixed_window - 1 5 60000  ')"
 is "batch: x counted twice, y once, z never written" "2 1 0" \
 	"$(rcli hget 'rl:{b:x}' count) $(rcli hget 'rl:{b:y}' count) $(rcli exists 'rl:{b:z}')"
+# A denied request, then one on a fresh key, in one call: the second is
+# decided on its own (counted 1 and written), whatever the first answered.
+is "batch: x full denies request 1; request 2 on fresh key w is counted" \
+	"[0,$(row_b 0 0 2 60000 60000),1,$(row_b 1 2 3 60000 0)]" \
+	"$(batch 2 'rl:{b:x}' 'rl:{b:w}' "" 1000000 'fixed_window - 1 2 60000  ' 'fixed_window n 1 3 60000  ')"
+is "batch: w counted once, x still 2" "1 2" "$(rcli hget 'rl:{b:w}' count) $(rcli hget 'rl:{b:x}' count)"
+is "batch: a denied request between two on fresh keys: both of those counted" \
+	"[1,\"1 2 3 20000 0 1000000 0 60000 3 0 0  \",0,$(row_b 0 0 2 60000 60000),1,$(row_b 1 2 3 60000 0)] 1 1" \
+	"$(batch 3 'rl:{b:v1}' 'rl:{b:x}' 'rl:{b:v2}' "" 1000000 'gcra - 1 3 60000  ' 'fixed_window n 1 2 60000  ' \
+		'sliding_log n 1 3 60000  ') $(rcli exists 'rl:{b:v1}') $(rcli zcard 'rl:{b:v2}')"
 is "batch: one request's bad argument fails that request alone, its rule numbered in it" \
 	"[1,$(row_b 1 2 3 60000 0),error:\"rlgate: rule 2 (gcra): cost 5 is above burst 3: such a request could never be admitted\",1,$(row_b 1 1 3 60000 0)]" \
 	"$(batch 4 'rl:{be:a}' 'rl:{be:b}' 'rl:{be:c}' 'rl:{be:a}' "" 1000000 'fixed_window - 1 3 60000  ' \

@@ -160,6 +160,25 @@ is "merged: each host alone holds the limit" "0 0" "$ra $rb"
 is "merged: together they broke it" 1 "$rc"
 check "merged: the violation counts both hosts' rows" grep -Fq 'admitted 120, limit 100' <<< "$out"
 
+# Admitted without a count (reason redis_error) at 10:00:00.999, 10:00:01.000,
+# .500 and 10:00:02.000: --since is inclusive, --until exclusive, for them as
+# for the windows. So --since 10:00:01 --until 10:00:02 counts 2, the one at
+# exactly --since among them; --since 10:00:01.001 counts 1.
+newdb "$T/unchecked.db"
+for ts in 999 1000 1500 2000; do
+	sqlite3 "$T/unchecked.db" "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm,
+	allowed, reason, cost, limit_value, window_ms, burst) VALUES ($BASE + $ts, 'u$ts', 'api',
+	'org1', 'fixed_window', 1, 'redis_error', 1, 100, 1000, 100)"
+done
+unchecked() { "$REPORT" --verify "$@" "$T/unchecked.db" | sed -n 's/^ok   rule api (.*): .*, \([0-9]*\) admitted without a count.*/\1/p'; }
+is "--verify --since T --until U: the unchecked rows at T and after, before U" 2 \
+	"$(unchecked --since $((BASE + 1000)) --until $((BASE + 2000)))"
+is "--verify --since T+1ms: the row at T no longer counted" 1 \
+	"$(unchecked --since $((BASE + 1001)) --until $((BASE + 2000)))"
+is "--verify --since T (date-time): the row at exactly T counted" 3 \
+	"$(unchecked --since '2025-11-22 10:00:01.000')"
+is "--verify without a range: all 4" 4 "$(unchecked)"
+
 echo "# one database per day: a directory or a pattern"
 mkdir -p "$T/days"
 # 3 + 3 admitted against 5 a second, across midnight, in two daily files:

@@ -134,6 +134,32 @@ is "a wrong tls_server_name" "probe: TLS handshake: certificate verify failed (h
 	"$(probe "$T/name.ini")"
 ini "$T/name.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = localhost"
 is "tls_server_name = localhost (in the certificate)" "probe OK" "$(probe "$T/name.ini")"
+# An address is checked against the certificate's IP names (never its
+# DNS names or CN): the server's has IP:127.0.0.1; two more of the same CA
+# have only DNS:localhost (and CN 127.0.0.1), and only IP:127.0.0.2.
+ipcert() {
+	openssl req -newkey rsa:2048 -nodes -keyout "$TLS_DIR/$1.key" -out "$TLS_DIR/$1.csr" \
+		-subj "/CN=127.0.0.1" 2>/dev/null &&
+	printf 'subjectAltName = %s\n' "$2" > "$TLS_DIR/$1.cnf" &&
+	openssl x509 -req -in "$TLS_DIR/$1.csr" -CA "$TLS_DIR/ca.crt" -CAkey "$TLS_DIR/ca.key" \
+		-CAcreateserial -days 1 -extfile "$TLS_DIR/$1.cnf" -out "$TLS_DIR/$1.crt" 2>/dev/null
+}
+ipcert dnsonly DNS:localhost && ipcert otherip IP:127.0.0.2 || { echo "# openssl could not make the certificates"; exit 1; }
+ini "$T/ip.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA"
+is "address 127.0.0.1, its IP name in the certificate: accepted" "probe OK" "$(probe "$T/ip.ini")"
+ini "$T/ip.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = 127.0.0.1"
+is "tls_server_name = 127.0.0.1, in the certificate: accepted" "probe OK" "$(probe "$T/ip.ini")"
+ini "$T/ip.ini" "address = 127.0.0.1:$P" "tls = yes" "$CA" "tls_server_name = 127.0.0.2"
+is "tls_server_name = 127.0.0.2, not in it: refused" \
+	"probe: TLS handshake: certificate verify failed (IP address mismatch: not 127.0.0.2)" "$(probe "$T/ip.ini")"
+for c in dnsonly otherip; do
+	start_tls_redis "$c" || exit 1
+	ini "$T/ip.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
+	is "address 127.0.0.1, a certificate of the CA with only $(cat "$TLS_DIR/$c.cnf" | cut -d' ' -f3): refused" \
+		"probe: TLS handshake: certificate verify failed (IP address mismatch: not 127.0.0.1)" "$(probe "$T/ip.ini")"
+done
+ini "$T/ip.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA" "tls_server_name = 127.0.0.2"
+is "... tls_server_name = 127.0.0.2, its IP name: accepted" "probe OK" "$(probe "$T/ip.ini")"
 start_tls_redis expired || exit 1
 ini "$T/exp.ini" "address = 127.0.0.1:$TLS_PORT" "tls = yes" "$CA"
 is "an expired certificate" "probe: TLS handshake: certificate verify failed (certificate has expired)" \

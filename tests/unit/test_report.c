@@ -1,9 +1,11 @@
 /*
  * Unit tests for rlgate-report's arithmetic: window alignment, UTC times,
  * durations, axis steps, and each --verify check at the edge of the slack
- * that millisecond timestamps allow (one ms less passes, one more fails).
- * The report's sources are included so that their static checks can be
- * driven directly.
+ * that millisecond timestamps allow (one ms less passes, one more fails),
+ * driven through verify_check_run() (verify_int.h); and --verify's time
+ * range on a database the gateway's own audit writer makes: --since
+ * inclusive, --until exclusive. Linked with the report's objects
+ * (Makefile), not their sources.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,15 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "../../reports/window.c"
-#include "../../reports/intern.c"
-#include "../../reports/db.c"
-#include "../../reports/verify.c"
-#include "../../reports/verify_load.c"
-#include "../../reports/verify_local.c"
+#include "audit.h"
+#include "conf.h"
+#include "../../reports/agg.h"
+#include "../../reports/db.h"
+#include "../../reports/intern.h"
+#include "../../reports/verify.h"
+#include "../../reports/verify_int.h"
+#include "../../reports/window.h"
 
 #define BASE	1763805600000LL		/* 2025-11-22 10:00:00.000 UTC */
 
@@ -141,13 +146,7 @@ replay(enum rlg_algorithm alg, int64_t limit, int64_t window_ms, int64_t burst,
 	kid = intern_pair(&P.keys, "r", "k");
 	for (size_t i = 0; i < n; i++)
 		r[i] = (struct rec){ BASE + ts[i], kid, 0, (uint32_t)i, 1, delay ? delay[i] : 0 };
-	switch (alg) {
-	case RLG_FIXED_WINDOW:	check_fixed(&c, r, n, &p, kid); break;
-	case RLG_SLIDING_LOG:	check_blocks(&c, r, n, &p, kid, 1, log_flush); break;
-	case RLG_SLIDING_WINDOW: check_blocks(&c, r, n, &p, kid, precision_ms, blocks_flush); break;
-	case RLG_LEAKY_BUCKET:	check_leaky(&c, r, n, &p, kid); break;
-	default:		check_bucket(&c, r, n, &p, kid); break;
-	}
+	assert_int_equal(verify_check_run(&c, r, n, &p), 0);
 	assert_false(c.oom);
 	return V.nv;
 }
@@ -255,6 +254,161 @@ test_leaky_bucket(void **state)
 	assert_string_equal(V.v[0].check, "wait");
 }
 
+/* A row the gateway's audit writer stores: rule api, key org1, 100/s. */
+struct trow {
+	int64_t		 at;		/* ms after BASE */
+	int		 allowed;
+	const char	*reason;
+};
+
+/* Writes rows[0..n) into a new database under a fresh directory: its path
+ * into path (dir is the directory, removed by rm_db()). */
+static void
+make_db(char *dir, char *path, size_t len, const struct trow *rows, size_t n)
+{
+	char err[256], id[16];
+	struct audit *a;
+	size_t i;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, len, "%s/audit.db", dir);
+	assert_non_null(a = audit_open_inline(path, 64, err, sizeof(err)));
+	for (i = 0; i < n; i++) {
+		struct audit_row r = { BASE + rows[i].at, id, "api", "org1",
+		    "fixed_window", rows[i].allowed, rows[i].reason, 1, 100,
+		    1000, 100, -1, -1, -1, "GET", "/", "10.0.0.1",
+		    rows[i].allowed ? 200 : 429, 10 };
+
+		snprintf(id, sizeof(id), "r%zu", i);
+		assert_int_equal(audit_push(a, &r), 0);
+	}
+	assert_int_equal(audit_close(a, 5000), 0);
+}
+
+static void
+rm_db(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void
+open_db(struct rdbs *dbs, const char *path)
+{
+	char err[512], *paths[1] = { (char *)path };
+
+	memset(dbs, 0, sizeof(*dbs));
+	if (db_open_all(dbs, paths, 1, err, sizeof(err)) == -1)
+		fail_msg("%s", err);
+}
+
+/* --verify's count of rows admitted without a count in [since, until). */
+static int64_t
+unchecked_in(const char *path, int64_t since, int64_t until)
+{
+	struct filter f = { NULL, NULL, since, until };
+	struct verify v;
+	struct rdbs dbs;
+	char err[512];
+	int64_t n;
+
+	open_db(&dbs, path);
+	memset(&v, 0, sizeof(v));
+	if (verify_run(&v, &dbs, &f, 0, 0, err, sizeof(err)) == -1)
+		fail_msg("%s", err);
+	n = v.unchecked;
+	assert_int_equal(v.nrules, 1);
+	assert_int_equal(v.rules[0].unchecked, n);
+	verify_free(&v);
+	db_close_all(&dbs);
+	return n;
+}
+
+/* Admitted without a count (reason redis_error) at BASE + 999, 1000, 1500
+ * and 2000: --verify counts those in [since, until). */
+static void
+test_verify_range(void **state)
+{
+	static const struct trow rows[] = { { 999, 1, "redis_error" },
+	    { 1000, 1, "redis_error" }, { 1500, 1, "redis_error" },
+	    { 2000, 1, "redis_error" } };
+	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64];
+
+	(void)state;
+	make_db(dir, path, sizeof(path), rows, 4);
+	assert_int_equal(unchecked_in(path, INT64_MIN, INT64_MAX), 4);
+	/* The row at exactly since counts; the one at until does not. */
+	assert_int_equal(unchecked_in(path, BASE + 1000, BASE + 2000), 2);
+	assert_int_equal(unchecked_in(path, BASE + 1001, BASE + 2000), 1);
+	assert_int_equal(unchecked_in(path, BASE + 1000, BASE + 2001), 3);
+	assert_int_equal(unchecked_in(path, BASE + 2000, INT64_MAX), 1);
+	assert_int_equal(unchecked_in(path, INT64_MIN, BASE + 999), 0);
+	assert_int_equal(unchecked_in(path, INT64_MIN, BASE + 1000), 1);
+	rm_db(dir);
+}
+
+/* "start:allowed:denied:unchecked" of each window of the one series. */
+static char *
+windows(const char *path, int64_t width, int64_t since, int64_t until,
+    char *buf, size_t len)
+{
+	struct filter f = { NULL, NULL, since, until };
+	struct agg a;
+	struct rdbs dbs;
+	char err[512];
+	size_t i, n = 0;
+
+	open_db(&dbs, path);
+	memset(&a, 0, sizeof(a));
+	if (agg_run(&a, &dbs, &f, width, 0, err, sizeof(err)) == -1)
+		fail_msg("%s", err);
+	assert_int_equal(a.nseries, 1);
+	buf[0] = '\0';
+	for (i = 0; i < a.series[0].nwins; i++) {
+		const struct win *w = &a.series[0].wins[i];
+
+		n += (size_t)snprintf(buf + n, len - n, "%s%lld:%lld:%lld:%lld",
+		    i ? " " : "", (long long)(w->start_ms - BASE),
+		    (long long)w->allowed, (long long)w->denied,
+		    (long long)w->unchecked);
+	}
+	agg_free(&a);
+	db_close_all(&dbs);
+	return buf;
+}
+
+/* A window is [start, start + width): a row at its end is the next one's;
+ * --since and --until cut rows, never windows' arithmetic; unchecked are
+ * the admitted redis_error rows only (on_error = deny's are denials). */
+static void
+test_agg_windows(void **state)
+{
+	static const struct trow rows[] = { { 0, 1, "limit" },
+	    { 999, 0, "limit" }, { 1000, 1, "redis_error" },
+	    { 1999, 1, "limit" }, { 2000, 0, "limit" }, { 2500, 0, "other_rule" },
+	    { 2600, 0, "redis_error" } };
+	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64], b[256];
+
+	(void)state;
+	make_db(dir, path, sizeof(path), rows, 7);
+	assert_string_equal(windows(path, 1000, INT64_MIN, INT64_MAX, b, sizeof(b)),
+	    "0:1:1:0 1000:2:0:1 2000:0:3:0");
+	assert_string_equal(windows(path, 1000, BASE + 999, BASE + 2000, b, sizeof(b)),
+	    "0:0:1:0 1000:2:0:1");
+	assert_string_equal(windows(path, 2000, INT64_MIN, INT64_MAX, b, sizeof(b)),
+	    "0:3:1:1 2000:0:3:0");
+	assert_string_equal(windows(path, 500, BASE + 1000, INT64_MAX, b, sizeof(b)),
+	    "1000:1:0:1 1500:1:0:0 2000:0:1:0 2500:0:2:0");
+	assert_string_equal(windows(path, 1, BASE + 999, BASE + 1001, b, sizeof(b)),
+	    "999:0:1:0 1000:1:0:1");
+	rm_db(dir);
+	assert_true(agg_per_second(100, 1000) == 100.0);
+	assert_true(agg_per_second(5, 10) == 500.0);
+	assert_true(agg_per_second(3, 60000) == 0.05);
+}
+
 int
 main(void)
 {
@@ -268,6 +422,8 @@ main(void)
 		cmocka_unit_test(test_sliding_window),
 		cmocka_unit_test(test_token_bucket),
 		cmocka_unit_test(test_leaky_bucket),
+		cmocka_unit_test(test_verify_range),
+		cmocka_unit_test(test_agg_windows),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 

@@ -499,6 +499,195 @@ test_overflow_is_bounded(void **state)
 	    "\x01\x02\x03\x04\x05\x06\x07\x08", 8), sizeof(small));
 }
 
+/* write(): the reply for the decision of the first n verdicts. */
+static const char *
+write_reply(size_t n, struct decision *d)
+{
+	size_t len;
+
+	*d = decide(n);
+	len = respond_write(d, out, sizeof(out));
+	out[len] = '\0';
+	return out;
+}
+
+/*
+ * Whole seconds round up, never down, in Retry-After, t= and w=; a denial
+ * shows its retry as t, an admission its reset.
+ */
+static void
+test_seconds_round_up(void **state)
+{
+	static const struct { long long ms; const char *retry, *t; } c[] = {
+		{ 1, "Retry-After: 1\r\n", ";r=0;t=1\r\n" },
+		{ 999, "Retry-After: 1\r\n", ";r=0;t=1\r\n" },
+		{ 1000, "Retry-After: 1\r\n", ";r=0;t=1\r\n" },
+		{ 1001, "Retry-After: 2\r\n", ";r=0;t=2\r\n" },
+		{ 59999, "Retry-After: 60\r\n", ";r=0;t=60\r\n" },
+	};
+	struct decision d;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		v[0] = VERDICT(0, 0, 100, 60000, c[i].ms);
+		write_reply(1, &d);
+		if (strstr(out, c[i].retry) == NULL || strstr(out, c[i].t) == NULL)
+			fail_msg("retry %lld ms: %s", c[i].ms, out);
+		assert_int_equal(d.retry_after_ms, c[i].ms);
+	}
+	/* w: the window in whole seconds, up. */
+	rules[0].window_ms = 1500;
+	v[0] = VERDICT(1, 7, 100, 1, 0);
+	req.role = RLG_ROLE_RESPONDER;
+	write_reply(1, &d);
+	assert_non_null(strstr(out, "RateLimit-Policy: \"user_list\";q=100;w=2\r\n"));
+	assert_non_null(strstr(out, "RateLimit: \"user_list\";r=7;t=1\r\n"));
+	assert_null(strstr(out, "Retry-After"));
+	rules[0].window_ms = 999;
+	v[0] = VERDICT(1, 7, 100, 0, 0);
+	write_reply(1, &d);
+	assert_non_null(strstr(out, "\"user_list\";q=100;w=1\r\n"));
+	assert_non_null(strstr(out, "\"user_list\";r=7;t=0\r\n"));
+}
+
+/* A denial by a limit is deny_status even where another rule's Redis
+ * failed with on_error = deny (503 is for when nothing denied). */
+static void
+test_denial_before_unavailable(void **state)
+{
+	struct decision d;
+
+	(void)state;
+	rules[1].on_error = RLG_ON_ERROR_DENY;
+	v[0] = VERDICT(0, 0, 100, 700, 700);
+	write_reply(2, &d);		/* v[1] unanswered */
+	assert_int_equal(d.status, 429);
+	assert_int_equal(d.retry_after_ms, 700);
+	assert_non_null(strstr(out, "Status: 429 Too Many Requests\r\nCache-Control: "
+	    "no-store\r\nRetry-After: 1\r\n"));
+	assert_int_equal(d.rule_reason[1], RLG_REASON_REDIS_ERROR);
+	assert_int_equal(d.rule_allowed[1], 0);
+	/* Alone, the failure is 503; with on_error = allow, admitted. */
+	v[0] = VERDICT(1, 5, 100, 700, 0);
+	write_reply(2, &d);
+	assert_int_equal(d.status, 503);
+	rules[1].on_error = RLG_ON_ERROR_ALLOW;
+	write_reply(2, &d);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.rule_allowed[1], 1);
+	/* deny_status 403 (nginx): the same decision, its status. */
+	conf.deny_status = 403;
+	v[0] = VERDICT(0, 0, 100, 700, 700);
+	write_reply(1, &d);
+	assert_int_equal(d.status, 403);
+	assert_false(d.allowed);
+	assert_non_null(strstr(out, "Status: 403 Forbidden\r\n"));
+	assert_non_null(strstr(out, "Retry-After: 1\r\n"));
+	/* Two denials: the longer wait, whichever rule comes first. */
+	v[0] = VERDICT(0, 0, 100, 9000, 9000);
+	v[1] = VERDICT(0, 0, 5000, 300, 300);
+	write_reply(2, &d);
+	assert_int_equal(d.retry_after_ms, 9000);
+	assert_non_null(strstr(out, "Retry-After: 9\r\n"));
+}
+
+/* headers = none: Retry-After and the body only; legacy: the X- ones. */
+static void
+test_header_sets(void **state)
+{
+	static const char none[] = "Status: 429 Too Many Requests\r\n"
+	    "Cache-Control: no-store\r\nRetry-After: 3\r\n"
+	    "Content-Type: application/problem+json\r\n\r\n";
+	struct decision d;
+
+	(void)state;
+	conf.headers = RLG_HEADERS_NONE;
+	v[0] = VERDICT(0, 0, 100, 2500, 2500);
+	write_reply(1, &d);
+	assert_int_equal(strncmp(out, none, strlen(none)), 0);
+	conf.headers = RLG_HEADERS_LEGACY;
+	write_reply(1, &d);
+	assert_non_null(strstr(out, "Retry-After: 3\r\nX-RateLimit-Limit: 100\r\n"
+	    "X-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: 3\r\nContent-Type"));
+	assert_null(strstr(out, "RateLimit-Policy"));
+	assert_null(strstr(out, "RateLimit:"));
+	req.role = RLG_ROLE_RESPONDER;
+	v[0] = VERDICT(1, 42, 100, 900, 0);
+	write_reply(1, &d);
+	assert_non_null(strstr(out, "X-RateLimit-Limit: 100\r\n"
+	    "X-RateLimit-Remaining: 42\r\nX-RateLimit-Reset: 1\r\n"));
+}
+
+/* The one policy the single-valued outputs speak for: a denial first,
+ * else the fewest remaining; an unlimited override never. */
+static void
+test_summary_policy(void **state)
+{
+	struct respond_summary s;
+	struct decision d;
+
+	(void)state;
+	v[0] = VERDICT(1, 50, 100, 400, 0);
+	v[1] = VERDICT(1, 10, 5000, 86000000, 0);
+	d = decide(2);
+	assert_int_equal(respond_summary(&d, &s), 0);
+	assert_string_equal(s.policy, "daily");
+	assert_int_equal(s.limit, 5000);
+	assert_int_equal(s.remaining, 10);
+	assert_int_equal(s.reset_s, 86000);
+	write_reply(2, &d);
+	assert_string_equal(out, "Status: 200 OK\r\n"
+	    "Variable-RATELIMIT_REMAINING: 10\r\n"
+	    "Variable-RATELIMIT_POLICY: daily\r\n\r\n");
+	/* user_list denies with more remaining than daily shows. */
+	v[0] = VERDICT(0, 3, 100, 400, 400);
+	v[1] = VERDICT(1, 0, 5000, 86000000, 0);
+	v[1].counted = 0;
+	d = decide(2);
+	assert_int_equal(respond_summary(&d, &s), 0);
+	assert_string_equal(s.policy, "user_list");
+	assert_int_equal(s.reset_s, 1);
+	/* daily unlimited by an override: user_list speaks. */
+	v[0] = VERDICT(1, 99, 100, 400, 0);
+	v[1] = VERDICT(1, 0, 5000, 0, 0);
+	v[1].override = RLG_OVERRIDE_UNLIMITED;
+	d = decide(2);
+	assert_int_equal(d.rule_reason[1], RLG_REASON_UNLIMITED);
+	assert_int_equal(respond_summary(&d, &s), 0);
+	assert_string_equal(s.policy, "user_list");
+	/* No rule: nothing to say. */
+	d = decide(0);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(respond_summary(&d, &s), -1);
+}
+
+/* The audit's reason names and the status lines are contract. */
+static void
+test_names(void **state)
+{
+	static const char *const names[] = { "limit", "unmatched",
+	    "redis_error", "dry_run", "bad_request", "local_cache",
+	    "unlimited", "other_rule", "local" };
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_string_equal(respond_reason_name((enum rlg_reason)i),
+		    names[i]);
+	assert_int_equal(RLG_REASON_LOCAL + 1, sizeof(names) / sizeof(names[0]));
+	assert_string_equal(respond_reason_phrase(200), "OK");
+	assert_string_equal(respond_reason_phrase(400), "Bad Request");
+	assert_string_equal(respond_reason_phrase(403), "Forbidden");
+	assert_string_equal(respond_reason_phrase(414), "URI Too Long");
+	assert_string_equal(respond_reason_phrase(429), "Too Many Requests");
+	assert_string_equal(respond_reason_phrase(431),
+	    "Request Header Fields Too Large");
+	assert_string_equal(respond_reason_phrase(503), "Service Unavailable");
+	assert_string_equal(respond_reason_phrase(420), "Client Error");
+	assert_string_equal(respond_reason_phrase(599), "Server Error");
+}
+
 int
 main(void)
 {
@@ -518,6 +707,11 @@ main(void)
 		cmocka_unit_test_setup(test_override_parameters_shown, setup),
 		cmocka_unit_test_setup(test_override_unlimited, setup),
 		cmocka_unit_test_setup(test_overflow_is_bounded, setup),
+		cmocka_unit_test_setup(test_seconds_round_up, setup),
+		cmocka_unit_test_setup(test_denial_before_unavailable, setup),
+		cmocka_unit_test_setup(test_header_sets, setup),
+		cmocka_unit_test_setup(test_summary_policy, setup),
+		cmocka_unit_test_setup(test_names, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
