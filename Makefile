@@ -58,14 +58,16 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # probe, rlgate-ctl's connections);
 # beside the line: the deny cache (limiter's), the counters (metrics) and
 # the status endpoint (status: /health and /metrics, their texts; it reads
-# the counters, gateway's numbers and the Redis layer's health).
+# the counters, gateway's numbers and the Redis layer's health); below the
+# counters' shared memory and the audit files, the check that a file
+# another user could have made first is rlgate's own (trust).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
 	   fcgi/redis_deploy.c fcgi/slot.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
-	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c
+	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/trust.c
 # Every object and test program is built under build/ (B), which mirrors the
 # source tree: X.c -> build/X.o (and X.d), tests/KIND/NAME.c ->
 # build/tests/KIND/NAME; the programs stay where they are installed from
