@@ -261,17 +261,18 @@ install: all
 # debian/ builds it with debhelper (make install into the package). It is
 # built in a copy of the tree (git's files, or all but build/ outside git)
 # under DEB_BUILD, so that the package's `make clean` leaves this tree's
-# build alone: DEB_BUILD/rlgate_VERSION-REV_ARCH.deb.
+# build alone: DEB_BUILD/rlgate_VERSION-REV_ARCH.deb. The packages of
+# earlier versions stay there: the one a rollback installs.
 DEB_BUILD ?= build/deb
 deb:
-	rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src
+	rm -rf $(DEB_BUILD)/src && mkdir -p $(DEB_BUILD)/src
 	if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then \
 		git ls-files -z --cached --others --exclude-standard | \
 		tar --null -T - --ignore-failed-read -cf - ; \
 	else tar --exclude=./build -cf - . ; fi | tar -xf - -C $(DEB_BUILD)/src
 	cd $(DEB_BUILD)/src && dpkg-buildpackage -b -us -uc -j2 > ../build.log 2>&1 || \
 		{ tail -40 ../build.log; exit 1; }
-	@ls $(DEB_BUILD)/*.deb
+	@ls -t $(DEB_BUILD)/rlgate_*.deb | head -1
 
 clean:
 	rm -f fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
