@@ -178,6 +178,8 @@ open_listener(const char *addr, const struct conf *c)
 		sun.sun_family = AF_UNIX;
 		if (strlen(path) >= sizeof(sun.sun_path))
 			fatal("listen %s: path too long", addr);
+		if (socket_group_ok(c, why, sizeof(why)) == -1)
+			fatal("listen %s: %s", addr, why);
 		strcpy(sun.sun_path, path);
 		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
 			fatal("socket: %s", strerror(errno));
@@ -192,8 +194,6 @@ open_listener(const char *addr, const struct conf *c)
 				    "there", addr);
 			unlink(path);
 		}
-		if (socket_group_ok(c, why, sizeof(why)) == -1)
-			fatal("listen %s: %s", addr, why);
 		/* Born 0600: nobody connects before the group and mode are
 		 * set (start-up is single-threaded: the umask is ours). */
 		mask = umask(0177);
