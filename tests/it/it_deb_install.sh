@@ -383,8 +383,9 @@ is "the audit database is kept" "$ROWS" "$(rows_in /var/lib/rlgate/audit.db)"
 
 # The README's upgrade, non-interactive, to a version whose packaged
 # rlgate.ini changed too (dpkg would ask); apt waits for another's lock.
-UPGRADE=$(readme_block 'force-confold')
-is "README: one upgrade command" 1 "$(wc -l <<< "$UPGRADE")"
+UPGRADE=$(readme_block '^DEBIAN_FRONTEND=noninteractive apt-get install')
+is "README: one upgrade command, both answers given" "1 1 1" \
+	"$(grep -c . <<< "$UPGRADE") $(grep -c -- '-o Dpkg::Options::=--force-confdef ' <<< "$UPGRADE") $(grep -c -- '-o Dpkg::Options::=--force-confold ' <<< "$UPGRADE")"
 upgrade() {
 	sed -e 's|apt-get install|apt-get -o DPkg::Lock::Timeout=120 install|' \
 	    -e "s|\./build/deb/rlgate_<version>_amd64\.deb|$1|" <<< "$UPGRADE"
