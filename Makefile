@@ -60,14 +60,16 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # probe, rlgate-ctl's connections);
 # beside the line: the deny cache (limiter's), the counters (metrics) and
 # the status endpoint (status: /health and /metrics, their texts; it reads
-# the counters, gateway's numbers and the Redis layer's health).
+# the counters, gateway's numbers and the Redis layer's health); below the
+# counters' shared memory and the audit files, the check that a file
+# another user could have made first is rlgate's own (trust).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
 	   fcgi/redis_lib.c fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
-	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c
+	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/trust.c
 # Every object and test program is built under build/ (B), which mirrors the
 # source tree: X.c -> build/X.o (and X.d), tests/KIND/NAME.c ->
 # build/tests/KIND/NAME; the programs stay where they are installed from
@@ -263,17 +265,18 @@ install: all
 # debian/ builds it with debhelper (make install into the package). It is
 # built in a copy of the tree (git's files, or all but build/ outside git)
 # under DEB_BUILD, so that the package's `make clean` leaves this tree's
-# build alone: DEB_BUILD/rlgate_VERSION-REV_ARCH.deb.
+# build alone: DEB_BUILD/rlgate_VERSION-REV_ARCH.deb. The packages of
+# earlier versions stay there: the one a rollback installs.
 DEB_BUILD ?= build/deb
 deb:
-	rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src
+	rm -rf $(DEB_BUILD)/src && mkdir -p $(DEB_BUILD)/src
 	if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then \
 		git ls-files -z --cached --others --exclude-standard | \
 		tar --null -T - --ignore-failed-read -cf - ; \
 	else tar --exclude=./build -cf - . ; fi | tar -xf - -C $(DEB_BUILD)/src
 	cd $(DEB_BUILD)/src && dpkg-buildpackage -b -us -uc -j2 > ../build.log 2>&1 || \
 		{ tail -40 ../build.log; exit 1; }
-	@ls $(DEB_BUILD)/*.deb
+	@ls -t $(DEB_BUILD)/rlgate_*.deb | head -1
 
 clean:
 	rm -f fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)

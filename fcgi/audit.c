@@ -8,6 +8,7 @@
  * that; SQLite is audit_db.c's, dated names and retention audit_files.c's.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -227,6 +228,22 @@ audit_open_inline(const char *path, int queue_max, char *errbuf,
     size_t errlen)
 {
 	return open_handle(path, queue_max, queue_max, 0, 1, errbuf, errlen);
+}
+
+int
+audit_trusted(const char *path, char *errbuf, size_t errlen)
+{
+	char file[PATH_MAX];
+	long long start, end;
+
+	if (path == NULL)
+		return 0;
+	/* A name that does not fit is audit_open()'s to report. */
+	if (strchr(path, '%') != NULL ? audit_files_for(path, wall_ms(), file,
+	    sizeof(file), &start, &end) == -1 : snprintf(file, sizeof(file),
+	    "%s", path) >= (int)sizeof(file))
+		return 0;
+	return audit_files_trust(file, errbuf, errlen);
 }
 
 /*

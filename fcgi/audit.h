@@ -153,7 +153,7 @@ struct audit;
  * for another process's lock (schema, the switch to WAL). path may be a dated name (audit_keep()): the file of the
  * present is opened. Returns NULL with a sentence naming path in errbuf on
  * failure (bad arguments, cannot open or create, not a database, read-only,
- * WAL refused). Each handle has its own connection and writer thread.
+ * WAL refused, not to be trusted: audit_trusted()). Each handle has its own connection and writer thread.
  */
 #define AUDIT_OPEN_BUSY_MS	2000
 struct audit	*audit_open(const char *path, int queue_max, int batch,
@@ -173,6 +173,17 @@ struct audit	*audit_open(const char *path, int queue_max, int batch,
 #define AUDIT_INLINE_WAL_PAGES	256
 struct audit	*audit_open_inline(const char *path, int queue_max,
 		    char *errbuf, size_t errlen);
+
+/*
+ * Whether the database path (a dated name: its file of now) and its
+ * directory may be trusted as audit_open() would check them: this user's,
+ * writable by no one else (README "What rlgate trusts"); an own file that
+ * others may read is narrowed to RLG_AUDIT_FILE_MODE. For a reload, which
+ * keeps the running configuration when a new one names a file that the
+ * next start would refuse. 0 (also for a NULL path), or -1 with a sentence
+ * in errbuf.
+ */
+int		 audit_trusted(const char *path, char *errbuf, size_t errlen);
 
 /*
  * Queues a copy of row (one allocation; the queue owns it until it is

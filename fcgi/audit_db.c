@@ -16,6 +16,7 @@
 
 #include <sqlite3.h>
 
+#include "audit_files.h"
 #include "audit_int.h"
 #include "clock.h"
 #include "log.h"
@@ -286,6 +287,10 @@ set_writing(struct audit *a)
 int
 audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 {
+	if (audit_files_trust(a->path, errbuf, errlen) == -1) {
+		a->err_busy = 0;
+		return -1;
+	}
 	if (db_create(a->path) == -1) {
 		snprintf(errbuf, errlen, "%s: cannot create: %s", a->path,
 		    strerror(errno));

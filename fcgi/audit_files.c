@@ -2,8 +2,10 @@
  * audit_files: the files of a dated [audit] database name
  * (audit-%Y-%m-%d.db): which file a time's rows go to, and deleting the
  * ones [audit] keep has passed, and whose turn that is among processes of
- * one request each. Names and files only: the queue, the
- * writer and SQLite are audit.c's, audit_writer.c's and audit_db.c's.
+ * one request each; and, for every audit file, whether it and its
+ * directory are rlgate's before SQLite opens them. Names and files only:
+ * the queue, the writer and SQLite are audit.c's, audit_writer.c's and
+ * audit_db.c's.
  */
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "audit_files.h"
 #include "log.h"
+#include "trust.h"
 
 /* The finest field of a dated name: 'H', 'd', 'm' or 'Y'. */
 static int
@@ -215,4 +219,55 @@ done:
 	if (fd != -1)
 		close(fd);
 	return due;
+}
+
+/*
+ * Another local user who can write the directory, or who made the file
+ * first, could read and change the rows, or keep rlgate from starting:
+ * the directory must be this user's (or root's) and writable by nobody
+ * else, each file this user's and writable by nobody else. An own file
+ * with more than RLG_AUDIT_FILE_MODE (others may read it: an operator's
+ * chmod, an older umask) is set to it, the -wal and -shm too, which SQLite
+ * would otherwise create with the database's mode.
+ */
+int
+audit_files_trust(const char *path, char *errbuf, size_t errlen)
+{
+	static const char *const sides[] = { "", "-wal", "-shm" };
+	char dir[PATH_MAX], file[PATH_MAX + 8], why[200];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t i;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 :
+		    (int)(slash - path), path);
+	/* A directory that is not there, or not ours to enter: the open
+	 * that follows says so. */
+	if (stat(dir, &st) == 0 && trust_check(&st, 1, 022,
+	    "write access for group or others", why, sizeof(why)) == -1) {
+		snprintf(errbuf, errlen, "%s: its directory %s is %s: "
+		    "refused", path, dir, why);
+		return -1;
+	}
+	for (i = 0; i < sizeof(sides) / sizeof(sides[0]); i++) {
+		snprintf(file, sizeof(file), "%s%s", path, sides[i]);
+		if (stat(file, &st) == -1)
+			continue;
+		if (trust_check(&st, 0, 022, "write access for group or "
+		    "others", why, sizeof(why)) == -1) {
+			snprintf(errbuf, errlen, "%s is %s: refused", file,
+			    why);
+			return -1;
+		}
+		if ((st.st_mode & 07777 & ~RLG_AUDIT_FILE_MODE) != 0 &&
+		    chmod(file, RLG_AUDIT_FILE_MODE) == 0)
+			log_warn("audit: %s was mode %04o: now %04o (the rows "
+			    "hold client addresses and keys)", file,
+			    (unsigned)(st.st_mode & 07777),
+			    (unsigned)RLG_AUDIT_FILE_MODE);
+	}
+	return 0;
 }

@@ -1,7 +1,8 @@
 /*
  * audit_files: the files of a dated [audit] database name, one whose
  * strftime fields (%Y %m %d %H, each with the coarser ones; conf checks)
- * give a file per period. For audit.c and audit_writer.c only.
+ * give a file per period; whether an audit file may be trusted. For
+ * audit.c, audit_writer.c and audit_db.c only.
  */
 #ifndef RLG_AUDIT_FILES_H
 #define RLG_AUDIT_FILES_H
@@ -38,5 +39,15 @@ void	audit_files_delete_old(const char *pattern, const char *in_use,
  * the files are still deleted, only at the cost of looking each time.
  */
 int	audit_files_sweep_due(const char *pattern, long long now);
+
+/*
+ * Whether the audit database path (and its -wal and -shm, when they are
+ * there) may be opened: the directory is this process's user's or root's
+ * and no one else may write it; each file there is the user's and no one
+ * else may write it; an own file others may read is narrowed to
+ * RLG_AUDIT_FILE_MODE (logged). 0, or -1 with the refusal, naming the
+ * file, its owner and mode, in errbuf.
+ */
+int	audit_files_trust(const char *path, char *errbuf, size_t errlen);
 
 #endif

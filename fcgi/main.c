@@ -8,8 +8,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,6 +108,55 @@ load(const char *path, FILE *errf)
 }
 
 /*
+ * Whether this process may give the socket it binds to c's socket_group:
+ * chown(2) gives a file only to a group its owner is a member of (root:
+ * any), and a start that found out after bind() would fail with
+ * "Operation not permitted". 0, or -1 with the sentence, for rlgate -t and
+ * start-up alike, in why.
+ */
+static int
+socket_group_ok(const struct conf *c, char *why, size_t len)
+{
+	struct passwd *pw;
+	struct group *gr;
+	gid_t *groups = NULL;
+	int n, i, ok;
+
+	if (c->socket_gid == -1 || geteuid() == 0 ||
+	    (gid_t)c->socket_gid == getegid())
+		return 0;
+	ok = (n = getgroups(0, NULL)) > 0 &&
+	    (groups = calloc((size_t)n, sizeof(*groups))) != NULL &&
+	    (n = getgroups(n, groups)) > 0;
+	for (i = 0; ok && i < n && groups[i] != (gid_t)c->socket_gid; i++)
+		;
+	ok = ok && i < n;
+	free(groups);
+	if (ok)
+		return 0;
+	pw = getpwuid(geteuid());
+	gr = getgrgid((gid_t)c->socket_gid);
+	snprintf(why, len, "%s: [gateway] socket_group %s: user %s is not a "
+	    "member of it, and cannot give its socket to it (adduser %s %s, "
+	    "then restart rlgate)", c->path, gr != NULL ? gr->gr_name : "?",
+	    pw != NULL ? pw->pw_name : "?", pw != NULL ? pw->pw_name : "USER",
+	    gr != NULL ? gr->gr_name : "GROUP");
+	return -1;
+}
+
+/* The unix socket this process bound, removed at exit: a fatal() later in
+ * the start must not leave a stale socket behind. */
+static char bound_socket[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+static void
+remove_bound_socket(void)
+{
+	if (bound_socket[0] != '\0')
+		unlink(bound_socket);
+	bound_socket[0] = '\0';
+}
+
+/*
  * unix:/path or host:port, opened by us: FCGX_OpenSocket exits on error.
  * A unix socket gets c's socket_mode and socket_group: the web server's
  * group, not every local user, may talk FastCGI to rlgate.
@@ -114,7 +165,7 @@ static int
 open_listener(const char *addr, const struct conf *c)
 {
 	struct addrinfo hints, *res = NULL, *ai;
-	char host[256];
+	char host[256], why[512];
 	const char *port;
 	int fd = -1, one = 1, rc;
 	mode_t mask;
@@ -128,6 +179,8 @@ open_listener(const char *addr, const struct conf *c)
 		sun.sun_family = AF_UNIX;
 		if (strlen(path) >= sizeof(sun.sun_path))
 			fatal("listen %s: path too long", addr);
+		if (socket_group_ok(c, why, sizeof(why)) == -1)
+			fatal("listen %s: %s", addr, why);
 		strcpy(sun.sun_path, path);
 		if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) == -1)
 			fatal("socket: %s", strerror(errno));
@@ -149,6 +202,8 @@ open_listener(const char *addr, const struct conf *c)
 		umask(mask);
 		if (rc == -1)
 			fatal("listen %s: %s", addr, strerror(errno));
+		strcpy(bound_socket, path);
+		atexit(remove_bound_socket);
 		if (c->socket_gid != -1 &&
 		    chown(path, (uid_t)-1, (gid_t)c->socket_gid) == -1)
 			fatal("listen %s: [gateway] socket_group %ld: %s", addr,
@@ -249,7 +304,7 @@ reload(const char *path)
 	struct generation *was;
 	struct conf *c;
 	const struct conf *old;
-	char *errors = NULL;
+	char *errors = NULL, err[512];
 	FILE *mem;
 	size_t size = 0;
 
@@ -268,6 +323,12 @@ reload(const char *path)
 		return;
 	}
 	free(errors);
+	if (audit_trusted(c->audit_database, err, sizeof(err)) == -1) {
+		log_error("reload: audit: %s; keeping the running "
+		    "configuration", err);
+		conf_free(c);
+		return;
+	}
 	was = gen_acquire();
 	old = was->conf;
 	/* Remembered denials were decided by the old limits: a raised
@@ -403,6 +464,16 @@ main(int argc, char *argv[])
 	if ((c = load(path, stderr)) == NULL)
 		return 1;
 	if (test) {
+		char why[512];
+		const char *addr = listen_addr != NULL ? listen_addr :
+		    c->listen;
+
+		if (addr != NULL && strncmp(addr, "unix:", 5) == 0 &&
+		    socket_group_ok(c, why, sizeof(why)) == -1) {
+			fprintf(stderr, "%s\n", why);
+			conf_free(c);
+			return 1;
+		}
 		show_warnings(c, stderr, "warning: ");
 		printf("configuration OK\n");
 		conf_free(c);
@@ -517,8 +588,7 @@ main(int argc, char *argv[])
 	/* audit_close() logs what it could not write. */
 	lost = audit_close(gateway_audit, 30000);
 	metrics_unshare();
-	if (listen_addr != NULL && strncmp(listen_addr, "unix:", 5) == 0)
-		unlink(listen_addr + 5);
+	remove_bound_socket();
 	log_info("stopped");
 	return lost > 0 ? 1 : 0;
 }

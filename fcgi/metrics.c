@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "trust.h"
 
 const long long metrics_bounds_us[RLG_METRICS_BOUNDS] = {
 	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
@@ -320,7 +321,7 @@ take_proc(struct table *t)
 int
 metrics_share(int listen_fd, struct conf *c)
 {
-	char real[PATH_MAX], key[64];
+	char real[PATH_MAX], key[64], why[160];
 	const char *conf_path = c->path;
 	struct stat st, shm_st;
 	struct table *t = MAP_FAILED;
@@ -353,15 +354,10 @@ metrics_share(int listen_fd, struct conf *c)
 		/* The name can be computed by anyone: an object another
 		 * user made, or may write, would let them write what this
 		 * process reads and counts in. */
-		if (shm_st.st_uid != geteuid() ||
-		    (shm_st.st_mode & 077) != 0) {
-			log_error("metrics: /dev/shm%s is owned by uid %ju "
-			    "with mode %04o, not by this process's uid %ju "
-			    "with no group or other access: refused; "
-			    "/metrics shows this process only", shm_name,
-			    (uintmax_t)shm_st.st_uid,
-			    (unsigned)(shm_st.st_mode & 07777),
-			    (uintmax_t)geteuid());
+		if (trust_check(&shm_st, 0, 077, "group or other access",
+		    why, sizeof(why)) == -1) {
+			log_error("metrics: /dev/shm%s is %s: refused; "
+			    "/metrics shows this process only", shm_name, why);
 			close(fd);
 			return -1;
 		}

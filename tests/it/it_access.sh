@@ -195,6 +195,98 @@ check "an object of rlgate's own, 0600, made first: used" [ "$(shm_of "$M_PID")"
 is "no refusal logged" 0 "$(grep -c refused "$T/m_own.log")"
 stop_m
 
+# ---- 4. socket_group: a group rlgate's user is not in -----------------------------
+# nobody runs rlgate on a unix socket it binds itself (listen), in a
+# directory of its own, with socket_group = daemon: chown(2) would refuse
+# it the group. rlgate -t says so, and the start fails before bind(): no
+# socket is left. A member of daemon gets the socket.
+cp "$RLGATE" "$T/bin/rlgate"
+mkdir -m 755 "$T/ng" && chown 65534 "$T/ng"
+GROUP_NAME=$(getent group "$GROUP_GID" | cut -d: -f1)
+ini "" "listen = unix:$T/ng/s.sock" "socket_group = $GROUP_GID" > "$T/ng.ini"
+chmod 644 "$T/ng.ini"
+WHY="$T/ng.ini: [gateway] socket_group $GROUP_NAME: user nobody is not a member of it, and cannot give its socket to it (adduser nobody $GROUP_NAME, then restart rlgate)"
+out=$("${NOBODY[@]}" "$T/bin/rlgate" -t -c "$T/ng.ini" 2>&1)
+is "rlgate -t as nobody: exit 1" 1 "$?"
+is "rlgate -t as nobody names the group, the user and the fix" "$WHY" "$out"
+timeout 10 "${NOBODY[@]}" "$T/bin/rlgate" -c "$T/ng.ini" 2> "$T/ng.log"
+is "rlgate as nobody: the start fails (exit 1)" 1 "$?"
+is "one log line, the same sentence" "1 1" \
+	"$(wc -l < "$T/ng.log") $(grep -cF "listen unix:$T/ng/s.sock: $WHY" "$T/ng.log")"
+is "no socket is left behind" "" "$(ls -A "$T/ng")"
+is "rlgate -t as a member of $GROUP_NAME: configuration OK" "configuration OK" \
+	"$("${MEMBER[@]}" "$T/bin/rlgate" -t -c "$T/ng.ini" 2>&1)"
+("${MEMBER[@]}" "$T/bin/rlgate" -c "$T/ng.ini" 2>> "$T/ng-member.log") &
+RLGATE_PID=$!
+PIDS+=("$RLGATE_PID")
+check "a member starts" wait_for 10 test -S "$T/ng/s.sock"
+is "its socket: 0660 nobody:$GROUP_NAME" "660 65534:$GROUP_GID" "$(stat -c '%a %u:%g' "$T/ng/s.sock")"
+is "and serves a member" "200" "$(ask "${MEMBER[@]}" "unix:$T/ng/s.sock" 1)"
+stop_rlgate
+is "a stop removes the socket it bound" "" "$(ls -A "$T/ng")"
+
+# ---- 5. An audit file another user made, or may write ------------------------------
+# refused WHAT AUDIT FILE WHY: rlgate with database = AUDIT on a unix
+# socket fails to start, logs "audit: FILE WHY: refused" once and leaves no
+# socket; the files there are left as they were.
+refused() {
+	local what=$1 db=$2 file=$3 why=$4 sum
+	sum=$(cd "$(dirname "$db")" && ls -l --time-style=+ . && cat ./* 2>/dev/null | md5sum)
+	ini "$db" > "$T/r.ini"
+	timeout 10 "$RLGATE" -c "$T/r.ini" -s "unix:$T/r.sock" 2> "$T/r.log"
+	is "$what: the start fails (exit 1)" 1 "$?"
+	is "$what: one log line names the file, its owner and mode" 1 \
+		"$(grep -cF "audit: $file $why: refused" "$T/r.log")"
+	check "$what: no socket is left behind" [ ! -e "$T/r.sock" ]
+	is "$what: the files there are untouched" "$sum" \
+		"$(cd "$(dirname "$db")" && ls -l --time-style=+ . && cat ./* 2>/dev/null | md5sum)"
+}
+W="with no write access for group or others"
+# The issue's case: nobody's 0666 audit.db in a directory anyone may write.
+mkdir -m 1777 "$T/pub"
+"${NOBODY[@]}" sh -c "umask 0; echo 'nobody was here' > '$T/pub/audit.db'"
+is "nobody made pub/audit.db 0666" "666 65534" "$(stat -c '%a %u' "$T/pub/audit.db")"
+refused "nobody's 0666 file in a 1777 directory" "$T/pub/audit.db" "$T/pub/audit.db: its directory $T/pub" \
+	"is owned by uid 0 with mode 1777, not by this process's uid 0 $W"
+mkdir -m 777 "$T/pubd"
+refused "a dated name in a 0777 directory" "$T/pubd/audit-%Y-%m-%d.db" "$T/pubd/audit-$(date -u +%Y-%m-%d).db: its directory $T/pubd" \
+	"is owned by uid 0 with mode 0777, not by this process's uid 0 $W"
+mkdir -m 755 "$T/own"
+install -m 666 -o 65534 /dev/null "$T/own/audit.db"
+refused "nobody's 0666 file" "$T/own/audit.db" "$T/own/audit.db" "is owned by uid 65534 with mode 0666, not by this process's uid 0 $W"
+chown 0 "$T/own/audit.db"
+refused "rlgate's own 0666 file" "$T/own/audit.db" "$T/own/audit.db" "is owned by uid 0 with mode 0666, not by this process's uid 0 $W"
+rm -f "$T/own/audit.db"
+install -m 600 -o 65534 /dev/null "$T/own/audit.db-wal"
+refused "nobody's -wal" "$T/own/audit.db" "$T/own/audit.db-wal" "is owned by uid 65534 with mode 0600, not by this process's uid 0 $W"
+rm -f "$T/own/audit.db-wal"
+# Its own files that others may read are narrowed to 0640, each logged.
+(umask 022; sqlite3 "$T/own/audit.db" 'PRAGMA journal_mode=WAL' > /dev/null)
+install -m 604 /dev/null "$T/own/audit.db-wal"
+is "rlgate's own audit.db 0644 and -wal 0604 made first" "644 604" "$(modes "$T/own/audit.db" "$T/own/audit.db-wal")"
+ini "$T/own/audit.db" | sed 's/^window = 1m$/window = 1h/' > "$T/own.ini"
+start_unix "$T/own.ini" "$T/own.sock" 022 own || exit 1
+is "served" "200 200" "$(ask "unix:$T/own.sock" 2)"
+AUDIT_DB=$T/own/audit.db
+check "the 2 rows are in it" wait_for 10 rows_at_least 2 1
+is "database, -wal, -shm are 0640" "640 640 640" "$(modes "$T/own/audit.db" "$T/own/audit.db-wal" "$T/own/audit.db-shm")"
+is "each narrowing logged once" "1 1" \
+	"$(grep -c "audit: $T/own/audit.db was mode 0644: now 0640 " "$T/own.log") $(grep -c "audit: $T/own/audit.db-wal was mode 0604: now 0640 " "$T/own.log")"
+
+# A reload to a configuration whose audit file the next start would refuse
+# keeps the running one (limit 1000000, not 1); the same change with a
+# trusted file is taken.
+sed -e "s|^database = .*|database = $T/pub/audit.db|" -e 's/^limit = 1000000$/limit = 1/' "$T/own.ini" > "$T/own2.ini"
+cp "$T/own2.ini" "$T/own.ini"
+kill -HUP "$RLGATE_PID"
+check "reload: refused, one log line" wait_for 10 grep -qF \
+	"reload: audit: $T/pub/audit.db: its directory $T/pub is owned by uid 0 with mode 1777, not by this process's uid 0 $W: refused; keeping the running configuration" "$T/own.log"
+is "the running configuration is kept (limit 1000000)" "200 200 200" "$(ask "unix:$T/own.sock" 3)"
+sed -i "s|^database = .*|database = $T/own/audit.db|" "$T/own.ini"
+kill -HUP "$RLGATE_PID"
+check "reload with a trusted file: loaded" wait_for 10 grep -q "reload: $T/own.ini loaded" "$T/own.log"
+is "the new limit, 1, applies" "429 429" "$(ask "unix:$T/own.sock" 2)"
+stop_rlgate
 # ---- 4. A hostile Redis ---------------------------------------------------------
 # Another library under this build's library name ($lib) whose decide
 # function answers what no library of rlgate's would: rlgate decides as

@@ -17,9 +17,19 @@
 #    (conf/apache.conf), with /etc/rlgate/rlgate.ini as the operator edited
 #    it (the private Redis): the seeds' demo gives 100 + 10, the audit rows
 #    in /var/lib/rlgate.
-# 4. dpkg -i of the same package again keeps the edited conffile (no prompt,
-#    no .dpkg-new or .dpkg-dist) and the audit database.
-# 5. dpkg --purge removes the package's files, /etc/rlgate and /var/lib/rlgate
+# 4. The README's recipes, run as written (README.md's blocks, read here):
+#    spawn-fcgi (it makes /run/rlgate and the log first), then lighttpd
+#    with Debian's lighttpd.conf (copied, its port and files private:
+#    systemctl, lighty-enable-mod and apt-get are stand-ins for what they
+#    do) and the README's 50-rlgate.conf, status_path set in the same step:
+#    a request decided, /rlgate-status/health answered.
+# 5. dpkg -i of the same package again keeps the edited conffile (no prompt,
+#    no .dpkg-new or .dpkg-dist) and the audit database. The README's
+#    non-interactive upgrade to a next version whose packaged rlgate.ini
+#    changed too (tests/tools/deb_next.sh) keeps the edited file and puts
+#    the new one beside it as .dpkg-dist; the README's rollback to this
+#    version (make deb kept its package) keeps it too.
+# 6. dpkg --purge removes the package's files, /etc/rlgate and /var/lib/rlgate
 #    and nothing else; the rlgate user stays, as Debian keeps system users.
 # On exit, even after a failure: the package purged and the rlgate user and
 # group removed, if this test installed them.
@@ -41,7 +51,7 @@ flock -n 9 || skip "another tests/it/it_deb_install.sh is running on this machin
 pkg_state() { dpkg-query -W -f='${db:Status-Abbrev}' rlgate 2>/dev/null; }
 state=$(pkg_state)
 case $state in ''|'un '*) ;; *) skip "a package rlgate is on this machine (dpkg: '$state'): an operator's, left alone";; esac
-for d in /etc/rlgate /var/lib/rlgate; do
+for d in /etc/rlgate /var/lib/rlgate /run/rlgate /var/log/rlgate.log; do
 	[ -e "$d" ] && skip "$d exists (an operator's files, which a purge would remove): left alone"
 done
 
@@ -88,7 +98,7 @@ exit_0() { is "$1: exit 0" 0 "$2"; [ "$2" = 0 ] || sed 's/^/# /' "$DPKG_OUT"; }
 
 USER_WAS=$(getent passwd rlgate)
 GROUP_WAS=$(getent group rlgate)
-INSTALLED=""
+INSTALLED="" SPAWNED="" RECIPE=""
 # A file beside /var/lib/rlgate, whose name starts the same: a purge keeps it.
 BESIDE=$(mktemp /var/lib/rlgate.keep.XXXXXX)
 undo() {
@@ -99,6 +109,9 @@ undo() {
 		rm -f "$DPKG_OUT"
 	fi
 	rm -f "$BESIDE"
+	# The spawn-fcgi recipe's process and files, if a failure left them.
+	[ -n "$SPAWNED" ] && kill "$SPAWNED" 2>/dev/null
+	[ -n "$RECIPE" ] && rm -rf /run/rlgate /var/log/rlgate.log
 	if [ -n "$INSTALLED" ]; then
 		[ -z "$USER_WAS" ] && getent passwd rlgate > /dev/null && userdel rlgate
 		[ -z "$GROUP_WAS" ] && getent group rlgate > /dev/null && groupdel rlgate
@@ -127,6 +140,18 @@ if built_here; then echo "# using $DEB (make deb, this tree)"
 else make -s -C "$TOP" deb > "$T/make-deb.log" 2>&1 || { cat "$T/make-deb.log"; not_ok "make deb"; finish; exit 1; }
 fi
 [ -f "$DEB" ] || { not_ok "make deb made $DEB"; finish; exit 1; }
+NEXT_DEB=$(bash "$TOP/tests/tools/deb_next.sh" 2> "$T/deb-next.log") ||
+	{ cat "$T/deb-next.log"; not_ok "tests/tools/deb_next.sh"; finish; exit 1; }
+NEXT=$(dpkg-deb -f "$NEXT_DEB" Version)
+
+# readme_block PATTERN: the README's ```sh block with a line that matches
+# PATTERN (awk), its continued lines joined.
+readme_block() {
+	awk -v pat="$1" '/^```sh$/ { inb = 1; b = ""; hit = 0; next }
+		inb && /^```$/ { inb = 0; if (hit) { printf "%s", b; exit } next }
+		inb { b = b $0 "\n"; if ($0 ~ pat) hit = 1 }' "$TOP/README.md" |
+		sed -e ':a' -e '/\\$/N; s/\\\n//; ta'
+}
 
 # ---- 1. dpkg -i -------------------------------------------------------------
 INSTALLED=yes
@@ -142,8 +167,10 @@ is "dpkg -L: the package's files (directories aside)" "/etc/rlgate/rlgate.ini
 /usr/lib/rlgate/rlgate.cgi
 /usr/sbin/rlgate
 /usr/sbin/rlgate-ctl
+/usr/share/doc/rlgate/README.md.gz
 /usr/share/doc/rlgate/changelog.Debian.gz
 /usr/share/doc/rlgate/copyright
+$(cd "$TOP" && for f in conf/*.conf; do echo "/usr/share/doc/rlgate/examples/${f#conf/}"; done)
 /usr/share/lintian/overrides/rlgate
 /usr/share/man/man1/rlgate-report.1.gz
 /usr/share/man/man5/rlgate.ini.5.gz
@@ -265,7 +292,88 @@ ROWS=$(rows_in /var/lib/rlgate/audit.db)
 is "apache: the audit in /var/lib/rlgate, rlgate's: $ROWS rows" "rlgate:rlgate $((111 + SEED_EXTRA))" \
 	"$(stat -c %U:%G /var/lib/rlgate/audit.db) $ROWS"
 
-# ---- 4. the same package again, over the edited conffile ---------------------
+# ---- 4. the README's spawn-fcgi and lighttpd recipes ---------------------------
+cp -p /etc/rlgate/rlgate.ini "$T/rlgate.ini.edited"	# restored after the recipes
+SPAWN=$(readme_block '^spawn-fcgi ')
+is "README: the spawn-fcgi block makes /run/rlgate and the log, then starts" \
+	"install touch spawn-fcgi" "$(awk '{ print $1 }' <<< "$SPAWN" | paste -sd ' ')"
+RECIPE=yes
+bash -e -c "$SPAWN" > "$T/spawn.out" 2>&1
+is "spawn-fcgi recipe: exit 0" "0" "$?"
+SPAWNED=$(cat /run/rlgate/rlgate.pid 2>/dev/null)
+check "spawn-fcgi recipe: rlgate started ($(paste -sd ' ' "$T/spawn.out"))" \
+	wait_for 10 grep -q 'event loops' /var/log/rlgate.log
+is "spawn-fcgi recipe: /usr/sbin/rlgate, as rlgate" "/usr/sbin/rlgate rlgate" \
+	"$(readlink "/proc/$SPAWNED/exe") $(ps -o user= -p "$SPAWNED")"
+is "spawn-fcgi recipe: the socket 0660 www-data:www-data, the log 0640 rlgate:adm" \
+	"660 www-data:www-data 640 rlgate:adm" "$(stat -c '%a %U:%G' /run/rlgate/rlgate.sock /var/log/rlgate.log | paste -sd ' ')"
+
+# lighttpd: Debian's lighttpd.conf, copied with its files, port and
+# conf-enabled/ made private and IPv6's [::] socket left out.
+LT=$T/lt
+mkdir -p "$LT/conf-available" "$LT/conf-enabled" "$LT/uploads"
+chown www-data "$LT/uploads"
+LT_PORT=$(free_port)
+sed -e "s|^server.document-root .*|server.document-root = \"$T/www\"|" \
+    -e "s|^server.upload-dirs .*|server.upload-dirs = ( \"$LT/uploads\" )|" \
+    -e "s|^server.errorlog .*|server.errorlog = \"$T/var/lt-error.log\"|" \
+    -e "s|^server.pid-file .*|server.pid-file = \"$LT/lighttpd.pid\"|" \
+    -e "s|^server.port .*|server.port = $LT_PORT\nserver.bind = \"127.0.0.1\"|" \
+    -e '/use-ipv6.pl/d' -e "s|/etc/lighttpd/conf-enabled/|$LT/conf-enabled/|" \
+    /etc/lighttpd/lighttpd.conf > "$LT/lighttpd.conf"
+cp /etc/lighttpd/conf-available/10-fastcgi.conf "$LT/conf-available/"
+# The README's 50-rlgate.conf: the block after the line that names it.
+awk '/write `\/etc\/lighttpd\/conf-available\/50-rlgate.conf`:$/ { want = 1; next }
+	want && /^```$/ { if (inb) exit; inb = 1; next } inb' "$TOP/README.md" > "$LT/conf-available/50-rlgate.conf"
+check "README: 50-rlgate.conf has the authorizer" \
+	grep -q '"mode" => "authorizer"' "$LT/conf-available/50-rlgate.conf"
+LIGHTTPD=$(readme_block '^lighty-enable-mod ')
+is "the packaged status_path is empty: the recipe must set it" 1 "$(grep -c '^status_path = *;' /etc/rlgate/rlgate.ini)"
+is "README: the lighttpd block sets status_path and reloads before lighttpd starts" \
+	"apt-get sed systemctl lighty-enable-mod lighttpd curl curl" "$(awk '{ print $1 }' <<< "$LIGHTTPD" | paste -sd ' ')"
+{
+	cat <<-STANDIN
+	set -e
+	apt-get() { command -v lighttpd > /dev/null; }		# installed (tests/deps.sh)
+	systemctl() {
+		case "\$*" in
+		"try-reload-or-restart rlgate")		# SIGHUP, and the reload done
+			n=\$(grep -c 'loaded,' /var/log/rlgate.log || true)
+			kill -HUP $SPAWNED
+			for _ in \$(seq 100); do [ "\$(grep -c 'loaded,' /var/log/rlgate.log)" -gt "\$n" ] && return; sleep 0.1; done
+			return 1;;
+		"restart lighttpd")			# it forks; its pid file: $LT/lighttpd.pid
+			lighttpd -f "$LT/lighttpd.conf"
+			for _ in \$(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$LT_PORT) 2>/dev/null && return; sleep 0.1; done
+			return 1;;
+		*) return 1;;
+		esac
+	}
+	lighty-enable-mod() {				# links conf-available/NN-MOD.conf
+		for m; do for f in "$LT"/conf-available/*-\$m.conf; do
+			ln -s "../conf-available/\${f##*/}" "$LT/conf-enabled/"
+		done; done
+	}
+	STANDIN
+	sed -e "s|/etc/lighttpd/|$LT/|g" -e "s|http://127.0.0.1/|http://127.0.0.1:$LT_PORT/|g" <<< "$LIGHTTPD"
+} > "$T/lighttpd-recipe.sh"
+bash "$T/lighttpd-recipe.sh" > "$T/lighttpd-recipe.out" 2>&1
+is "lighttpd recipe: exit 0" 0 "$?"
+[ -f "$LT/lighttpd.pid" ] && PIDS+=("$(cat "$LT/lighttpd.pid")")
+is "lighttpd recipe: status_path set in /etc/rlgate/rlgate.ini" 1 "$(grep -c '^status_path = /rlgate-status ;' /etc/rlgate/rlgate.ini)"
+check "lighttpd recipe: the request is decided, then served (200)" \
+	grep -q '^HTTP/1.1 200 OK' "$T/lighttpd-recipe.out"
+check "lighttpd recipe: /rlgate-status/health answers, JSON" \
+	grep -q '^{"status":"ok",.*"redis"' "$T/lighttpd-recipe.out"
+kill "$(cat "$LT/lighttpd.pid")" "$SPAWNED"
+check "spawn-fcgi recipe: rlgate stops on SIGTERM" wait_for 10 bash -c \
+	"! kill -0 $SPAWNED 2>/dev/null || grep -q '^[0-9]* ([^)]*) Z' /proc/$SPAWNED/stat"
+SPAWNED=""
+rm -rf /run/rlgate /var/log/rlgate.log
+cat "$T/rlgate.ini.edited" > /etc/rlgate/rlgate.ini
+ROWS=$(rows_in /var/lib/rlgate/audit.db)
+
+# ---- 5. the same package again, over the edited conffile ---------------------
 dpkg_wait -i "$DEB"
 exit_0 "dpkg -i again (no --force-confold; stdin /dev/null: a prompt would fail)" "$?"
 is "the edited rlgate.ini is kept (sha256)" "$SUM" "$(sha256sum < /etc/rlgate/rlgate.ini)"
@@ -274,7 +382,31 @@ is "dpkg --verify: only the conffile differs" "??5?????? c /etc/rlgate/rlgate.in
 is "still 0640 root:rlgate" "-rw-r----- root:rlgate" "$(stat -c '%A %U:%G' /etc/rlgate/rlgate.ini)"
 is "the audit database is kept" "$ROWS" "$(rows_in /var/lib/rlgate/audit.db)"
 
-# ---- 5. dpkg --purge ----------------------------------------------------------
+# The README's upgrade, non-interactive, to a version whose packaged
+# rlgate.ini changed too (dpkg would ask); apt waits for another's lock.
+UPGRADE=$(readme_block '^DEBIAN_FRONTEND=noninteractive apt-get install')
+is "README: one upgrade command, both answers given" "1 1 1" \
+	"$(grep -c . <<< "$UPGRADE") $(grep -c -- '-o Dpkg::Options::=--force-confdef ' <<< "$UPGRADE") $(grep -c -- '-o Dpkg::Options::=--force-confold ' <<< "$UPGRADE")"
+upgrade() {
+	sed -e 's|apt-get install|apt-get -o DPkg::Lock::Timeout=120 install|' \
+	    -e "s|\./build/deb/rlgate_<version>_amd64\.deb|$1|" <<< "$UPGRADE"
+}
+bash -c "$(upgrade "$NEXT_DEB")" < /dev/null > "$DPKG_OUT" 2>&1
+exit_0 "the README's upgrade to $NEXT" "$?"
+is "dpkg: rlgate $NEXT installed" "ii |$NEXT" "$(dpkg-query -W -f='${db:Status-Abbrev}|${Version}' rlgate)"
+is "the edited rlgate.ini is kept (sha256)" "$SUM" "$(sha256sum < /etc/rlgate/rlgate.ini)"
+is "the new packaged one is beside it, .dpkg-dist" "rlgate.ini rlgate.ini.dpkg-dist" "$(ls -A /etc/rlgate | paste -sd ' ')"
+is ".dpkg-dist is $NEXT's" "$(dpkg-deb --fsys-tarfile "$NEXT_DEB" | tar -xOf - ./etc/rlgate/rlgate.ini | sha256sum)" \
+	"$(sha256sum < /etc/rlgate/rlgate.ini.dpkg-dist)"
+is "the audit database is kept" "$ROWS" "$(rows_in /var/lib/rlgate/audit.db)"
+# The README's rollback: the same command, --allow-downgrades, the package
+# before (make deb kept it in build/deb).
+bash -c "$(upgrade "$DEB" | sed 's|install -y|install -y --allow-downgrades|')" < /dev/null > "$DPKG_OUT" 2>&1
+exit_0 "the README's rollback to $VERSION" "$?"
+is "dpkg: rlgate $VERSION installed again" "ii |$VERSION" "$(dpkg-query -W -f='${db:Status-Abbrev}|${Version}' rlgate)"
+is "the edited rlgate.ini is still kept (sha256)" "$SUM" "$(sha256sum < /etc/rlgate/rlgate.ini)"
+
+# ---- 6. dpkg --purge ----------------------------------------------------------
 dpkg_wait --purge rlgate
 exit_0 "dpkg --purge rlgate" "$?"
 is "dpkg knows no rlgate" "" "$(pkg_state | sed -n '/^un /!p')"

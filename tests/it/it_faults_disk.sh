@@ -21,7 +21,7 @@
 
 DISK=$T/disk
 mkdir -p "$DISK"
-if ! mount -t tmpfs -o size=2m tmpfs "$DISK" 2> "$T/mount.err"; then
+if ! mount -t tmpfs -o size=2m,mode=0755 tmpfs "$DISK" 2> "$T/mount.err"; then
 	echo "# SKIP: mount -t tmpfs is refused here ($(cat "$T/mount.err")): no full disk to test on"
 	finish
 	exit

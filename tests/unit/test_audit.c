@@ -811,7 +811,9 @@ disk_full_child(struct fixture *f)
 	/* A private mount namespace: the small tmpfs vanishes with us. */
 	CHILD_CHECK(unshare(CLONE_NEWNS) == 0, 77);
 	CHILD_CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, 77);
-	CHILD_CHECK(mount("tmpfs", f->dir, "tmpfs", 0, "size=1m") == 0, 77);
+	/* 0700: a tmpfs is 1777 by default, a directory the audit refuses. */
+	CHILD_CHECK(mount("tmpfs", f->dir, "tmpfs", 0,
+	    "size=1m,mode=0700") == 0, 77);
 
 	a = audit_open(f->path, 10000, 10, 5, err, sizeof(err));
 	CHILD_CHECK(a != NULL, 2);
