@@ -97,8 +97,8 @@ struct redis_call {
  * number, and a WAIT sent before the count was known is not awaited. A
  * WAIT not answered by the round's deadline (Redis ends it at a cron
  * tick) leaves acked -1 and closes that connection; it is no outage: the
- * calls' replies came. Follows a
- * Sentinel failover (+switch-master, a lost connection, READONLY). A call whose node cannot
+ * calls' replies came. Follows a Sentinel failover (+switch-master, a
+ * lost connection, READONLY). A call whose node cannot
  * be reached before sending (it did not run) is routed again after the
  * slot map is read (the master asked for) once more in the same run, at
  * most once per run and per 100 ms: after a failover the first request
