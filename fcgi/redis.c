@@ -29,9 +29,11 @@
 #define MAX_ROUNDS		16	/* round trips per run, all causes */
 #define TRYAGAIN_PAUSE_MS	10
 
-/* A reply a node owes this round: a call's, or ASKING's or WAIT's. */
+/* A reply a node owes this round: a call's, or ASKING's, WAIT's or
+ * ROLE's. */
 #define ENT_ASKING	(-1)
 #define ENT_WAIT	(-2)
+#define ENT_ROLE	(-3)
 struct entry {
 	int		 call;
 	int		 next;
@@ -106,11 +108,11 @@ redis_key_group(const struct conf *c, const char *key, size_t keylen)
 }
 
 /* Room for n calls' state and their entries in a round: each call and
- * its ASKING, a WAIT per node with calls (at most n). */
+ * its ASKING, a WAIT and a ROLE per node with calls (at most n each). */
 static int
 room(struct redis *r, size_t n)
 {
-	size_t ne = 3 * n + 1;
+	size_t ne = 4 * n + 1;
 
 	if (n > r->pendcap) {
 		struct pend *p = reallocarray(r->pend, n, sizeof(*p));
@@ -379,12 +381,38 @@ wait_done(struct redis *r, struct redis_call *calls, struct node *nd,
 }
 
 /*
- * Node k answered every call of the round, but not yet the WAIT after
- * them, at the round's deadline: Redis ends a WAIT that times out only at
- * its next cron tick (every 1000 / hz ms), which may come later. Not an
- * outage: the calls' replies are in, and their acked stays -1. The
- * connection is closed, not backed off: the server runs nothing more from
- * it before that WAIT ends.
+ * ROLE's reply on node nd, first in its pipeline: the master's count of
+ * replicas, read again. It serves the next rounds, as this one's WAIT went
+ * (or not) by the count before; but where it is short, this round's WAIT
+ * could only time out: it is not awaited (wait_late() once the calls are
+ * answered), and the calls that asked get the count as acked, as if no
+ * WAIT had gone.
+ */
+static void
+role_done(struct redis *r, const struct conf *c, struct redis_call *calls,
+    struct node *nd, redisReply *rep)
+{
+	int e, n = redis_conn_role_seen(nd->h, rep, c->redis_replicas);
+
+	freeReplyObject(rep);
+	if (replicas_wait(n, c->redis_replicas))
+		return;
+	nd->wait = 0;
+	for (e = nd->first; e >= 0; e = r->ent[e].next)
+		if (r->ent[e].call >= 0 && calls[r->ent[e].call].wait) {
+			calls[r->ent[e].call].acked = n;
+			calls[r->ent[e].call].waited = 0;
+		}
+}
+
+/*
+ * Node k answered every call of the round, but not the WAIT after them,
+ * at the round's deadline (Redis ends a WAIT that times out only at its
+ * next cron tick, every 1000 / hz ms, which may come later), or its ROLE
+ * said the WAIT cannot be met. Not an outage: the calls' replies are in,
+ * and their acked stays as it is (-1 after a late WAIT). The connection is
+ * closed, not backed off: the server runs nothing more from it before
+ * that WAIT ends.
  */
 static void
 wait_late(struct redis *r, int k)
@@ -508,6 +536,8 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 					freeReplyObject(rep);
 				else if (r->ent[e].call == ENT_WAIT)
 					wait_done(r, calls, nd, rep);
+				else if (r->ent[e].call == ENT_ROLE)
+					role_done(r, c, calls, nd, rep);
 				else {
 					struct redis_call *cl =
 					    &calls[r->ent[e].call];
@@ -519,6 +549,9 @@ read_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 					    &r->pend[r->ent[e].call], k,
 					    start_ms, again, pause);
 				}
+				if (nd->head >= 0 && !nd->wait &&
+				    r->ent[nd->head].call == ENT_WAIT)
+					wait_late(r, k);
 			}
 		}
 	}
@@ -529,7 +562,17 @@ append(struct redis *r, const struct conf *c, int k, struct redis_call *call,
     int i)
 {
 	struct node *nd = r->nodes[k];
+	int counts = call->wait && c->redis_replicas > 0;
 
+	/* The count of replicas read again in the round, not before it: no
+	 * round trip, nor time, of its own. */
+	if (counts && !nd->role) {
+		nd->role = 1;
+		if (redis_conn_replicas_due(nd->h)) {
+			redisAppendCommand(nd->ctx, "ROLE");
+			ent_add(r, k, ENT_ROLE);
+		}
+	}
 	if (r->pend[i].asking) {
 		redisAppendCommand(nd->ctx, "ASKING");
 		ent_add(r, k, ENT_ASKING);
@@ -540,7 +583,7 @@ append(struct redis *r, const struct conf *c, int k, struct redis_call *call,
 	call->node = k;
 	call->acked = -1;
 	call->waited = 0;
-	if (call->wait && c->redis_replicas > 0) {
+	if (counts) {
 		int n = redis_conn_replicas(nd->h);
 
 		if (replicas_wait(n, c->redis_replicas))
@@ -638,7 +681,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		r->pend[i].target = -1;
 	for (k = 0; k < r->nnodes; k++)
 		r->nodes[k]->load = r->nodes[k]->loaded =
-		    r->nodes[k]->checked = 0;
+		    r->nodes[k]->checked = r->nodes[k]->role = 0;
 	t0 = mono_us();
 	for (round = 0; round < MAX_ROUNDS; round++) {
 		if (c->redis_mode == RLG_REDIS_CLUSTER && r->refresh_due &&

@@ -92,12 +92,14 @@ struct redis_call {
  * node whose pipeline holds a call with wait set gets WAIT N T after it,
  * T half of c's timeout (never 0, with which WAIT would block): its reply
  * fills those calls' acked; the layer does not judge it. Not where the
- * master has fewer than N replicas connected (ROLE, read once a second per
- * master and process; logged once when fewer, once when back): acked is
- * then that number at once. A WAIT not answered by the round's deadline
- * (Redis ends it at a cron tick) leaves acked -1 and closes that
- * connection; it is no outage: the calls' replies came. Follows a
- * Sentinel failover (+switch-master, a lost connection, READONLY). A call whose node cannot
+ * master has fewer than N replicas connected (ROLE, first in that node's
+ * pipeline once a second per master and process, so within the round's
+ * timeout; logged once when fewer, once when back): acked is then that
+ * number, and a WAIT sent before the count was known is not awaited. A
+ * WAIT not answered by the round's deadline (Redis ends it at a cron
+ * tick) leaves acked -1 and closes that connection; it is no outage: the
+ * calls' replies came. Follows a Sentinel failover (+switch-master, a
+ * lost connection, READONLY). A call whose node cannot
  * be reached before sending (it did not run) is routed again after the
  * slot map is read (the master asked for) once more in the same run, at
  * most once per run and per 100 ms: after a failover the first request

@@ -149,6 +149,32 @@ redis_conn_replicas_seen(struct health *h, int n, int want)
 		    n == 1 ? "" : "s", want);
 }
 
+int
+redis_conn_replicas_due(struct health *h)
+{
+	long long read = atomic_load(&h->replicas_ms), now = mono_ms();
+
+	/* One loop of the process claims the read; the others use the
+	 * count as it is. */
+	return replicas_due(read, now) &&
+	    atomic_compare_exchange_strong(&h->replicas_ms, &read, now);
+}
+
+int
+redis_conn_role_seen(struct health *h, const redisReply *rep, int want)
+{
+	int n = rep->type == REDIS_REPLY_ERROR ? -1 : replicas_of_role(rep);
+
+	redis_conn_replicas_seen(h, n, want);
+	if (rep->type == REDIS_REPLY_ERROR &&
+	    atomic_exchange(&h->role_logged, 1) == 0)
+		log_warn("redis %s: ROLE: %s; [redis] replicas cannot tell how "
+		    "many replicas are connected (the ACL user needs +role), "
+		    "so every request counted there waits for WAIT", h->addr,
+		    rep->str);
+	return n;
+}
+
 size_t
 redis_counters(struct redis_node_counters *out, size_t max)
 {
@@ -420,49 +446,7 @@ redis_conn_reset(struct redis *r)
 }
 
 /*
- * [redis] replicas: reads how many replicas nd's master has connected, when
- * that is due; one loop of the process does, the others use the count as
- * it is. ROLE refused (the ACL user lacks +role) leaves the count unknown,
- * so that rounds there still WAIT, said once; ROLE unanswered is the
- * node's outage. 0, or -1 (the node is down).
- */
-static int
-node_replicas(struct redis *r, const struct conf *c, struct node *nd)
-{
-	const char *argv[1] = { "ROLE" };
-	struct health *h = nd->h;
-	long long read = atomic_load(&h->replicas_ms), now = mono_ms();
-	redisReply *rep = NULL;
-	char why[320];
-
-	if (!replicas_due(read, now) ||
-	    !atomic_compare_exchange_strong(&h->replicas_ms, &read, now))
-		return 0;
-	if (redis_conn_command(nd->ctx, c->redis_timeout_ms, &rep, why,
-	    sizeof(why), 1, argv) == 0) {
-		redis_conn_replicas_seen(h, replicas_of_role(rep),
-		    c->redis_replicas);
-		freeReplyObject(rep);
-		return 0;
-	}
-	if (nd->ctx->err != 0) {
-		redis_conn_node_close(nd);
-		redis_conn_health_down(h, why);
-		metrics_redis_error(r->metrics);
-		return -1;
-	}
-	redis_conn_replicas_seen(h, -1, c->redis_replicas);
-	if (atomic_exchange(&h->role_logged, 1) == 0)
-		log_warn("redis %s: %s; [redis] replicas cannot tell how many "
-		    "replicas are connected (the ACL user needs +role), so "
-		    "every request counted there waits for WAIT", nd->addr,
-		    why);
-	return 0;
-}
-
-/*
- * Makes sure node k has a usable connection, honouring its back-off, and
- * its count of replicas fresh (node_replicas(), once per run).
+ * Makes sure node k has a usable connection, honouring its back-off.
  * 0, or -1 (its calls are not sent) with the node marked down when a try
  * failed.
  */
@@ -470,7 +454,6 @@ int
 redis_conn_node_connect(struct redis *r, const struct conf *c, int k)
 {
 	struct node *nd = r->nodes[k];
-	int first = !nd->checked;
 	char err[256];
 
 	/* Once per run: a syscall, and a node may get many calls. Made
@@ -482,19 +465,18 @@ redis_conn_node_connect(struct redis *r, const struct conf *c, int k)
 	    redis_io_stale(nd->ctx)))
 		redis_conn_node_close(nd);
 	nd->checked = 1;
-	if (nd->ctx == NULL) {
-		if (health_wait(nd->h))
-			return -1;
-		if ((nd->ctx = redis_conn_dial_node(c, nd->host, nd->port,
-		    err, sizeof(err))) == NULL) {
-			redis_conn_health_down(nd->h, err);
-			metrics_redis_error(r->metrics);
-			return -1;
-		}
-		/* Connected is not up: a server that accepts connections but
-		 * fails every command must not end the outage. Only an
-		 * answer does. */
-		nd->epoch = atomic_load(&nd->h->epoch);
+	if (nd->ctx != NULL)
+		return 0;
+	if (health_wait(nd->h))
+		return -1;
+	if ((nd->ctx = redis_conn_dial_node(c, nd->host, nd->port, err,
+	    sizeof(err))) == NULL) {
+		redis_conn_health_down(nd->h, err);
+		metrics_redis_error(r->metrics);
+		return -1;
 	}
-	return first && c->redis_replicas > 0 ? node_replicas(r, c, nd) : 0;
+	/* Connected is not up: a server that accepts connections but fails
+	 * every command must not end the outage. Only an answer does. */
+	nd->epoch = atomic_load(&nd->h->epoch);
+	return 0;
 }

@@ -60,7 +60,9 @@ struct node {
 	/* One run's round: the replies expected, in order. */
 	int		 head, tail;	/* into r->ent, -1: none */
 	int		 first;		/* the round's first entry, -1: none */
-	int		 wait;		/* a WAIT goes last, this round */
+	int		 wait;		/* a WAIT goes last, this round, and
+					 * its reply is awaited */
+	int		 role;		/* ROLE considered, this run */
 	int		 load;		/* the library is missing there */
 	int		 loaded;	/* redis_library() ran, this run */
 	int		 checked;	/* its connection, this run */
@@ -146,6 +148,16 @@ int		 redis_conn_replicas(struct health *h);
  * logged once when fewer than want, and once when back. Thread safe. */
 void		 redis_conn_replicas_seen(struct health *h, int n,
 		    int want);
+/* Whether the caller reads h's count again now (ROLE, in its round): 1
+ * when it is RLG_REPLICAS_EVERY_MS old and this caller claimed the read
+ * (one per process at a time). Thread safe. */
+int		 redis_conn_replicas_due(struct health *h);
+/* ROLE's reply rep from h's master: its count of replicas (-1: not known;
+ * an error is logged once, as the ACL user then lacks +role), stored as
+ * redis_conn_replicas_seen() does, and returned. rep stays the caller's.
+ * Thread safe. */
+int		 redis_conn_role_seen(struct health *h, const redisReply *rep,
+		    int want);
 
 /* Closes nd's connection, if any. */
 void		 redis_conn_node_close(struct node *nd);
@@ -155,11 +167,9 @@ int		 redis_conn_node_get(struct redis *r, const char *host,
 		    int port);
 /* Forgets every node and the slot map: the deployment changed. */
 void		 redis_conn_reset(struct redis *r);
-/* Makes sure node k has a usable connection, honouring its back-off, and
- * with [redis] replicas, that its count of replicas is at most
- * RLG_REPLICAS_EVERY_MS old (ROLE, blocking, on that connection: once a
- * second per master and process). 0, or -1 (its calls are not sent) with
- * the node marked down when a try failed. */
+/* Makes sure node k has a usable connection, honouring its back-off. 0,
+ * or -1 (its calls are not sent) with the node marked down when a try
+ * failed. */
 int		 redis_conn_node_connect(struct redis *r, const struct conf *c,
 		    int k);
 

@@ -74,8 +74,16 @@ is "the build embeds the same version" "1" \
 	"$(grep -c "^const char rlg_library_version\[\] = \"$version\";" "$TOP/fcgi/scripts.c" 2>/dev/null || echo 0)"
 line() { tr '\n' ' ' | sed 's/ $//'; }
 fc() { rcli FCALL "${L}_$1" 1 "$2" "${@:3}" | line; }
+# fc_kept: fc, then PERSIST on the key in the same connection. A clock
+# given (1 s after 1970) makes the key's TTL the window's end less that
+# clock, a real second: the peeks below read the state later, and a loaded
+# machine can take that second first.
+fc_kept() {
+	{ printf 'FCALL %s_%s 1 %s' "$L" "$1" "$2"; printf " '%s'" "${@:3}"
+	  printf '\nPERSIST %s\n' "$2"; } | rcli | sed '$d' | line
+}
 is "FCALL ${L}_fixed_window, clock given" "1 2 3 1000 0 1000000 0" \
-	"$(fc fixed_window 'rl:{readme:fw}' 1000000 1 3 1000 '' '')"
+	"$(fc_kept fixed_window 'rl:{readme:fw}' 1000000 1 3 1000 '' '')"
 is "FCALL ${L}_token_bucket, clock given" "1 2 7 143 0 1000000 0" \
 	"$(fc token_bucket 'rl:{readme:tb}' 1000000 1 7 1000 3 '')"
 is "FCALL ${L}_gcra: redis-cell's CL.THROTTLE user123 15 30 60 1" "1 15 30 2000 0 1000000 0" \
@@ -84,9 +92,9 @@ is "FCALL ${L}_sliding_log, clock given" "1 99 100 60000 0 1000000 0" \
 	"$(fc sliding_log 'rl:{readme:sl}' 1000000 1 100 60000 '' '')"
 is "FCALL ${L}_sliding_window, clock given" "1 9 10 1000 0 1000000 0" \
 	"$(fc sliding_window 'rl:{readme:sw}' 1000000 1 10 1000 '' 100)"
-fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '' > /dev/null
+fc_kept leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '' > /dev/null
 is "FCALL ${L}_leaky_bucket: second request waits 500 ms" "1 4 2 1000 0 1000000 500" \
-	"$(fc leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '')"
+	"$(fc_kept leaky_bucket 'rl:{readme:lb}' 1000000 1 2 1000 5 '')"
 is "FCALL ${L}_gcra, trailing arguments left out" "1 0 1 1000 0 5000000 0" \
 	"$(fc gcra 'rl:{readme:short}' 5000000 1 1 1000)"
 # admitted_now REPLY: 7 integers, admitted, now_us after 2020.
@@ -123,7 +131,11 @@ is "${L}_peek an unknown algorithm: an error" \
 	"rlgate: unknown algorithm \"nosuch\": use fixed_window, sliding_window, sliding_log, token_bucket, gcra or leaky_bucket" \
 	"$(rcli FCALL_RO "${L}_peek" 1 'rl:{readme:fw}' nosuch 1500000 1 3 1000 '' '' 2>&1)"
 # lua/README.md's override example: set, broken, unlimited, cleared.
-evalo() { rcli FCALL ${L}_fixed_window 2 'rl:{user_list:org1}' 'rl:{user_list:org1}:override' 1700000000000000 1 3 1000 | paste -sd' '; }
+# (PERSIST in the same connection, as fc_kept: the clock given is in 2023.)
+evalo() {
+	printf 'FCALL %s_fixed_window 2 rl:{user_list:org1} rl:{user_list:org1}:override 1700000000000000 1 3 1000\nPERSIST rl:{user_list:org1}\n' "$L" |
+		rcli | sed '$d' | paste -sd' '
+}
 rcli hset 'rl:{user_list:org1}:override' limit 5 > /dev/null
 is "README override: the override's limit 5 is used" "1 4 5 1000 0 1700000000000000 0 1000 0 0 1" "$(evalo)"
 rcli hset 'rl:{user_list:org1}:override' limit 0 > /dev/null
@@ -143,8 +155,9 @@ is "${L}_gcra with 3 keys: an error" "rlgate: ${L}_gcra takes 1 key (the state) 
 # rule's row (one string: 11 integers, the undo token, why, joined by single
 # spaces), shown as its 11 integers, why ("" when empty) and the undo token
 # as "undo" or "-". A row without its 12 spaces shows as "BAD".
-decide() {
-	rcli FCALL ${L}_decide "$@" | awk 'NR == 1 { printf "%s", $0; next }
+decide() { rcli FCALL ${L}_decide "$@" | decide_rows; }
+decide_rows() {
+	awk 'NR == 1 { printf "%s", $0; next }
 		{
 			s = $0
 			for (j = 1; j <= 12; j++) {
@@ -157,6 +170,16 @@ decide() {
 			for (j = 1; j <= 11; j++) printf " %s", f[j]
 			printf " %s %s", s == "" ? "\"\"" : s, f[12] == "" ? "-" : "undo"
 		} END { printf "\n" }'
+}
+# decide_kept: decide, then PERSIST on each of its keys in the same
+# connection. With a clock given (1 s after 1970), a key's TTL is its
+# state's end less that clock, real time: token_bucket's 100 ms here,
+# which a loaded machine can pass before the next call reads the state.
+decide_kept() {
+	local a k
+	{ printf 'FCALL %s_decide' "$L"; for a in "$@"; do printf ' "%s"' "$a"; done
+	  printf '\n'; for k in "${@:2:$1}"; do printf 'PERSIST %s\n' "$k"; done; } |
+		rcli | head -n "-$1" | decide_rows
 }
 # narrow (3 per minute) and wide (5 per minute), the same request to both
 # (flag u: with undo tokens).
@@ -294,12 +317,14 @@ is "... the second time: the same error" "$bad_once" "$(bad_sig)"
 is "... a good one of the same rule is admitted (limit 10, cost 10)" "1 | 1 0 10 1000 0 1000000 0 1000 10 0 0 \"\" -" \
 	"$(decide 1 'rl:{e:good}' '' 1000000 'token_bucket - 10 10 1000  ')"
 is "... the third time, after it: the same error" "$bad_once" "$(bad_sig)"
+# (An hour's window: with the clock given, its TTL is the window less 1 s,
+# real time the second call must come within.)
 is "... in a batch, an error for its request each time, the other request counted" \
-	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",1,\"1 0 1 1000 0 1000000 0 1000 0 0 0  \"]" \
-	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 1000  ')"
+	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",1,\"1 0 1 3600000 0 1000000 0 3600000 0 0 0  \"]" \
+	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 3600000  ')"
 is "... again: the same error, the other request now denied" \
-	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",0,\"0 0 1 1000 1000 1000000 0 1000 0 0 0  \"]" \
-	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 1000  ')"
+	"[error:\"rlgate: rule 1 (token_bucket): cost 11 is above burst 10: such a request could never be admitted\",0,\"0 0 1 3600000 3600000 1000000 0 3600000 0 0 0  \"]" \
+	"$(batch 2 'rl:{e:1}' 'rl:{e:b2}' '' 1000000 'token_bucket - 11 10 1000  ' 'fixed_window n 1 1 3600000  ')"
 is "a bad flag, seen twice: the call's error each time" "2" \
 	"$(for i in 1 2; do err 1 'rl:{e:1}' '' 1000000 'gcra x 1 3 1000  '; done | grep -c '^rlgate: rule 1 (gcra): flags must be letters')"
 is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl:{e:2}')"
@@ -308,7 +333,7 @@ is "after all these errors no key was written" "0" "$(rcli exists 'rl:{e:1}' 'rl
 # (both found kept). token_bucket 10 per 1000 ms, burst 5, cost 1: 4 left,
 # full again in 100 ms; then burst 6, cost 2, limit 11 (a token each 90.9
 # ms), a window of 2000 ms; sliding_window precision 100 and 200 ms.
-sig_pairs() { decide 7 'rl:{sig:1}' 'rl:{sig:2}' 'rl:{sig:3}' 'rl:{sig:4}' 'rl:{sig:5}' 'rl:{sig:6}' 'rl:{sig:7}' '' "$1" \
+sig_pairs() { decide_kept 7 'rl:{sig:1}' 'rl:{sig:2}' 'rl:{sig:3}' 'rl:{sig:4}' 'rl:{sig:5}' 'rl:{sig:6}' 'rl:{sig:7}' '' "$1" \
 	'token_bucket - 1 10 1000 5 ' 'token_bucket - 1 10 1000 6 ' 'token_bucket - 2 10 1000 5 ' \
 	'token_bucket - 1 11 1000 5 ' 'token_bucket - 1 10 2000 5 ' 'sliding_window - 1 10 1000  100' \
 	'sliding_window - 1 10 1000  200' | sed 's/ | /\n/g'; }
@@ -330,12 +355,14 @@ is "... kept: the same parameters, each count one more" \
 1 3 10 400 0 1000000 0 2000 5 0 0 \"\" -
 1 8 10 1000 0 1000000 0 1000 0 100 0 \"\" -
 1 8 10 1000 0 1000000 0 1000 0 200 0 \"\" -" "$(sig_pairs 1000000)"
+# An hour's window: with the clock given, a key's TTL is the window less
+# that clock (gcra's a tenth of it), real time that must outlast the calls.
 is "one field apart in the algorithm: fixed_window's state (a hash), gcra's (a string)" "hash string" \
-	"$(decide 2 'rl:{sig:fw}' 'rl:{sig:gc}' '' 1000000 'fixed_window - 1 10 1000  ' 'gcra - 1 10 1000  ' > /dev/null
+	"$(decide 2 'rl:{sig:fw}' 'rl:{sig:gc}' '' 1000000 'fixed_window - 1 10 3600000  ' 'gcra - 1 10 3600000  ' > /dev/null
 	   rcli type 'rl:{sig:fw}') $(rcli type 'rl:{sig:gc}')"
 is "one field apart in the flags: the dry rule's denial blocks nothing, the other's does" "1 0" \
-	"$(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 1000  ' > /dev/null
-	   decide 1 'rl:{sig:d}' '' 1000000 'fixed_window d 1 1 1000  ' | cut -c1) $(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 1000  ' | cut -c1)"
+	"$(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 3600000  ' > /dev/null
+	   decide 1 'rl:{sig:d}' '' 1000000 'fixed_window d 1 1 3600000  ' | cut -c1) $(decide 1 'rl:{sig:d}' '' 1000000 'fixed_window - 1 1 3600000  ' | cut -c1)"
 
 # The library keeps the arguments it parsed (params_of), at most 4096 sets:
 # 30000 different limits leave its memory about as 4096 do (each set kept
@@ -378,7 +405,7 @@ window_end_ok() {
 		{ echo "# start $start, window $1 ms: PEXPIRETIME $at, last ms $last, calls took $SPAN_MS ms"; return 1; }
 }
 fw_twenty() { for i in $(seq 20); do out="$out$(fw_fast | cut -d' ' -f3,4);"; done; }
-fw_second() { for i in 1 2 3; do decide 1 "$fwk" '' '' 'fixed_window - 1 100 1000  '; sleep 0.2; done; }
+fw_second() { for i in 1 2 3; do decide 1 "$fwk" '' '' 'fixed_window - 1 100 5000  '; sleep 0.2; done; }
 rcli config resetstat > /dev/null
 out=
 timed fw_twenty
@@ -409,12 +436,15 @@ rcli hset "$fwk" start "0$start" > /dev/null
 fw_fast > /dev/null
 is "a start written with a leading 0: the same window, the start rewritten as the library writes it" \
 	"$start 48" "$(rcli hget "$fwk" start) $(rcli hget "$fwk" count)"
-# Real expiry: a 1 s window, admissions in it, the key gone when it closes.
+# Real expiry: a 5 s window (a loaded machine's calls and checks fit in
+# it), admissions in it, the key gone once Redis's clock passes its end.
 rcli del "$fwk" > /dev/null
 timed fw_second
-is "a 1 s window, 3 admissions 200 ms apart: count 3" "3" "$(rcli hget "$fwk" count)"
-check "... and its TTL ends with the window" window_end_ok 1000
-sleep 0.7
+is "a 5 s window, 3 admissions 200 ms apart: count 3" "3" "$(rcli hget "$fwk" count)"
+check "... and its TTL ends with the window" window_end_ok 5000
+at=$(rcli pexpiretime "$fwk")
+past() { [ "$(( $(redis_us) / 1000 ))" -gt "$1" ]; }
+check "... Redis's clock passes the window's end" wait_for 10 past "$at"
 is "... the key is gone when the window closed" "0" "$(rcli exists "$fwk")"
 
 # sliding_log with Redis's clock: an admission reads the members of its
@@ -469,12 +499,13 @@ is "undo: keys and arguments must match" \
 	"rlgate: ${L}_undo takes one key and 2 arguments per rule (ALGORITHM UNDO) after NOW_US: 2 keys and 3 arguments given" \
 	"$(rcli FCALL ${L}_undo 2 a b '' gcra '' 2>&1)"
 # Never more than is there: a gcra request undone after its time has passed
-# takes nothing; a fixed_window token of a closed window touches nothing.
-rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 1000000 1 3 1000 > /dev/null
-tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:late}' '' 1000000 'fixed_window u 1 3 1000  ' | sed -n 2p | cut -d' ' -f12)
-rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 3000000 1 3 1000 > /dev/null
+# takes nothing; a fixed_window token of a closed window touches nothing
+# (an hour's window, so that the new one's key outlasts the calls).
+rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 1000000 1 3 3600000 > /dev/null
+tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:late}' '' 1000000 'fixed_window u 1 3 3600000  ' | sed -n 2p | cut -d' ' -f12)
+rcli FCALL ${L}_fixed_window 1 'rl:{undo:late}' 3601000000 1 3 3600000 > /dev/null
 is "fixed_window: undo after its window closed: nothing taken from the new window" "0 1" \
-	"$(rcli FCALL ${L}_undo 1 'rl:{undo:late}' 3000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
+	"$(rcli FCALL ${L}_undo 1 'rl:{undo:late}' 3601000000 fixed_window "$tok") $(rcli hget 'rl:{undo:late}' count)"
 tok=$(rcli FCALL ${L}_decide 1 'rl:{undo:lateg}' '' 1000000 'gcra u 1 10 1000  ' | sed -n 2p | cut -d' ' -f12)
 is "gcra: undo once the bucket refilled: nothing" "0" "$(rcli FCALL ${L}_undo 1 'rl:{undo:lateg}' 1100000 gcra "$tok")"
 
