@@ -149,6 +149,7 @@ free_handle(struct audit *a, int locks_ok)
 	for (i = 0; i < a->count; i++)
 		free(a->ring[(a->head + i) % a->cap]);
 	audit_db_close(a);
+	audit_ids_free(a);
 	if (locks_ok) {
 		pthread_cond_destroy(&a->ckpt);
 		pthread_cond_destroy(&a->wake);

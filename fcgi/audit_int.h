@@ -1,8 +1,8 @@
 /*
  * audit_int: what the pieces of the audit writer share, and only they:
  * the handle and its queued rows (audit.c), the SQLite connection, schema
- * and statements (audit_db.c), the writer thread (audit_writer.c) and the
- * checkpoints (audit_ckpt.c). Not a contract for anything outside
+ * and statements (audit_db.c), the ids of repeated values (audit_ids.c),
+ * the writer thread (audit_writer.c) and the checkpoints (audit_ckpt.c). Not a contract for anything outside
  * audit*.c: audit.h is. None of these functions takes a->mu unless it
  * says so.
  */
@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <sqlite3.h>
 
@@ -47,6 +48,7 @@ struct audit {
 	sqlite3_stmt		*insert;	/* one row */
 	sqlite3_stmt		*insert_group;	/* AUDIT_INSERT_ROWS rows */
 	sqlite3_stmt		*begin, *commit, *rollback;
+	struct audit_ids	*ids;		/* audit_ids.c's */
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, the busy handler */
 	int			 err_busy;	/* failed on another's lock */
@@ -134,6 +136,39 @@ void	audit_db_err(sqlite3 *db, int rc, char *buf, size_t len);
  * directory, can open a WAL database only where they exist.
  */
 void	audit_db_keep_wal(sqlite3 *db);
+
+/* ---- audit_ids.c: the ids of the values rows repeat ------------------- */
+
+/* The ids a row of rlg_rows holds (RLG_AUDIT_SCHEMA); AUDIT_IDS_NULL:
+ * stored as NULL. rn, any value, only when has_rn. */
+#define AUDIT_IDS_NULL	INT64_MIN
+struct audit_row_ids {
+	int64_t		 rq, rn, rule, key, outcome, path, client_ip;
+	int		 has_rn;
+};
+
+/*
+ * Prepares the lookups on the open a->db (allocating a->ids the first
+ * time). Returns SQLite's code.
+ */
+int	audit_ids_open(struct audit *a);
+
+/*
+ * The ids of q's values, found in the file or added to it inside the
+ * transaction open on a->db. Returns SQLite's code; on failure the
+ * transaction is to be rolled back, and then audit_ids_forget() called.
+ */
+int	audit_ids_row(struct audit *a, const struct qrow *q,
+	    struct audit_row_ids *o);
+
+/* Forgets the ids kept in memory: a rolled-back transaction's new ids are
+ * not in the file. */
+void	audit_ids_forget(struct audit *a);
+
+/* Finalizes the lookups and forgets the ids (another file comes); accepts
+ * a->ids NULL. audit_ids_free() also frees the memory. */
+void	audit_ids_close(struct audit *a);
+void	audit_ids_free(struct audit *a);
 
 /* ---- audit_ckpt.c: copying the WAL back into the database ------------- */
 

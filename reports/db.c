@@ -2,7 +2,8 @@
  * db: opens the audit databases read-only and refuses anything that is not
  * an rlgate audit database. The expected columns are read from
  * RLG_AUDIT_SCHEMA itself (applied to an in-memory database), so the
- * gateway's header stays the one definition of the schema.
+ * gateway's header stays the one definition of the schema; the first
+ * layout's table has the same ones.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -69,6 +70,24 @@ out:
 	return rc;
 }
 
+/* The file's layout: RLG_AUDIT_LAYOUT when its header says so, else 1. */
+static int
+read_layout(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	int layout = 1;
+
+	if (sqlite3_prepare_v2(db, "SELECT (SELECT application_id FROM "
+	    "pragma_application_id), (SELECT user_version FROM "
+	    "pragma_user_version)", -1, &st, NULL) != SQLITE_OK)
+		return layout;
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_int64(st, 0) == RLG_AUDIT_APP_ID)
+		layout = sqlite3_column_int(st, 1);
+	sqlite3_finalize(st);
+	return layout;
+}
+
 static int
 check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen)
 {
@@ -89,6 +108,7 @@ check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen
 		    d->path);
 		goto out;
 	}
+	d->layout = read_layout(d->db);
 	for (int i = 0; i < want->n; i++) {
 		int found = 0;
 
@@ -433,8 +453,9 @@ scan_table(struct rdb *d, const struct filter *f)
 	sqlite3_stmt *st;
 	int64_t rows = 0, all = 0;
 
-	if (f->rule == NULL || f->key != NULL || f->since_ms != INT64_MIN ||
-	    f->until_ms != INT64_MAX)
+	/* The second layout has no index on its rows. */
+	if (d->layout != 1 || f->rule == NULL || f->key != NULL ||
+	    f->since_ms != INT64_MIN || f->until_ms != INT64_MAX)
 		return "decisions";
 	/* A count over the covering rule index, and the highest id: both cheap. */
 	if (sqlite3_prepare_v2(d->db, "SELECT (SELECT count(*) FROM decisions WHERE "
