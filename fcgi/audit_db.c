@@ -248,8 +248,9 @@ use_wal(struct audit *a, char *errbuf, size_t errlen)
 
 /*
  * What the file at a->path holds, read inside the open transaction: the
- * layout rlgate writes (0), nothing yet (1), or something else (-1 with a
- * sentence in errbuf; nothing is written into such a file).
+ * layout rlgate writes (0), nothing yet (1), the first layout (2), or
+ * something else (-1 with a sentence in errbuf; nothing is written into
+ * such a file).
  */
 static int
 layout(struct audit *a, char *errbuf, size_t errlen)
@@ -277,6 +278,8 @@ layout(struct audit *a, char *errbuf, size_t errlen)
 		return 0;
 	if (app == 0 && objects == 0)
 		return 1;
+	if (app == 0 && old)
+		return 2;
 	if (app == RLG_AUDIT_APP_ID)
 		snprintf(errbuf, errlen, "%s: an audit database of layout %lld, "
 		    "which this rlgate (layout %d) does not write", a->path,
@@ -292,8 +295,9 @@ layout(struct audit *a, char *errbuf, size_t errlen)
 }
 
 /*
- * The layout, checked, or written into an empty file, in one transaction:
- * processes that open a new file at once create it once. 0, or -1 as
+ * The layout, checked, written into an empty file, or migrated from the
+ * first, in one transaction: processes that open a new file at once create
+ * it once, and a migration is whole or not at all. 0, or -1 as
  * audit_db_open().
  */
 static int
@@ -301,6 +305,7 @@ schema(struct audit *a, char *errbuf, size_t errlen)
 {
 	int l;
 
+	a->migrated = -1;
 	if (sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 	    SQLITE_OK)
 		return open_failed(a, SQLITE_OK, errbuf, errlen);
@@ -310,6 +315,8 @@ schema(struct audit *a, char *errbuf, size_t errlen)
 		open_failed(a, SQLITE_OK, errbuf, errlen);
 		l = -1;
 	}
+	if (l == 2 && audit_migrate(a, errbuf, errlen) == -1)
+		l = -1;
 	if (l == -1) {
 		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
 		return -1;
@@ -317,8 +324,12 @@ schema(struct audit *a, char *errbuf, size_t errlen)
 	if (sqlite3_exec(a->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
 		open_failed(a, SQLITE_OK, errbuf, errlen);
 		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+		audit_ids_forget(a);
 		return -1;
 	}
+	if (a->migrated >= 0)
+		log_info("audit: %s: the first layout's %lld rows moved to "
+		    "the second, ids and values kept", a->path, a->migrated);
 	return 0;
 }
 
@@ -433,12 +444,9 @@ bind_opt(sqlite3_stmt *st, int col, int64_t v)
 	return sqlite3_bind_int64(st, col, v);
 }
 
-/*
- * Binds q to the parameters of st that follow parameter p, its repeated
- * values as their ids (found or added first). Returns SQLite's code.
- */
-static int
-bind_row(struct audit *a, sqlite3_stmt *st, int p, const struct qrow *q)
+int
+audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+    const struct qrow *q)
 {
 	const struct audit_row *r = &q->r;
 	struct audit_row_ids id;
@@ -478,7 +486,8 @@ insert_rows(struct audit *a, struct qrow **rows, size_t n)
 	int rc;
 
 	for (i = 0; i < n; i++)
-		if ((rc = bind_row(a, st, (int)i * AUDIT_ROW_PARAMS, rows[i])) !=
+		if ((rc = audit_db_bind_row(a, st, (int)i * AUDIT_ROW_PARAMS,
+		    rows[i])) !=
 		    SQLITE_OK)
 			return rc;
 	if ((rc = sqlite3_step(st)) != SQLITE_DONE)

@@ -102,6 +102,9 @@ audit_ids_open(struct audit *a)
 		}
 		a->ids = x;
 	}
+	/* Prepared already: a migration came first on this connection. */
+	if (x->text_get != NULL)
+		return SQLITE_OK;
 #define PREP(sql, st) \
 	if (rc == SQLITE_OK) \
 		rc = sqlite3_prepare_v3(a->db, sql, -1, \

@@ -49,6 +49,8 @@ struct audit {
 	sqlite3_stmt		*insert_group;	/* AUDIT_INSERT_ROWS rows */
 	sqlite3_stmt		*begin, *commit, *rollback;
 	struct audit_ids	*ids;		/* audit_ids.c's */
+	long long		 migrated;	/* rows audit_migrate() moved;
+						 * -1: none at this open */
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, the busy handler */
 	int			 err_busy;	/* failed on another's lock */
@@ -124,6 +126,14 @@ int	audit_db_ready(struct audit *a);
 long long audit_db_write(struct audit *a, struct qrow **rows, size_t n);
 
 /*
+ * Binds q to the 13 parameters of st (an INSERT into rlg_rows) that follow
+ * parameter p, its repeated values as their ids, found or added first
+ * inside the open transaction. Returns SQLite's code.
+ */
+int	audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+	    const struct qrow *q);
+
+/*
  * SQLite's message for the failure rc of db into buf, with the extended
  * code and the system's reason when the file system said no: "disk I/O
  * error (code 4874: File too large)".
@@ -169,6 +179,17 @@ void	audit_ids_forget(struct audit *a);
  * a->ids NULL. audit_ids_free() also frees the memory. */
 void	audit_ids_close(struct audit *a);
 void	audit_ids_free(struct audit *a);
+
+/* ---- audit_migrate.c: the first layout into the second --------------- */
+
+/*
+ * Inside the transaction open on a->db, on a file of the first layout:
+ * creates the second layout and moves every row into it, keeping ids and
+ * values, and drops the first layout's table; a->migrated is the number of
+ * rows. Returns 0, or -1 with a sentence in errbuf (the caller rolls back:
+ * the file stays as it was).
+ */
+int	audit_migrate(struct audit *a, char *errbuf, size_t errlen);
 
 /* ---- audit_ckpt.c: copying the WAL back into the database ------------- */
 

@@ -63,4 +63,36 @@ reports "$T/both" "$T/half1.db" "$T/half2.db"
 same_reports "half the rows in each layout" "$T/both"
 check "and the header says two databases" grep -q "^rlgate-report: 18 decisions from 2 databases" "$T/both.text"
 
+# ---- rlgate on a file of the first layout: migrated in place ------------------
+start_redis || exit 1
+AUDIT_DB=$T/mig.db
+cp "$V1" "$AUDIT_DB"
+cat > "$T/rlgate.ini" <<EOF
+[gateway]
+workers = 2
+$(ini_redis_audit)
+
+[rule:org]
+path = /user/list
+key = {query.org}{path}
+limit = 3
+window = 1m
+EOF
+start_rlgate "$T/rlgate.ini" || exit 1
+for i in 1 2 3 4 5; do
+	"$TOP/tests/tools/fcgi_raw" "127.0.0.1:$RLGATE_PORT" \
+		"request 1 responder close GET /user/list?org=new 10.9.9.$i" "wait-reply 1" > /dev/null
+done
+check "migrated: the 5 new rows are written" wait_for 10 rows_at_least 23 1
+stop_rlgate
+is "migrated: the file is of the second layout" 2 "$(sql "PRAGMA user_version")"
+is "migrated: the first layout's table is gone" "rlg_outcomes rlg_rows rlg_rules rlg_texts" \
+	"$(sql "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name" | tr '\n' ' ' | sed 's/ $//')"
+sqlite3 -header "$AUDIT_DB" "SELECT * FROM decisions WHERE id <= 18 ORDER BY id" > "$T/mig.rows"
+check "migrated: the 18 old rows kept their ids and every value" cmp -s "$FIX/audit-v1.rows" "$T/mig.rows"
+is "migrated: the new rows follow, ids 19 to 23, 3 allowed and 2 denied" "19 23 5 3" \
+	"$(sql "SELECT min(id), max(id), count(*), sum(allowed) FROM decisions WHERE id > 18" | tr '|' ' ')"
+is "migrated: logged once, with the count" 1 \
+	"$(grep -c "mig.db: the first layout's 18 rows moved to the second, ids and values kept" "$T/rlgate.log")"
+
 finish

@@ -1451,6 +1451,87 @@ test_first_layout_rows_round_trip(void **state)
 	    "WHERE typeof(rn) = 'integer' AND typeof(rq) = 'integer'"), 18);
 }
 
+/* A copy of the file src at dst (the fixture, which tests must not
+ * change). */
+static void
+copy_file(const char *src, const char *dst)
+{
+	char buf[65536];
+	ssize_t n;
+	int in, out;
+
+	assert_true((in = open(src, O_RDONLY)) >= 0);
+	assert_true((out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0640)) >=
+	    0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+/*
+ * A file of the first layout where rlgate writes is migrated in place,
+ * once, by whichever of three processes opening it at once gets there
+ * first: the 18 rows keep their ids and every value (both ways EXCEPT
+ * against the fixture), each process's 10 rows follow them, none lost or
+ * written twice, and the first layout's table is gone.
+ */
+static void
+test_first_layout_file_is_migrated(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], sql[512];
+	int k, status, failed = 0;
+	pid_t pid;
+
+	copy_file(FIXTURE_V1, f->path);
+	fflush(NULL);
+	for (k = 0; k < 3; k++) {
+		assert_true((pid = fork()) >= 0);
+		if (pid == 0) {
+			struct audit *a = audit_open(f->path, 100, 10, 5, err,
+			    sizeof(err));
+
+			if (a == NULL) {
+				fprintf(stderr, "open: %s\n", err);
+				_exit(1);
+			}
+			push_range(a, k, 0, 10);
+			_exit(audit_close(a, 5000) != 0);
+		}
+	}
+	for (k = 0; k < 3; k++) {
+		assert_true(wait(&status) > 0);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	assert_int_equal(failed, 0);
+	assert_int_equal(db_int(f->path, "PRAGMA user_version"),
+	    RLG_AUDIT_LAYOUT);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM sqlite_master "
+	    "WHERE type = 'table' AND name NOT LIKE 'rlg_%'"), 0);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM decisions"),
+	    18 + 30);
+	{
+		sqlite3 *db = db_open(f->path);
+		sqlite3_stmt *st;
+
+		snprintf(sql, sizeof(sql), "ATTACH '%s' AS fx", FIXTURE_V1);
+		db_exec(db, sql);
+		assert_int_equal(sqlite3_prepare_v2(db, "SELECT (SELECT count(*) "
+		    "FROM (SELECT * FROM main.decisions WHERE id <= 18 EXCEPT "
+		    "SELECT * FROM fx.decisions)) + (SELECT count(*) FROM "
+		    "(SELECT * FROM fx.decisions EXCEPT SELECT * FROM "
+		    "main.decisions WHERE id <= 18))", -1, &st, NULL),
+		    SQLITE_OK);
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		assert_int_equal(sqlite3_column_int(st, 0), 0);
+		sqlite3_finalize(st);
+		sqlite3_close(db);
+	}
+	assert_int_equal(db_int(f->path, "SELECT count(DISTINCT request_id) "
+	    "FROM decisions WHERE id > 18 AND request_id LIKE 't_-%'"), 30);
+}
+
 /*
  * Request ids of every shape come back as they went in: rlgate's "P-N"
  * (N lower-case hex, no leading 0) and 16 hex digits as numbers, the rest
@@ -1761,6 +1842,8 @@ main(void)
 		    test_first_layout_rows_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_ids_round_trip,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_first_layout_file_is_migrated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_string_is_cut,
