@@ -29,7 +29,13 @@
  * FNV-1a, its only index). A row of rlg_rows holds integers only; the
  * request id "P-N" (N hex) is rq (the text "P-") and rn (N); 16 hex digits
  * alone are rn with rq NULL; any other id is rq alone. rlg_rows has no
- * index but its rowid: readers scan it in insertion order. The view
+ * index but its rowid: readers scan it in insertion order. rlg_counts
+ * sums the rows per second (sec: ts_ms / 1000, floored) and rlg_rules id:
+ * allowed, denied, unchecked (allowed with reason redis_error), the
+ * first and last ms within the second, and the key's id when every row
+ * had the same (else NULL); written with the rows, it equals
+ * them until [audit] keep_rows deletes rows, and answers throughput
+ * reports without reading rows. The view
  * decisions gives every row as the first layout's table did: the same
  * columns, names, order and values; it is read-only.
  */
@@ -53,6 +59,12 @@
 	"  outcome INTEGER NOT NULL, cost INTEGER, remaining INTEGER,\n" \
 	"  retry_after_ms INTEGER, delay_ms INTEGER, path INTEGER,\n" \
 	"  client_ip INTEGER, latency_us INTEGER);\n" \
+	"CREATE TABLE rlg_counts (\n" \
+	"  sec INTEGER NOT NULL, rule INTEGER NOT NULL,\n" \
+	"  allowed INTEGER NOT NULL, denied INTEGER NOT NULL,\n" \
+	"  unchecked INTEGER NOT NULL, first_ms INTEGER NOT NULL,\n" \
+	"  last_ms INTEGER NOT NULL, key INTEGER,\n" \
+	"  PRIMARY KEY (sec, rule)) WITHOUT ROWID;\n" \
 	"CREATE VIEW decisions AS SELECT\n" \
 	"  d.id AS id, d.ts_ms AS ts_ms,\n" \
 	"  CASE WHEN d.rn IS NULL THEN q.s\n" \
@@ -252,6 +264,15 @@ int		 audit_push(struct audit *a, const struct audit_row *row);
  * accepts NULL.
  */
 void		 audit_keep(struct audit *a, long long keep_ms);
+
+/*
+ * With a dated name: the rows of files whose period ended more than
+ * keep_rows_ms ago are deleted (and the file vacuumed) when old files are
+ * looked for (see audit_keep()), their per-second summaries kept until
+ * [audit] keep deletes the file. 0: rows stay (the default). Thread safe;
+ * accepts NULL.
+ */
+void		 audit_keep_rows(struct audit *a, long long keep_rows_ms);
 
 /* Whether the queue is full now (the next push would be lost). Thread
  * safe; a NULL gives 0. */

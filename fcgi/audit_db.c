@@ -97,6 +97,7 @@ void
 audit_db_close(struct audit *a)
 {
 	audit_ids_close(a);
+	audit_counts_close(a);
 	sqlite3_finalize(a->insert);
 	sqlite3_finalize(a->insert_group);
 	sqlite3_finalize(a->begin);
@@ -319,6 +320,7 @@ schema(struct audit *a, char *errbuf, size_t errlen)
 		l = -1;
 	if (l == -1) {
 		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+		audit_counts_reset(a);
 		return -1;
 	}
 	if (sqlite3_exec(a->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
@@ -360,7 +362,8 @@ prepare(struct audit *a, char *errbuf, size_t errlen)
 	    sqlite3_prepare_v2(a->db, "COMMIT", -1, &a->commit, NULL) !=
 	    SQLITE_OK ||
 	    sqlite3_prepare_v2(a->db, "ROLLBACK", -1, &a->rollback, NULL) !=
-	    SQLITE_OK || audit_ids_open(a) != SQLITE_OK)
+	    SQLITE_OK || audit_ids_open(a) != SQLITE_OK ||
+	    audit_counts_open(a) != SQLITE_OK)
 		return open_failed(a, SQLITE_OK, errbuf, errlen);
 	return 0;
 }
@@ -396,8 +399,11 @@ audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 		a->err_busy = 0;
 		return -1;
 	}
+	/* A file of no layout rlgate knows is refused before the switch to
+	 * WAL, its first write. */
 	if (db_connect(a, errbuf, errlen) == -1 ||
 	    page_size(a, errbuf, errlen) == -1 ||
+	    layout(a, errbuf, errlen) == -1 ||
 	    use_wal(a, errbuf, errlen) == -1 ||
 	    prepare(a, errbuf, errlen) == -1) {
 		audit_db_close(a);
@@ -452,7 +458,8 @@ audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
 	struct audit_row_ids id;
 	int rc;
 
-	if ((rc = audit_ids_row(a, q, &id)) != SQLITE_OK)
+	if ((rc = audit_ids_row(a, q, &id)) != SQLITE_OK ||
+	    (rc = audit_counts_add(a, q, id.rule, id.key)) != SQLITE_OK)
 		return rc;
 	/* Every parameter is bound for every row. */
 	rc |= sqlite3_bind_int64(st, p + 1, r->ts_ms);
@@ -507,6 +514,7 @@ txn_failed(struct audit *a, int rc)
 
 	audit_db_err(a->db, rc, a->err, sizeof(a->err));
 	audit_ids_forget(a);
+	audit_counts_reset(a);
 	sqlite3_reset(a->insert);
 	sqlite3_reset(a->insert_group);
 	sqlite3_reset(a->begin);
@@ -551,9 +559,50 @@ audit_db_write(struct audit *a, struct qrow **rows, size_t n)
 		if ((rc = insert_rows(a, rows + i, step)) != SQLITE_OK)
 			return txn_failed(a, rc);
 	}
-	if ((rc = sqlite3_step(a->commit)) != SQLITE_DONE)
+	if ((rc = audit_counts_flush(a)) != SQLITE_OK ||
+	    (rc = sqlite3_step(a->commit)) != SQLITE_DONE)
 		return txn_failed(a, rc);
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 	return (long long)i;
+}
+
+void
+audit_db_drop_rows(const char *path)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	long long n = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) !=
+	    SQLITE_OK)
+		goto out;
+	sqlite3_busy_timeout(db, AUDIT_OPEN_BUSY_MS);
+	/* Only the layout rlgate writes, and only when rows are left. */
+	if (sqlite3_prepare_v2(db, "SELECT (SELECT application_id FROM "
+	    "pragma_application_id) = ?1 AND (SELECT user_version FROM "
+	    "pragma_user_version) = ?2 AND EXISTS (SELECT 1 FROM rlg_rows)",
+	    -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, RLG_AUDIT_APP_ID);
+	sqlite3_bind_int(st, 2, RLG_AUDIT_LAYOUT);
+	if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int(st, 0) == 0)
+		goto out;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_exec(db, "DELETE FROM rlg_rows", NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		log_warn("audit: %s: cannot delete the rows past [audit] "
+		    "keep_rows: %s", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	n = sqlite3_changes64(db);
+	/* The space back; the summaries are a small part of the file. */
+	sqlite3_exec(db, "VACUUM", NULL, NULL, NULL);
+	audit_db_keep_wal(db);
+	log_info("audit: %s: %lld rows deleted, their period ended more than "
+	    "[audit] keep_rows ago; the per-second summaries stay", path, n);
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
 }

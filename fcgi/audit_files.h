@@ -24,4 +24,11 @@ int	audit_files_for(const char *pattern, long long ms, char *buf,
 void	audit_files_delete_old(const char *pattern, const char *in_use,
 	    long long keep, long long now);
 
+/*
+ * Calls fn with each file of pattern, never in_use, whose period ended
+ * more than ago ms before now.
+ */
+void	audit_files_each_ended(const char *pattern, const char *in_use,
+	    long long ago, long long now, void (*fn)(const char *));
+
 #endif

@@ -51,6 +51,9 @@ struct audit {
 	struct audit_ids	*ids;		/* audit_ids.c's */
 	long long		 migrated;	/* rows audit_migrate() moved;
 						 * -1: none at this open */
+	sqlite3_stmt		*count_put;	/* audit_counts.c's */
+	struct audit_count	*counts;	/* AUDIT_COUNTS of them */
+	size_t			 ncounts;
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, the busy handler */
 	int			 err_busy;	/* failed on another's lock */
@@ -83,6 +86,7 @@ struct audit {
 	long long		 lost_logged;	/* lost when last logged */
 	long long		 lost_log_at;	/* monotonic ms of that line */
 	long long		 keep_ms;	/* dated files older: deleted */
+	long long		 keep_rows_ms;	/* their rows older: deleted */
 	int			 swept;		/* writer: old files looked for */
 	void			(*on_write)(void);	/* audit_on_write() */
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
@@ -134,6 +138,14 @@ int	audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
 	    const struct qrow *q);
 
 /*
+ * [audit] keep_rows: deletes the rows of the audit file at path, of the
+ * second layout, keeping its summaries, and vacuums it; logs it (and a
+ * failure) once. A file without rows, or of another layout, is left as it
+ * is. Its own connection: any thread.
+ */
+void	audit_db_drop_rows(const char *path);
+
+/*
  * SQLite's message for the failure rc of db into buf, with the extended
  * code and the system's reason when the file system said no: "disk I/O
  * error (code 4874: File too large)".
@@ -179,6 +191,33 @@ void	audit_ids_forget(struct audit *a);
  * a->ids NULL. audit_ids_free() also frees the memory. */
 void	audit_ids_close(struct audit *a);
 void	audit_ids_free(struct audit *a);
+
+/* ---- audit_counts.c: the per-second summaries ------------------------ */
+
+/* A second's and rule's rows, added up before they are written. */
+#define AUDIT_COUNTS	256
+struct audit_count {
+	int64_t		 sec, rule, allowed, denied, unchecked;
+	int64_t		 key;			/* AUDIT_IDS_NULL: several */
+	int		 first_ms, last_ms;	/* within the second */
+};
+
+/* Prepares the upsert on the open a->db (once). SQLite's code. */
+int	audit_counts_open(struct audit *a);
+void	audit_counts_close(struct audit *a);
+
+/*
+ * Adds q (its rlg_rules id rule, its key's rlg_texts id key) to the
+ * counts of the transaction open on a->db, writing them first when
+ * AUDIT_COUNTS are held.
+ * audit_counts_flush() writes what is held, before COMMIT;
+ * audit_counts_reset() forgets it (the transaction rolled back). SQLite's
+ * code.
+ */
+int	audit_counts_add(struct audit *a, const struct qrow *q, int64_t rule,
+	    int64_t key);
+int	audit_counts_flush(struct audit *a);
+void	audit_counts_reset(struct audit *a);
 
 /* ---- audit_migrate.c: the first layout into the second --------------- */
 

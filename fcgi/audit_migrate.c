@@ -2,9 +2,9 @@
  * audit_migrate: turns a file of the first audit layout (one decisions
  * table, RLG_AUDIT_SCHEMA_V1) into the second (RLG_AUDIT_SCHEMA) in
  * place, inside the transaction audit_db.c has opened: every row keeps its
- * id and values, written through the writer's own ids (audit_ids.c), and
- * the old table goes. Not when it runs, nor what a failure means
- * (audit_db.c).
+ * id and values, written through the writer's own ids (audit_ids.c) and
+ * summed into its summaries (audit_counts.c), and the old table goes. Not
+ * when it runs, nor what a failure means (audit_db.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +120,9 @@ audit_migrate(struct audit *a, char *errbuf, size_t errlen)
 	    OLD_TABLE, NULL, NULL, NULL)) != SQLITE_OK ||
 	    (rc = sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL)) !=
 	    SQLITE_OK || (rc = audit_ids_open(a)) != SQLITE_OK ||
+	    (rc = audit_counts_open(a)) != SQLITE_OK ||
 	    (rc = copy_rows(a, &n)) != SQLITE_OK ||
+	    (rc = audit_counts_flush(a)) != SQLITE_OK ||
 	    (rc = sqlite3_exec(a->db, "DROP TABLE " OLD_TABLE, NULL, NULL,
 	    NULL)) != SQLITE_OK) {
 		snprintf(errbuf, errlen, "%s: cannot migrate the first audit "

@@ -17,6 +17,8 @@ struct rdb {
 	char		*path;	/* as given on the command line */
 	sqlite3		*db;
 	int		 layout; /* 1: a decisions table; RLG_AUDIT_LAYOUT */
+	int		 rows_gone; /* its rows deleted ([audit] keep_rows),
+				     * its per-second summaries left */
 };
 
 struct rdbs {

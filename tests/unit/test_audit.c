@@ -1533,6 +1533,107 @@ test_first_layout_file_is_migrated(void **state)
 }
 
 /*
+ * Asserts that path's per-second summaries are its rows added up: per
+ * second and rlg_rules id, allowed, denied, admitted without a count, the
+ * first and last ms; and that they count n rows.
+ */
+static void
+assert_counts_equal_rows(const char *path, long long n)
+{
+	static const char rows[] = "SELECT d.ts_ms / 1000, d.rule, "
+	    "sum(o.allowed), sum(1 - o.allowed), sum(o.allowed AND o.reason = "
+	    "'redis_error'), min(d.ts_ms % 1000), max(d.ts_ms % 1000) FROM "
+	    "rlg_rows d JOIN rlg_outcomes o ON o.id = d.outcome GROUP BY 1, 2";
+	static const char counts[] = "SELECT sec, rule, allowed, denied, "
+	    "unchecked, first_ms, last_ms FROM rlg_counts";
+	char sql[1024];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)", rows,
+	    counts);
+	assert_int_equal(db_int(path, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)",
+	    counts, rows);
+	assert_int_equal(db_int(path, sql), 0);
+	assert_int_equal(db_int(path, "SELECT total(allowed + denied) FROM "
+	    "rlg_counts"), n);
+}
+
+/* Pushes rows 0..n-1 of thread t, each in second sec (ts_ms sec * 1000 +
+ * i % 1000), some with reason redis_error. */
+static void
+push_in_second(struct audit *a, int t, int n, long long sec)
+{
+	struct audit_row r;
+	struct row_bufs b;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		make_row(t, i, &r, &b);
+		r.ts_ms = sec * 1000 + (i * 7 + t) % 1000;
+		if (i % 6 == 1)
+			r.reason = "redis_error";
+		assert_int_equal(push_until_taken(a, &r), 0);
+	}
+}
+
+/*
+ * The per-second summaries equal the rows: two processes writing rows of
+ * the same seconds and rules at once, then a restart adding to those
+ * seconds, then a dated name whose rows fall in two hours (two files, each
+ * with its own summaries).
+ */
+static void
+test_counts_equal_rows(void **state)
+{
+	struct fixture *f = *state;
+	const long long sec = 1795000000;
+	char err[512], pattern[160], first[160], second[160];
+	struct audit *a;
+	int k, status, failed = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	for (k = 0; k < 2; k++) {
+		assert_true((pid = fork()) >= 0);
+		if (pid == 0) {
+			a = audit_open(f->path, 1000, 50, 5, err, sizeof(err));
+			if (a == NULL)
+				_exit(1);
+			push_in_second(a, k, 3000, sec);
+			_exit(audit_close(a, 5000) != 0);
+		}
+	}
+	for (k = 0; k < 2; k++) {
+		assert_true(wait(&status) > 0);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	assert_int_equal(failed, 0);
+	assert_counts_equal_rows(f->path, 6000);
+	/* One summary row a rule: both processes' rows added up. */
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_counts"),
+	    db_int(f->path, "SELECT count(DISTINCT rule) FROM rlg_rows"));
+
+	assert_non_null(a = audit_open(f->path, 1000, 50, 5, err,
+	    sizeof(err)));
+	push_in_second(a, 2, 500, sec);
+	push_in_second(a, 3, 500, sec + 1);
+	assert_int_equal(audit_close(a, 5000), 0);
+	assert_counts_equal_rows(f->path, 7000);
+
+	snprintf(pattern, sizeof(pattern), "%s/c-%%Y%%m%%d%%H.db", f->dir);
+	assert_non_null(a = audit_open(pattern, 1000, 50, 5, err,
+	    sizeof(err)));
+	/* 1795000000 is 2026-11-18 11:06:40 UTC: 3200 s to the next hour. */
+	push_in_second(a, 4, 400, sec + 3199);
+	push_in_second(a, 5, 400, sec + 3200);
+	assert_int_equal(audit_close(a, 5000), 0);
+	snprintf(first, sizeof(first), "%s/c-2026111811.db", f->dir);
+	snprintf(second, sizeof(second), "%s/c-2026111812.db", f->dir);
+	assert_counts_equal_rows(first, 400);
+	assert_counts_equal_rows(second, 400);
+}
+
+/*
  * Request ids of every shape come back as they went in: rlgate's "P-N"
  * (N lower-case hex, no leading 0) and 16 hex digits as numbers, the rest
  * as texts; the same values are stored once.
@@ -1648,6 +1749,8 @@ test_grouped_rows_once_in_order(void **state)
 	sqlite3_close(db);
 	assert_int_equal(i, n);
 	check_rows(f->path, 1, n);
+	/* The rolled-back transactions left no count behind. */
+	assert_counts_equal_rows(f->path, n);
 }
 
 static void
@@ -1844,6 +1947,8 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_first_layout_file_is_migrated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts_equal_rows, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_string_is_cut,
