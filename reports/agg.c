@@ -118,8 +118,10 @@ latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
 			n *= 2;
 		if ((v = realloc(l->v, n * sizeof(*v))) == NULL)
 			return -1;
-		for (size_t i = l->n; i < n; i++)
+		for (size_t i = l->n; i < n; i++) {
 			v[i].ts = INT64_MIN;
+			v[i].algorithm[0] = '\0';
+		}
 		l->v = v;
 		l->n = n;
 	}
@@ -127,8 +129,11 @@ latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
 	if (ts < e->ts)
 		return 0;
 	e->ts = ts;
+	/* Rows come in time order: most notes only confirm the last. */
 	alg = (const char *)sqlite3_column_text(st, c);
-	snprintf(e->algorithm, sizeof(e->algorithm), "%s", alg ? alg : "");
+	if (strcmp(e->algorithm, alg ? alg : "") != 0)
+		snprintf(e->algorithm, sizeof(e->algorithm), "%s",
+		    alg ? alg : "");
 	e->limit = sqlite3_column_type(st, c + 1) == SQLITE_NULL ? -1 :
 	    sqlite3_column_int64(st, c + 1);
 	e->window_ms = sqlite3_column_type(st, c + 2) == SQLITE_NULL ? -1 :
