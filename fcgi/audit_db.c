@@ -335,10 +335,10 @@ schema(struct audit *a, char *errbuf, size_t errlen)
 	return 0;
 }
 
-/* The pragmas, the schema and the statements. 0, or -1 as
- * audit_db_open(). */
+/* The pragmas, the schema (created or migrated when new_schema) and the
+ * statements. 0, or -1 as audit_db_open(). */
 static int
-prepare(struct audit *a, char *errbuf, size_t errlen)
+prepare(struct audit *a, int new_schema, char *errbuf, size_t errlen)
 {
 	char sql[128];
 
@@ -352,7 +352,7 @@ prepare(struct audit *a, char *errbuf, size_t errlen)
 	    AUDIT_CACHE_KB, AUDIT_WAL_LIMIT);
 	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		return open_failed(a, SQLITE_OK, errbuf, errlen);
-	if (schema(a, errbuf, errlen) == -1)
+	if (new_schema && schema(a, errbuf, errlen) == -1)
 		return -1;
 	if (prepare_insert(a->db, 1, &a->insert) != SQLITE_OK ||
 	    prepare_insert(a->db, AUDIT_INSERT_ROWS, &a->insert_group) !=
@@ -393,6 +393,8 @@ set_writing(struct audit *a)
 int
 audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 {
+	int l;
+
 	if (db_create(a->path) == -1) {
 		snprintf(errbuf, errlen, "%s: cannot create: %s", a->path,
 		    strerror(errno));
@@ -400,12 +402,13 @@ audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 		return -1;
 	}
 	/* A file of no layout rlgate knows is refused before the switch to
-	 * WAL, its first write. */
+	 * WAL, its first write; one of the layout rlgate writes needs no
+	 * transaction to check it again (a CGI request opens it each time). */
 	if (db_connect(a, errbuf, errlen) == -1 ||
 	    page_size(a, errbuf, errlen) == -1 ||
-	    layout(a, errbuf, errlen) == -1 ||
+	    (l = layout(a, errbuf, errlen)) == -1 ||
 	    use_wal(a, errbuf, errlen) == -1 ||
-	    prepare(a, errbuf, errlen) == -1) {
+	    prepare(a, l != 0, errbuf, errlen) == -1) {
 		audit_db_close(a);
 		return -1;
 	}

@@ -16,11 +16,16 @@
 /*
  * The memory: IDS_SLOTS entries (open addressing, at most half used) whose
  * bytes live in one arena of IDS_ARENA bytes; both are emptied at once when
- * full. Values longer than IDS_LONG are looked up in the file each time.
+ * full. An inline handle (CGI: one request a process) keeps IDS_INLINE_SLOTS
+ * and IDS_INLINE_ARENA: a process that writes one row need not clear
+ * megabytes. Values longer than IDS_LONG are looked up in the file each
+ * time.
  */
-#define IDS_SLOTS	65536
-#define IDS_ARENA	(4 << 20)
-#define IDS_LONG	1024
+#define IDS_SLOTS		65536
+#define IDS_ARENA		(4 << 20)
+#define IDS_INLINE_SLOTS	256
+#define IDS_INLINE_ARENA	(16 << 10)
+#define IDS_LONG		1024
 
 enum { K_TEXT = 1, K_RULE, K_OUTCOME };
 
@@ -33,8 +38,10 @@ struct ids_ent {
 
 struct audit_ids {
 	struct ids_ent	*tab;
+	size_t		 slots;		/* a power of 2 */
 	size_t		 n;
 	char		*arena;
+	size_t		 arena_size;
 	size_t		 used;
 	sqlite3_stmt	*text_get, *text_put, *rule_get, *rule_put;
 	sqlite3_stmt	*out_get, *out_put;
@@ -49,7 +56,7 @@ audit_ids_forget(struct audit *a)
 
 	if (x == NULL || x->n == 0)
 		return;
-	memset(x->tab, 0, IDS_SLOTS * sizeof(*x->tab));
+	memset(x->tab, 0, x->slots * sizeof(*x->tab));
 	x->n = 0;
 	x->used = 0;
 }
@@ -92,14 +99,19 @@ audit_ids_open(struct audit *a)
 	int rc = SQLITE_OK;
 
 	if (x == NULL) {
+		size_t slots = a->inline_mode ? IDS_INLINE_SLOTS : IDS_SLOTS;
+		size_t arena = a->inline_mode ? IDS_INLINE_ARENA : IDS_ARENA;
+
 		if ((x = calloc(1, sizeof(*x))) == NULL ||
-		    (x->tab = calloc(IDS_SLOTS, sizeof(*x->tab))) == NULL ||
-		    (x->arena = malloc(IDS_ARENA)) == NULL) {
+		    (x->tab = calloc(slots, sizeof(*x->tab))) == NULL ||
+		    (x->arena = malloc(arena)) == NULL) {
 			if (x != NULL)
 				free(x->tab);
 			free(x);
 			return SQLITE_NOMEM;
 		}
+		x->slots = slots;
+		x->arena_size = arena;
 		a->ids = x;
 	}
 	/* Prepared already: a migration came first on this connection. */
@@ -129,10 +141,10 @@ audit_ids_open(struct audit *a)
 static struct ids_ent *
 slot(struct audit_ids *x, int kind, uint64_t h, const void *p, size_t len)
 {
-	size_t i = (size_t)h & (IDS_SLOTS - 1);
+	size_t i = (size_t)h & (x->slots - 1);
 	struct ids_ent *e;
 
-	for (;; i = (i + 1) & (IDS_SLOTS - 1)) {
+	for (;; i = (i + 1) & (x->slots - 1)) {
 		e = &x->tab[i];
 		if (e->h == 0 || (e->h == h && e->kind == kind &&
 		    e->len == len && memcmp(x->arena + e->off, p, len) == 0))
@@ -147,8 +159,8 @@ remember(struct audit_ids *x, struct ids_ent *e, int kind, uint64_t h,
 {
 	if (len > IDS_LONG)
 		return;
-	if (x->n + 1 > IDS_SLOTS / 2 || x->used + len > IDS_ARENA) {
-		memset(x->tab, 0, IDS_SLOTS * sizeof(*x->tab));
+	if (x->n + 1 > x->slots / 2 || x->used + len > x->arena_size) {
+		memset(x->tab, 0, x->slots * sizeof(*x->tab));
 		x->n = x->used = 0;
 		e = slot(x, kind, h, p, len);
 	}
