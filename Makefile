@@ -45,9 +45,12 @@ CONF_SRCS = fcgi/conf.c fcgi/conf_finish.c fcgi/conf_keys.c fcgi/conf_errors.c \
 	    fcgi/tmpl.c fcgi/netaddr.c fcgi/recheck.c fcgi/conf_values.c
 # The audit: the handle and its queue (audit), the writer thread with its
 # retries (audit_writer) over the SQLite connection, schema use and
-# statements (audit_db), the checkpoints (audit_ckpt), and the files of a
-# dated name (audit_files).
+# statements (audit_db), the ids of the values rows repeat (audit_ids),
+# the per-second summaries written with them (audit_counts), moving a
+# first-layout file to the second (audit_migrate), the checkpoints
+# (audit_ckpt), and the files of a dated name (audit_files).
 AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
+	     fcgi/audit_ids.c fcgi/audit_counts.c fcgi/audit_migrate.c \
 	     fcgi/audit_ckpt.c fcgi/audit_files.c
 # The gateway, one file per concern, in the order a request goes through them
 # (limiter over the Redis layer: redis runs the calls, redis_conn holds the

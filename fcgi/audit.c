@@ -66,7 +66,8 @@ init_queue(struct audit *a, const char *path, int queue_max, int batch,
 	if (a->txn_max > a->cap)
 		a->txn_max = a->cap;
 	if ((a->ring = calloc(a->cap, sizeof(*a->ring))) == NULL ||
-	    (a->txn = calloc(a->txn_max, sizeof(*a->txn))) == NULL)
+	    (a->txn = calloc(a->txn_max, sizeof(*a->txn))) == NULL ||
+	    (a->counts = calloc(AUDIT_COUNTS, sizeof(*a->counts))) == NULL)
 		return -1;
 	return 0;
 }
@@ -150,11 +151,13 @@ free_handle(struct audit *a, int locks_ok)
 	for (i = 0; i < a->count; i++)
 		free(a->ring[(a->head + i) % a->cap]);
 	audit_db_close(a);
+	audit_ids_free(a);
 	if (locks_ok) {
 		pthread_cond_destroy(&a->ckpt);
 		pthread_cond_destroy(&a->wake);
 		pthread_mutex_destroy(&a->mu);
 	}
+	free(a->counts);
 	free(a->txn);
 	free(a->ring);
 	free(a->pattern);
@@ -382,6 +385,16 @@ audit_on_write(struct audit *a, void (*fn)(void))
 		return;
 	pthread_mutex_lock(&a->mu);
 	a->on_write = fn;
+	pthread_mutex_unlock(&a->mu);
+}
+
+void
+audit_keep_rows(struct audit *a, long long keep_rows_ms)
+{
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->keep_rows_ms = keep_rows_ms;
 	pthread_mutex_unlock(&a->mu);
 }
 

@@ -18,8 +18,78 @@
  */
 #define RLG_AUDIT_FILE_MODE	0640
 
-/* The schema every audit database has; reports/ reads it. */
+/*
+ * The layout of the audit databases rlgate writes (the second; the first was
+ * RLG_AUDIT_SCHEMA_V1's one table), marked in the file's header by
+ * PRAGMA application_id and user_version. Each repeated value is stored
+ * once, in a small table whose ids the writer keeps in memory: a rule with
+ * its parameters (rlg_rules), what was answered (rlg_outcomes: allowed,
+ * reason, method, status), and every text (rlg_texts: keys, paths, client
+ * addresses, the request ids' per-process prefix; h is the text's 64-bit
+ * FNV-1a, its only index). A row of rlg_rows holds integers only; the
+ * request id "P-N" (N hex) is rq (the text "P-") and rn (N); 16 hex digits
+ * alone are rn with rq NULL; any other id is rq alone. rlg_rows has no
+ * index but its rowid: readers scan it in insertion order. rlg_counts
+ * sums the rows per second (sec: ts_ms / 1000, floored) and rlg_rules id:
+ * allowed, denied, unchecked (allowed with reason redis_error), the
+ * first and last ms within the second, and the key's id when every row
+ * had the same (else NULL); written with the rows, it equals
+ * them until [audit] keep_rows deletes rows, and answers throughput
+ * reports without reading rows. The view
+ * decisions gives every row as the first layout's table did: the same
+ * columns, names, order and values; it is read-only.
+ */
+#define RLG_AUDIT_APP_ID	0x726c6761	/* "rlga" */
+#define RLG_AUDIT_LAYOUT	2
 #define RLG_AUDIT_SCHEMA \
+	"PRAGMA application_id = 1919706977;\n" \
+	"PRAGMA user_version = 2;\n" \
+	"CREATE TABLE rlg_rules (\n" \
+	"  id INTEGER PRIMARY KEY, name TEXT, algorithm TEXT,\n" \
+	"  limit_value INTEGER, window_ms INTEGER, burst INTEGER);\n" \
+	"CREATE TABLE rlg_outcomes (\n" \
+	"  id INTEGER PRIMARY KEY, allowed INTEGER NOT NULL,\n" \
+	"  reason TEXT NOT NULL, method TEXT, status INTEGER);\n" \
+	"CREATE TABLE rlg_texts (\n" \
+	"  id INTEGER PRIMARY KEY, h INTEGER NOT NULL, s TEXT NOT NULL);\n" \
+	"CREATE INDEX rlg_texts_h ON rlg_texts(h);\n" \
+	"CREATE TABLE rlg_rows (\n" \
+	"  id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, rq INTEGER,\n" \
+	"  rn INTEGER, rule INTEGER NOT NULL, key INTEGER,\n" \
+	"  outcome INTEGER NOT NULL, cost INTEGER, remaining INTEGER,\n" \
+	"  retry_after_ms INTEGER, delay_ms INTEGER, path INTEGER,\n" \
+	"  client_ip INTEGER, latency_us INTEGER);\n" \
+	"CREATE TABLE rlg_counts (\n" \
+	"  sec INTEGER NOT NULL, rule INTEGER NOT NULL,\n" \
+	"  allowed INTEGER NOT NULL, denied INTEGER NOT NULL,\n" \
+	"  unchecked INTEGER NOT NULL, first_ms INTEGER NOT NULL,\n" \
+	"  last_ms INTEGER NOT NULL, key INTEGER,\n" \
+	"  PRIMARY KEY (sec, rule)) WITHOUT ROWID;\n" \
+	"CREATE VIEW decisions AS SELECT\n" \
+	"  d.id AS id, d.ts_ms AS ts_ms,\n" \
+	"  CASE WHEN d.rn IS NULL THEN q.s\n" \
+	"    WHEN d.rq IS NULL THEN printf('%016x', d.rn)\n" \
+	"    ELSE q.s || printf('%x', d.rn) END AS request_id,\n" \
+	"  r.name AS rule, k.s AS key, r.algorithm AS algorithm,\n" \
+	"  o.allowed AS allowed, o.reason AS reason, d.cost AS cost,\n" \
+	"  r.limit_value AS limit_value, r.window_ms AS window_ms,\n" \
+	"  r.burst AS burst, d.remaining AS remaining,\n" \
+	"  d.retry_after_ms AS retry_after_ms, d.delay_ms AS delay_ms,\n" \
+	"  o.method AS method, p.s AS path, c.s AS client_ip,\n" \
+	"  o.status AS status, d.latency_us AS latency_us\n" \
+	"FROM rlg_rows d\n" \
+	"  LEFT JOIN rlg_rules r ON r.id = d.rule\n" \
+	"  LEFT JOIN rlg_outcomes o ON o.id = d.outcome\n" \
+	"  LEFT JOIN rlg_texts q ON q.id = d.rq\n" \
+	"  LEFT JOIN rlg_texts k ON k.id = d.key\n" \
+	"  LEFT JOIN rlg_texts p ON p.id = d.path\n" \
+	"  LEFT JOIN rlg_texts c ON c.id = d.client_ip;\n"
+
+/*
+ * The first layout (releases before the second one): one table, every
+ * string in every row. rlgate-report still reads it.
+ */
+#define RLG_AUDIT_SCHEMA_V1 \
 	"CREATE TABLE IF NOT EXISTS decisions (\n" \
 	"  id             INTEGER PRIMARY KEY,\n" \
 	"  ts_ms          INTEGER NOT NULL,\n" \
@@ -205,6 +275,15 @@ int		 audit_push(struct audit *a, const struct audit_row *row);
  * accepts NULL.
  */
 void		 audit_keep(struct audit *a, long long keep_ms);
+
+/*
+ * With a dated name: the rows of files whose period ended more than
+ * keep_rows_ms ago are deleted (and the file vacuumed) when old files are
+ * looked for (see audit_keep()), their per-second summaries kept until
+ * [audit] keep deletes the file. 0: rows stay (the default). Thread safe;
+ * accepts NULL.
+ */
+void		 audit_keep_rows(struct audit *a, long long keep_rows_ms);
 
 /* Whether the queue is full now (the next push would be lost). Thread
  * safe; a NULL gives 0. */

@@ -32,12 +32,15 @@
  * transaction back after any failure.
  */
 #define INSERT_HEAD \
-	"INSERT OR FAIL INTO decisions (ts_ms, request_id, rule, key, " \
-	"algorithm, allowed, reason, cost, limit_value, window_ms, burst, " \
-	"remaining, retry_after_ms, delay_ms, method, path, client_ip, " \
-	"status, latency_us) VALUES "
-#define INSERT_ROW		"(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?),"
-#define AUDIT_ROW_PARAMS	19
+	"INSERT OR FAIL INTO rlg_rows (ts_ms, rq, rn, rule, key, outcome, " \
+	"cost, remaining, retry_after_ms, delay_ms, path, client_ip, " \
+	"latency_us) VALUES "
+#define INSERT_ROW		"(?,?,?,?,?,?,?,?,?,?,?,?,?),"
+#define AUDIT_ROW_PARAMS	13
+
+/* The page size of a new file: rows of a few dozen bytes, and small
+ * tables that each take at least a page. */
+#define AUDIT_PAGE_SIZE		4096
 
 void
 audit_db_err(sqlite3 *db, int rc, char *buf, size_t len)
@@ -94,6 +97,8 @@ wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 void
 audit_db_close(struct audit *a)
 {
+	audit_ids_close(a);
+	audit_counts_close(a);
 	sqlite3_finalize(a->insert);
 	sqlite3_finalize(a->insert_group);
 	sqlite3_finalize(a->begin);
@@ -203,6 +208,19 @@ db_connect(struct audit *a, char *errbuf, size_t errlen)
 	return 0;
 }
 
+/* A new file's page size, which the switch to WAL mode fixes (an existing
+ * file keeps its own). 0, or -1 as audit_db_open(). */
+static int
+page_size(struct audit *a, char *errbuf, size_t errlen)
+{
+	char sql[64];
+
+	snprintf(sql, sizeof(sql), "PRAGMA page_size=%d", AUDIT_PAGE_SIZE);
+	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return open_failed(a, SQLITE_OK, errbuf, errlen);
+	return 0;
+}
+
 /* The switch to WAL mode, which a file on a network filesystem refuses.
  * 0, or -1 as audit_db_open(). */
 static int
@@ -230,10 +248,98 @@ use_wal(struct audit *a, char *errbuf, size_t errlen)
 	return 0;
 }
 
-/* The pragmas, the schema and the statements. 0, or -1 as
- * audit_db_open(). */
+/*
+ * What the file at a->path holds, read inside the open transaction: the
+ * layout rlgate writes (0), nothing yet (1), the first layout (2), or
+ * something else (-1 with a sentence in errbuf; nothing is written into
+ * such a file).
+ */
 static int
-prepare(struct audit *a, char *errbuf, size_t errlen)
+layout(struct audit *a, char *errbuf, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	long long app = 0, ver = 0, objects = 0, old = 0;
+	int rc;
+
+	rc = sqlite3_prepare_v2(a->db, "SELECT (SELECT application_id FROM "
+	    "pragma_application_id), (SELECT user_version FROM "
+	    "pragma_user_version), (SELECT count(*) FROM sqlite_schema), "
+	    "(SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+	    "name = 'decisions')", -1, &st, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		app = sqlite3_column_int64(st, 0);
+		ver = sqlite3_column_int64(st, 1);
+		objects = sqlite3_column_int64(st, 2);
+		old = sqlite3_column_int64(st, 3);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW)
+		return open_failed(a, SQLITE_OK, errbuf, errlen);
+	a->err_busy = 0;
+	if (app == RLG_AUDIT_APP_ID && ver == RLG_AUDIT_LAYOUT)
+		return 0;
+	if (app == 0 && objects == 0)
+		return 1;
+	if (app == 0 && old)
+		return 2;
+	if (app == RLG_AUDIT_APP_ID)
+		snprintf(errbuf, errlen, "%s: an audit database of layout %lld, "
+		    "which this rlgate (layout %d) does not write", a->path,
+		    ver, RLG_AUDIT_LAYOUT);
+	else if (old)
+		snprintf(errbuf, errlen, "%s: an audit database of the first "
+		    "layout, which this rlgate does not write into", a->path);
+	else
+		snprintf(errbuf, errlen, "%s: not an rlgate audit database "
+		    "(it holds other tables); nothing is written into it",
+		    a->path);
+	return -1;
+}
+
+/*
+ * The layout, checked, written into an empty file, or migrated from the
+ * first, in one transaction: processes that open a new file at once create
+ * it once, and a migration is whole or not at all. 0, or -1 as
+ * audit_db_open().
+ */
+static int
+schema(struct audit *a, char *errbuf, size_t errlen)
+{
+	int l;
+
+	a->migrated = -1;
+	if (sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
+	    SQLITE_OK)
+		return open_failed(a, SQLITE_OK, errbuf, errlen);
+	if ((l = layout(a, errbuf, errlen)) == 1 &&
+	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		open_failed(a, SQLITE_OK, errbuf, errlen);
+		l = -1;
+	}
+	if (l == 2 && audit_migrate(a, errbuf, errlen) == -1)
+		l = -1;
+	if (l == -1) {
+		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+		audit_counts_reset(a);
+		return -1;
+	}
+	if (sqlite3_exec(a->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		open_failed(a, SQLITE_OK, errbuf, errlen);
+		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+		audit_ids_forget(a);
+		return -1;
+	}
+	if (a->migrated >= 0)
+		log_info("audit: %s: the first layout's %lld rows moved to "
+		    "the second, ids and values kept", a->path, a->migrated);
+	return 0;
+}
+
+/* The pragmas, the schema (created or migrated when new_schema) and the
+ * statements. 0, or -1 as audit_db_open(). */
+static int
+prepare(struct audit *a, int new_schema, char *errbuf, size_t errlen)
 {
 	char sql[128];
 
@@ -245,10 +351,10 @@ prepare(struct audit *a, char *errbuf, size_t errlen)
 	snprintf(sql, sizeof(sql), "PRAGMA synchronous=NORMAL; "
 	    "PRAGMA cache_size=-%d; PRAGMA journal_size_limit=%d",
 	    AUDIT_CACHE_KB, AUDIT_WAL_LIMIT);
-	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(a->db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) !=
-	    SQLITE_OK)
+	if (sqlite3_exec(a->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		return open_failed(a, SQLITE_OK, errbuf, errlen);
+	if (new_schema && schema(a, errbuf, errlen) == -1)
+		return -1;
 	if (prepare_insert(a->db, 1, &a->insert) != SQLITE_OK ||
 	    prepare_insert(a->db, AUDIT_INSERT_ROWS, &a->insert_group) !=
 	    SQLITE_OK ||
@@ -257,7 +363,8 @@ prepare(struct audit *a, char *errbuf, size_t errlen)
 	    sqlite3_prepare_v2(a->db, "COMMIT", -1, &a->commit, NULL) !=
 	    SQLITE_OK ||
 	    sqlite3_prepare_v2(a->db, "ROLLBACK", -1, &a->rollback, NULL) !=
-	    SQLITE_OK)
+	    SQLITE_OK || audit_ids_open(a) != SQLITE_OK ||
+	    audit_counts_open(a) != SQLITE_OK)
 		return open_failed(a, SQLITE_OK, errbuf, errlen);
 	return 0;
 }
@@ -287,6 +394,8 @@ set_writing(struct audit *a)
 int
 audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 {
+	int l;
+
 	if (audit_files_trust(a->path, errbuf, errlen) == -1) {
 		a->err_busy = 0;
 		return -1;
@@ -297,9 +406,14 @@ audit_db_open(struct audit *a, char *errbuf, size_t errlen)
 		a->err_busy = 0;
 		return -1;
 	}
+	/* A file of no layout rlgate knows is refused before the switch to
+	 * WAL, its first write; one of the layout rlgate writes needs no
+	 * transaction to check it again (a CGI request opens it each time). */
 	if (db_connect(a, errbuf, errlen) == -1 ||
+	    page_size(a, errbuf, errlen) == -1 ||
+	    (l = layout(a, errbuf, errlen)) == -1 ||
 	    use_wal(a, errbuf, errlen) == -1 ||
-	    prepare(a, errbuf, errlen) == -1) {
+	    prepare(a, l != 0, errbuf, errlen) == -1) {
 		audit_db_close(a);
 		return -1;
 	}
@@ -329,12 +443,11 @@ audit_db_ready(struct audit *a)
 }
 
 static int
-bind_text(sqlite3_stmt *st, int col, const char *s, int len)
+bind_id(sqlite3_stmt *st, int col, int64_t v)
 {
-	/* SQLITE_STATIC: the row outlives the statement's use of it. */
-	if (s == NULL)
+	if (v == AUDIT_IDS_NULL)
 		return sqlite3_bind_null(st, col);
-	return sqlite3_bind_text(st, col, s, len, SQLITE_STATIC);
+	return sqlite3_bind_int64(st, col, v);
 }
 
 static int
@@ -345,34 +458,32 @@ bind_opt(sqlite3_stmt *st, int col, int64_t v)
 	return sqlite3_bind_int64(st, col, v);
 }
 
-/* Binds q to the parameters of st that follow parameter p. */
-static int
-bind_row(sqlite3_stmt *st, int p, const struct qrow *q)
+int
+audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+    const struct qrow *q)
 {
 	const struct audit_row *r = &q->r;
-	int rc = 0;
+	struct audit_row_ids id;
+	int rc;
 
-	/* Every parameter is bound for every row: none keeps a freed row's
-	 * pointer in use. */
+	if ((rc = audit_ids_row(a, q, &id)) != SQLITE_OK ||
+	    (rc = audit_counts_add(a, q, id.rule, id.key)) != SQLITE_OK)
+		return rc;
+	/* Every parameter is bound for every row. */
 	rc |= sqlite3_bind_int64(st, p + 1, r->ts_ms);
-	rc |= bind_text(st, p + 2, r->request_id, q->len[T_REQUEST_ID]);
-	rc |= bind_text(st, p + 3, r->rule, q->len[T_RULE]);
-	rc |= bind_text(st, p + 4, r->key, q->len[T_KEY]);
-	rc |= bind_text(st, p + 5, r->algorithm, q->len[T_ALGORITHM]);
-	rc |= sqlite3_bind_int(st, p + 6, r->allowed);
-	rc |= bind_text(st, p + 7, r->reason, q->len[T_REASON]);
-	rc |= bind_opt(st, p + 8, r->cost);
-	rc |= bind_opt(st, p + 9, r->limit_value);
-	rc |= bind_opt(st, p + 10, r->window_ms);
-	rc |= bind_opt(st, p + 11, r->burst);
-	rc |= bind_opt(st, p + 12, r->remaining);
-	rc |= bind_opt(st, p + 13, r->retry_after_ms);
-	rc |= bind_opt(st, p + 14, r->delay_ms);
-	rc |= bind_text(st, p + 15, r->method, q->len[T_METHOD]);
-	rc |= bind_text(st, p + 16, r->path, q->len[T_PATH]);
-	rc |= bind_text(st, p + 17, r->client_ip, q->len[T_CLIENT_IP]);
-	rc |= bind_opt(st, p + 18, r->status);
-	rc |= bind_opt(st, p + 19, r->latency_us);
+	rc |= bind_id(st, p + 2, id.rq);
+	rc |= id.has_rn ? sqlite3_bind_int64(st, p + 3, id.rn) :
+	    sqlite3_bind_null(st, p + 3);
+	rc |= sqlite3_bind_int64(st, p + 4, id.rule);
+	rc |= bind_id(st, p + 5, id.key);
+	rc |= sqlite3_bind_int64(st, p + 6, id.outcome);
+	rc |= bind_opt(st, p + 7, r->cost);
+	rc |= bind_opt(st, p + 8, r->remaining);
+	rc |= bind_opt(st, p + 9, r->retry_after_ms);
+	rc |= bind_opt(st, p + 10, r->delay_ms);
+	rc |= bind_id(st, p + 11, id.path);
+	rc |= bind_id(st, p + 12, id.client_ip);
+	rc |= bind_opt(st, p + 13, r->latency_us);
 	return rc;
 }
 
@@ -390,7 +501,8 @@ insert_rows(struct audit *a, struct qrow **rows, size_t n)
 	int rc;
 
 	for (i = 0; i < n; i++)
-		if ((rc = bind_row(st, (int)i * AUDIT_ROW_PARAMS, rows[i])) !=
+		if ((rc = audit_db_bind_row(a, st, (int)i * AUDIT_ROW_PARAMS,
+		    rows[i])) !=
 		    SQLITE_OK)
 			return rc;
 	if ((rc = sqlite3_step(st)) != SQLITE_DONE)
@@ -409,6 +521,8 @@ txn_failed(struct audit *a, int rc)
 	int e;
 
 	audit_db_err(a->db, rc, a->err, sizeof(a->err));
+	audit_ids_forget(a);
+	audit_counts_reset(a);
 	sqlite3_reset(a->insert);
 	sqlite3_reset(a->insert_group);
 	sqlite3_reset(a->begin);
@@ -453,9 +567,50 @@ audit_db_write(struct audit *a, struct qrow **rows, size_t n)
 		if ((rc = insert_rows(a, rows + i, step)) != SQLITE_OK)
 			return txn_failed(a, rc);
 	}
-	if ((rc = sqlite3_step(a->commit)) != SQLITE_DONE)
+	if ((rc = audit_counts_flush(a)) != SQLITE_OK ||
+	    (rc = sqlite3_step(a->commit)) != SQLITE_DONE)
 		return txn_failed(a, rc);
 	sqlite3_reset(a->begin);
 	sqlite3_reset(a->commit);
 	return (long long)i;
+}
+
+void
+audit_db_drop_rows(const char *path)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	long long n = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) !=
+	    SQLITE_OK)
+		goto out;
+	sqlite3_busy_timeout(db, AUDIT_OPEN_BUSY_MS);
+	/* Only the layout rlgate writes, and only when rows are left. */
+	if (sqlite3_prepare_v2(db, "SELECT (SELECT application_id FROM "
+	    "pragma_application_id) = ?1 AND (SELECT user_version FROM "
+	    "pragma_user_version) = ?2 AND EXISTS (SELECT 1 FROM rlg_rows)",
+	    -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, RLG_AUDIT_APP_ID);
+	sqlite3_bind_int(st, 2, RLG_AUDIT_LAYOUT);
+	if (sqlite3_step(st) != SQLITE_ROW || sqlite3_column_int(st, 0) == 0)
+		goto out;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqlite3_exec(db, "DELETE FROM rlg_rows", NULL, NULL, NULL) !=
+	    SQLITE_OK) {
+		log_warn("audit: %s: cannot delete the rows past [audit] "
+		    "keep_rows: %s", path, sqlite3_errmsg(db));
+		goto out;
+	}
+	n = sqlite3_changes64(db);
+	/* The space back; the summaries are a small part of the file. */
+	sqlite3_exec(db, "VACUUM", NULL, NULL, NULL);
+	audit_db_keep_wal(db);
+	log_info("audit: %s: %lld rows deleted, their period ended more than "
+	    "[audit] keep_rows ago; the per-second summaries stay", path, n);
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
 }

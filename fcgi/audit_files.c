@@ -271,3 +271,30 @@ audit_files_trust(const char *path, char *errbuf, size_t errlen)
 	}
 	return 0;
 }
+
+void
+audit_files_each_ended(const char *pattern, const char *in_use,
+    long long ago, long long now, void (*fn)(const char *))
+{
+	char pat[2 * PATH_MAX];
+	long long start, end;
+	const char *rest;
+	struct tm tm;
+	glob_t g;
+	size_t i;
+
+	if (name_glob(pattern, pat, sizeof(pat)) == -1 ||
+	    glob(pat, GLOB_NOSORT, NULL, &g) != 0)
+		return;
+	for (i = 0; i < g.gl_pathc; i++) {
+		memset(&tm, 0, sizeof(tm));
+		tm.tm_mday = 1;
+		if ((rest = strptime(g.gl_pathv[i], pattern, &tm)) == NULL ||
+		    *rest != '\0' || strcmp(g.gl_pathv[i], in_use) == 0)
+			continue;
+		period_of(name_unit(pattern), &tm, &start, &end);
+		if (end + ago <= now)
+			fn(g.gl_pathv[i]);
+	}
+	globfree(&g);
+}

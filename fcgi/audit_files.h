@@ -50,4 +50,11 @@ int	audit_files_sweep_due(const char *pattern, long long now);
  */
 int	audit_files_trust(const char *path, char *errbuf, size_t errlen);
 
+/*
+ * Calls fn with each file of pattern, never in_use, whose period ended
+ * more than ago ms before now.
+ */
+void	audit_files_each_ended(const char *pattern, const char *in_use,
+	    long long ago, long long now, void (*fn)(const char *));
+
 #endif

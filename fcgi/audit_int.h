@@ -1,8 +1,8 @@
 /*
  * audit_int: what the pieces of the audit writer share, and only they:
  * the handle and its queued rows (audit.c), the SQLite connection, schema
- * and statements (audit_db.c), the writer thread (audit_writer.c) and the
- * checkpoints (audit_ckpt.c). Not a contract for anything outside
+ * and statements (audit_db.c), the ids of repeated values (audit_ids.c),
+ * the writer thread (audit_writer.c) and the checkpoints (audit_ckpt.c). Not a contract for anything outside
  * audit*.c: audit.h is. None of these functions takes a->mu unless it
  * says so.
  */
@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <sqlite3.h>
 
@@ -47,6 +48,12 @@ struct audit {
 	sqlite3_stmt		*insert;	/* one row */
 	sqlite3_stmt		*insert_group;	/* AUDIT_INSERT_ROWS rows */
 	sqlite3_stmt		*begin, *commit, *rollback;
+	struct audit_ids	*ids;		/* audit_ids.c's */
+	long long		 migrated;	/* rows audit_migrate() moved;
+						 * -1: none at this open */
+	sqlite3_stmt		*count_put;	/* audit_counts.c's */
+	struct audit_count	*counts;	/* AUDIT_COUNTS of them */
+	size_t			 ncounts;
 	int			 busy_ms;	/* a lock is waited for */
 	long long		 busy_since;	/* monotonic ms, the busy handler */
 	int			 err_busy;	/* failed on another's lock */
@@ -79,6 +86,7 @@ struct audit {
 	long long		 lost_logged;	/* lost when last logged */
 	long long		 lost_log_at;	/* monotonic ms of that line */
 	long long		 keep_ms;	/* dated files older: deleted */
+	long long		 keep_rows_ms;	/* their rows older: deleted */
 	int			 swept;		/* writer: old files looked for */
 	void			(*on_write)(void);	/* audit_on_write() */
 	/* ckpt: the checkpointer, for a checkpoint or for closing. */
@@ -122,6 +130,22 @@ int	audit_db_ready(struct audit *a);
 long long audit_db_write(struct audit *a, struct qrow **rows, size_t n);
 
 /*
+ * Binds q to the 13 parameters of st (an INSERT into rlg_rows) that follow
+ * parameter p, its repeated values as their ids, found or added first
+ * inside the open transaction. Returns SQLite's code.
+ */
+int	audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+	    const struct qrow *q);
+
+/*
+ * [audit] keep_rows: deletes the rows of the audit file at path, of the
+ * second layout, keeping its summaries, and vacuums it; logs it (and a
+ * failure) once. A file without rows, or of another layout, is left as it
+ * is. Its own connection: any thread.
+ */
+void	audit_db_drop_rows(const char *path);
+
+/*
  * SQLite's message for the failure rc of db into buf, with the extended
  * code and the system's reason when the file system said no: "disk I/O
  * error (code 4874: File too large)".
@@ -134,6 +158,77 @@ void	audit_db_err(sqlite3 *db, int rc, char *buf, size_t len);
  * directory, can open a WAL database only where they exist.
  */
 void	audit_db_keep_wal(sqlite3 *db);
+
+/* ---- audit_ids.c: the ids of the values rows repeat ------------------- */
+
+/* The ids a row of rlg_rows holds (RLG_AUDIT_SCHEMA); AUDIT_IDS_NULL:
+ * stored as NULL. rn, any value, only when has_rn. */
+#define AUDIT_IDS_NULL	INT64_MIN
+struct audit_row_ids {
+	int64_t		 rq, rn, rule, key, outcome, path, client_ip;
+	int		 has_rn;
+};
+
+/*
+ * Prepares the lookups on the open a->db (allocating a->ids the first
+ * time). Returns SQLite's code.
+ */
+int	audit_ids_open(struct audit *a);
+
+/*
+ * The ids of q's values, found in the file or added to it inside the
+ * transaction open on a->db. Returns SQLite's code; on failure the
+ * transaction is to be rolled back, and then audit_ids_forget() called.
+ */
+int	audit_ids_row(struct audit *a, const struct qrow *q,
+	    struct audit_row_ids *o);
+
+/* Forgets the ids kept in memory: a rolled-back transaction's new ids are
+ * not in the file. */
+void	audit_ids_forget(struct audit *a);
+
+/* Finalizes the lookups and forgets the ids (another file comes); accepts
+ * a->ids NULL. audit_ids_free() also frees the memory. */
+void	audit_ids_close(struct audit *a);
+void	audit_ids_free(struct audit *a);
+
+/* ---- audit_counts.c: the per-second summaries ------------------------ */
+
+/* A second's and rule's rows, added up before they are written. */
+#define AUDIT_COUNTS	256
+struct audit_count {
+	int64_t		 sec, rule, allowed, denied, unchecked;
+	int64_t		 key;			/* AUDIT_IDS_NULL: several */
+	int		 first_ms, last_ms;	/* within the second */
+};
+
+/* Prepares the upsert on the open a->db (once). SQLite's code. */
+int	audit_counts_open(struct audit *a);
+void	audit_counts_close(struct audit *a);
+
+/*
+ * Adds q (its rlg_rules id rule, its key's rlg_texts id key) to the
+ * counts of the transaction open on a->db, writing them first when
+ * AUDIT_COUNTS are held.
+ * audit_counts_flush() writes what is held, before COMMIT;
+ * audit_counts_reset() forgets it (the transaction rolled back). SQLite's
+ * code.
+ */
+int	audit_counts_add(struct audit *a, const struct qrow *q, int64_t rule,
+	    int64_t key);
+int	audit_counts_flush(struct audit *a);
+void	audit_counts_reset(struct audit *a);
+
+/* ---- audit_migrate.c: the first layout into the second --------------- */
+
+/*
+ * Inside the transaction open on a->db, on a file of the first layout:
+ * creates the second layout and moves every row into it, keeping ids and
+ * values, and drops the first layout's table; a->migrated is the number of
+ * rows. Returns 0, or -1 with a sentence in errbuf (the caller rolls back:
+ * the file stays as it was).
+ */
+int	audit_migrate(struct audit *a, char *errbuf, size_t errlen);
 
 /* ---- audit_ckpt.c: copying the WAL back into the database ------------- */
 

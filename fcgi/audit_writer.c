@@ -43,17 +43,23 @@ wait_until(pthread_cond_t *c, pthread_mutex_t *m, long long at_ms)
 	pthread_cond_timedwait(c, m, &ts);
 }
 
-/* The files of a's dated name past [audit] keep (see audit_files.h). */
+/* The files of a's dated name past [audit] keep (see audit_files.h),
+ * and the rows of those past keep_rows. */
 static void
 delete_old_files(struct audit *a)
 {
-	long long keep;
+	long long keep, keep_rows;
 
 	pthread_mutex_lock(&a->mu);
 	keep = a->keep_ms;
+	keep_rows = a->keep_rows_ms;
 	pthread_mutex_unlock(&a->mu);
-	if (a->pattern != NULL)
-		audit_files_delete_old(a->pattern, a->path, keep, wall_ms());
+	if (a->pattern == NULL)
+		return;
+	audit_files_delete_old(a->pattern, a->path, keep, wall_ms());
+	if (keep_rows > 0)
+		audit_files_each_ended(a->pattern, a->path, keep_rows,
+		    wall_ms(), audit_db_drop_rows);
 }
 
 /* Whether an inline handle of a dated name with a keep has the turn. */

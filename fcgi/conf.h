@@ -170,6 +170,9 @@ struct conf {
 	/* the queue full: ALLOW serves without recording, DENY answers 503 */
 	enum rlg_on_error	 audit_on_full;
 	long long		 audit_keep_ms;	/* 0: dated files are kept */
+	/* 0: rows stay with their file; else their rows deleted, the
+	 * summaries kept */
+	long long		 audit_keep_rows_ms;
 
 	/* [cgi] */
 	char			*cgi_upstream;	/* NULL = as the responder */

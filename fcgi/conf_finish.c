@@ -281,6 +281,20 @@ conf_finish(struct loader *l)
 		conf_error(l, l->seen[K_KEEP], "audit", "keep", "deletes dated "
 		    "files only: put a date in [audit] database (e.g. "
 		    "audit-%%Y-%%m-%%d.db, a file a day), or remove keep");
+	if (c->audit_keep_rows_ms > 0 && l->state[K_AUDIT_DATABASE] != KS_BAD &&
+	    (c->audit_database == NULL ||
+	    strchr(c->audit_database, '%') == NULL))
+		conf_error(l, l->seen[K_KEEP_ROWS], "audit", "keep_rows",
+		    "deletes the rows of dated files only: put a date in "
+		    "[audit] database (e.g. audit-%%Y-%%m-%%d.db), or remove "
+		    "keep_rows");
+	else if (c->audit_keep_rows_ms > 0 && c->audit_keep_ms > 0 &&
+	    c->audit_keep_rows_ms >= c->audit_keep_ms)
+		conf_error(l, l->seen[K_KEEP_ROWS], "audit", "keep_rows",
+		    "must be shorter than keep (%lld ms against %lld ms): keep "
+		    "deletes whole files, rows and summaries, keep_rows only "
+		    "the rows before that", c->audit_keep_rows_ms,
+		    c->audit_keep_ms);
 	/* A rule with errors still counts here: its own error says what
 	 * is wrong, and "no rule" would be noise beside it. */
 	if (c->nrules == 0)

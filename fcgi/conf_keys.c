@@ -202,6 +202,9 @@ const struct key conf_keys[NKEYS] = {
 	    0, 0, on_fulls, "a queue-full policy", 0 },
 	[K_KEEP] = { S_AUDIT, "keep", set_duration, C(audit_keep_ms),
 	    RLG_MS_HOUR, 3650 * RLG_MS_DAY, NULL, NULL, 0 },
+	[K_KEEP_ROWS] = { S_AUDIT, "keep_rows", set_duration,
+	    C(audit_keep_rows_ms), RLG_MS_HOUR, 3650 * RLG_MS_DAY, NULL, NULL,
+	    0 },
 
 	[K_UPSTREAM] = { S_CGI, "upstream", set_program, C(cgi_upstream),
 	    0, 0, NULL, NULL, 0 },

@@ -344,6 +344,7 @@ reload(const char *path)
 	    strcmp(old->audit_database, c->audit_database) != 0))
 		log_warn("reload: [audit] database changes only on restart");
 	audit_keep(gateway_audit, c->audit_keep_ms);
+	audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	log_set_level(c->log_level);
 	gen_install(c);
 	gen_release(was);
@@ -373,6 +374,7 @@ run_cgi(struct conf *c)
 	    NULL)
 		log_error("audit: %s; this request is not recorded", errbuf);
 	audit_keep(gateway_audit, c->audit_keep_ms);
+	audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	/* CGI serves no status endpoint: every request is decided. */
 	job_begin(&j, c, environ, 0, m);
 	len = job_serve(c, lim, &j, m, v, NULL, out);
@@ -534,6 +536,7 @@ main(int argc, char *argv[])
 			fatal("audit: %s", errbuf);
 		audit_on_write(gateway_audit, gateway_publish);
 		audit_keep(gateway_audit, c->audit_keep_ms);
+		audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	}
 	gateway_threads = loops_of(c);
 	gen_install(c);

@@ -2,7 +2,9 @@
  * agg: counts allowed and denied decisions per series and window in one
  * streaming pass per database (so several databases simply add up), then
  * sorts. Grouping happens here rather than in SQL: a GROUP BY over ten
- * million rows makes SQLite sort them all, a hash of windows does not.
+ * million rows makes SQLite sort them all, a hash of windows does not. A
+ * file of the second layout answers a report of every rule in whole
+ * seconds from its per-second summaries, without reading a row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +87,62 @@ cells_get(struct cells *c, uint32_t sid, int64_t start_ms)
 	return &c->v[c->n++];
 }
 
+/*
+ * The parameters of each series' latest row (by ts_ms; the later one read
+ * on a tie), gathered in the scan: what the report shows for the series.
+ */
+struct latest {
+	int64_t		 ts;		/* INT64_MIN: none yet */
+	char		 algorithm[32];	/* "": NULL */
+	int64_t		 limit, window_ms, burst;
+};
+
+struct latests {
+	struct latest	*v;
+	size_t		 n;
+};
+
+/* Notes the parameters in columns c..c+3 of st for series sid at ts. */
+static int
+latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
+    int c)
+{
+	struct latest *e;
+	const char *alg;
+
+	if (sid >= l->n) {
+		size_t n = l->n ? l->n * 2 : 64;
+		struct latest *v;
+
+		while (n <= sid)
+			n *= 2;
+		if ((v = realloc(l->v, n * sizeof(*v))) == NULL)
+			return -1;
+		for (size_t i = l->n; i < n; i++) {
+			v[i].ts = INT64_MIN;
+			v[i].algorithm[0] = '\0';
+		}
+		l->v = v;
+		l->n = n;
+	}
+	e = &l->v[sid];
+	if (ts < e->ts)
+		return 0;
+	e->ts = ts;
+	/* Rows come in time order: most notes only confirm the last. */
+	alg = (const char *)sqlite3_column_text(st, c);
+	if (strcmp(e->algorithm, alg ? alg : "") != 0)
+		snprintf(e->algorithm, sizeof(e->algorithm), "%s",
+		    alg ? alg : "");
+	e->limit = sqlite3_column_type(st, c + 1) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 1);
+	e->window_ms = sqlite3_column_type(st, c + 2) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 2);
+	e->burst = sqlite3_column_type(st, c + 3) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 3);
+	return 0;
+}
+
 static void
 cells_free(struct cells *c)
 {
@@ -122,7 +180,8 @@ cmp_series(const void *x, const void *y)
 
 static int
 scan_one(struct rdb *d, const struct filter *f, struct agg *a,
-    struct intern *ids, struct cells *cells, char *err, size_t errlen)
+    struct intern *ids, struct cells *cells, struct latests *lt, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st;
 	const char *last_rule = NULL, *last_key = NULL;
@@ -132,16 +191,16 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 	int rc, ret = -1;
 
 	/* Column 2: admitted without a count (Redis did not decide it). */
-	if ((st = db_select(d, f, a->by_key ? "ts_ms, allowed, "
-	    "reason = 'redis_error', rule, key" : "ts_ms, allowed, "
-	    "reason = 'redis_error', rule", "1", err, errlen)) == NULL)
+	if ((st = db_select(d, f, "ts_ms, allowed, reason = 'redis_error', "
+	    "rule, algorithm, limit_value, window_ms, burst, key", "1", err,
+	    errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int64_t ts = sqlite3_column_int64(st, 0);
 		int allowed = sqlite3_column_int(st, 1) != 0;
 		int unchecked = allowed && sqlite3_column_int(st, 2) != 0;
 		const char *rule = db_column_str(st, 3, &rb);
-		const char *key = a->by_key ? db_column_str(st, 4, &kb) : NULL;
+		const char *key = a->by_key ? db_column_str(st, 8, &kb) : NULL;
 		int64_t start = window_start(ts, a->width_ms);
 
 		/* Rows of one rule (and key) come in runs: skip the hash then. */
@@ -158,6 +217,8 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 			if ((last = cells_get(cells, sid, start)) == NULL)
 				goto oom;
 		}
+		if (latest_note(lt, sid, ts, st, 4) == -1)
+			goto oom;
 		if (allowed)
 			last->allowed++;
 		else
@@ -185,6 +246,83 @@ out:
 }
 
 /*
+ * Whether d's per-second summaries answer this report: a file of the
+ * second layout, every rule (no key series), windows and the time range in
+ * whole seconds.
+ */
+static int
+counts_answer(const struct rdb *d, const struct filter *f, const struct agg *a)
+{
+	return d->layout >= 2 && !a->by_key && f->key == NULL &&
+	    a->width_ms % 1000 == 0 &&
+	    (f->since_ms == INT64_MIN || f->since_ms % 1000 == 0) &&
+	    (f->until_ms == INT64_MAX || f->until_ms % 1000 == 0);
+}
+
+/* As scan_one(), from rlg_counts: one row a second and rule. */
+static int
+scan_counts(struct rdb *d, const struct filter *f, struct agg *a,
+    struct intern *ids, struct cells *cells, struct latests *lt, char *err,
+    size_t errlen)
+{
+	char sql[400];
+	sqlite3_stmt *st;
+	struct db_str rb = { 0 };
+	int rc;
+
+	snprintf(sql, sizeof(sql), "SELECT c.sec, c.allowed, c.denied, "
+	    "c.unchecked, c.first_ms, c.last_ms, r.name, r.algorithm, "
+	    "r.limit_value, r.window_ms, r.burst FROM rlg_counts c "
+	    "JOIN rlg_rules r ON r.id = c.rule WHERE 1%s%s%s",
+	    f->rule ? " AND r.name = ?1" : "",
+	    f->since_ms != INT64_MIN ? " AND c.sec >= ?3" : "",
+	    f->until_ms != INT64_MAX ? " AND c.sec < ?4" : "");
+	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
+		return -1;
+	if (f->rule)
+		sqlite3_bind_text(st, 1, f->rule, -1, SQLITE_STATIC);
+	if (f->since_ms != INT64_MIN)
+		sqlite3_bind_int64(st, 3, f->since_ms / 1000);
+	if (f->until_ms != INT64_MAX)
+		sqlite3_bind_int64(st, 4, f->until_ms / 1000);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t sec = sqlite3_column_int64(st, 0);
+		int64_t allowed = sqlite3_column_int64(st, 1);
+		int64_t denied = sqlite3_column_int64(st, 2);
+		int64_t lo = sec * 1000 + sqlite3_column_int64(st, 4);
+		int64_t hi = sec * 1000 + sqlite3_column_int64(st, 5);
+		uint32_t sid = intern_pair(ids, db_column_str(st, 6, &rb), NULL);
+		struct cell *c;
+
+		if (sid == RLG_INTERN_FAIL ||
+		    (c = cells_get(cells, sid, window_start(sec * 1000,
+		    a->width_ms))) == NULL ||
+		    latest_note(lt, sid, hi, st, 7) == -1) {
+			snprintf(err, errlen, "out of memory");
+			rc = SQLITE_NOMEM;
+			break;
+		}
+		c->allowed += allowed;
+		c->denied += denied;
+		c->unchecked += sqlite3_column_int64(st, 3);
+		if (a->rows == 0 || lo < a->first_ms)
+			a->first_ms = lo;
+		if (a->rows == 0 || hi > a->last_ms)
+			a->last_ms = hi;
+		a->rows += allowed + denied;
+	}
+	if (rc != SQLITE_DONE && rc != SQLITE_NOMEM)
+		snprintf(err, errlen, "%s: cannot read: %s", d->path,
+		    sqlite3_errmsg(d->db));
+	sqlite3_finalize(st);
+	free(rb.buf);
+	if (rc != SQLITE_DONE)
+		return -1;
+	a->from_counts++;
+	return 0;
+}
+
+/*
  * Does the rule have a single key in every database? min(key) and
  * max(key) are two index lookups each.
  */
@@ -194,11 +332,26 @@ one_key(struct rdbs *dbs, const char *rule, char *err, size_t errlen)
 	char *lo = NULL, *hi = NULL;
 	int same = 1;
 
+	/* The first layout's (rule, key, ts_ms) index makes each one
+	 * lookup; the second's summaries know a second's key when it had
+	 * one (NULL otherwise, which min() and max() skip: counted). */
+	static const char *const sql[2][2] = {
+		{ "SELECT min(key) FROM decisions WHERE rule = ?1",
+		  "SELECT max(key) FROM decisions WHERE rule = ?1" },
+		{ "SELECT (SELECT s FROM rlg_texts WHERE id = m) FROM (SELECT "
+		  "CASE WHEN count(*) = count(c.key) THEN min(c.key) END AS m "
+		  "FROM rlg_counts c JOIN rlg_rules r ON r.id = c.rule WHERE "
+		  "r.name = ?1)",
+		  "SELECT (SELECT s FROM rlg_texts WHERE id = m) FROM (SELECT "
+		  "CASE WHEN count(*) = count(c.key) THEN max(c.key) END AS m "
+		  "FROM rlg_counts c JOIN rlg_rules r ON r.id = c.rule WHERE "
+		  "r.name = ?1)" },
+	};
+
 	for (size_t i = 0; i < dbs->n && same; i++) {
 		for (int m = 0; m < 2 && same; m++) {
-			sqlite3_stmt *st = db_prepare(&dbs->v[i], m == 0 ?
-			    "SELECT min(key) FROM decisions WHERE rule = ?1" :
-			    "SELECT max(key) FROM decisions WHERE rule = ?1", err, errlen);
+			sqlite3_stmt *st = db_prepare(&dbs->v[i],
+			    sql[dbs->v[i].layout >= 2][m], err, errlen);
 			const char *k;
 			char **slot = m == 0 ? &lo : &hi;
 
@@ -224,81 +377,21 @@ one_key(struct rdbs *dbs, const char *rule, char *err, size_t errlen)
 	return same;
 }
 
-/*
- * The parameters stored in the latest row of the series, over every
- * database. A key's latest row is one step down the (rule, key, ts_ms)
- * index; a rule's is searched in the series' last window through the
- * ts_ms index, which the rule index would make a scan of all its rows.
- */
-static int
-read_params(struct rdbs *dbs, struct series *s, int64_t width_ms, char *err,
-    size_t errlen)
-{
-	static const char *const sql[] = {
-		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
-		"WHERE rule = ?1 AND key = ?2 ORDER BY ts_ms DESC LIMIT 1",
-		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
-		"INDEXED BY decisions_ts WHERE rule = ?1 AND ts_ms >= ?3 AND ts_ms < ?4 "
-		"ORDER BY ts_ms DESC LIMIT 1",
-		"SELECT ts_ms, algorithm, limit_value, window_ms, burst FROM decisions "
-		"WHERE rule = ?1 AND ts_ms >= ?3 AND ts_ms < ?4 ORDER BY ts_ms DESC LIMIT 1",
-	};
-	int64_t best_ts = INT64_MIN, last = s->wins[s->nwins - 1].start_ms;
-
-	s->params = (struct params){ NULL, -1, -1, -1 };
-	if (s->rule == NULL)
-		return 0;
-	for (size_t i = 0; i < dbs->n; i++) {
-		sqlite3_stmt *st = NULL;
-		int q = s->key ? 0 : 1;
-
-		/* Without the gateway's ts_ms index, the plain query. */
-		if (q == 1 && sqlite3_prepare_v2(dbs->v[i].db, sql[1], -1, &st, NULL) != SQLITE_OK)
-			q = 2;
-		if (st == NULL && (st = db_prepare(&dbs->v[i], sql[q], err, errlen)) == NULL)
-			return -1;
-		sqlite3_bind_text(st, 1, s->rule, -1, SQLITE_STATIC);
-		if (s->key)
-			sqlite3_bind_text(st, 2, s->key, -1, SQLITE_STATIC);
-		else {
-			sqlite3_bind_int64(st, 3, last);
-			sqlite3_bind_int64(st, 4, last + width_ms);
-		}
-		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > best_ts) {
-			const char *alg = (const char *)sqlite3_column_text(st, 1);
-
-			best_ts = sqlite3_column_int64(st, 0);
-			free(s->params.algorithm);
-			s->params.algorithm = alg ? strdup(alg) : NULL;
-			for (int c = 2; c <= 4; c++) {
-				int64_t v = sqlite3_column_type(st, c) == SQLITE_NULL ? -1 :
-				    sqlite3_column_int64(st, c);
-
-				if (c == 2)
-					s->params.limit = v;
-				else if (c == 3)
-					s->params.window_ms = v;
-				else
-					s->params.burst = v;
-			}
-		}
-		sqlite3_finalize(st);
-	}
-	return 0;
-}
-
 int
 agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
     int64_t width_ms, int by_key, char *err, size_t errlen)
 {
 	struct intern ids = { 0 };
 	struct cells cells = { 0 };
+	struct latests lt = { NULL, 0 };
 	int ret = -1;
 
 	a->width_ms = width_ms;
 	a->by_key = by_key;
 	for (size_t i = 0; i < dbs->n; i++)
-		if (scan_one(&dbs->v[i], f, a, &ids, &cells, err, errlen) == -1)
+		if ((counts_answer(&dbs->v[i], f, a) ? scan_counts :
+		    scan_one)(&dbs->v[i], f, a, &ids, &cells, &lt, err,
+		    errlen) == -1)
 			goto out;
 	if (ids.n > 0 && (a->series = calloc(ids.n, sizeof(*a->series))) == NULL)
 		goto oom;
@@ -315,6 +408,18 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 		    (key && (s->key = strdup(key)) == NULL) ||
 		    (s->wins = calloc(j - k, sizeof(*s->wins))) == NULL)
 			goto oom;
+		/* The parameters stored in the series' latest row. */
+		s->params = (struct params){ NULL, -1, -1, -1 };
+		if (s->rule != NULL && cells.v[k].sid < lt.n) {
+			const struct latest *e = &lt.v[cells.v[k].sid];
+
+			if (e->algorithm[0] != '\0' &&
+			    (s->params.algorithm = strdup(e->algorithm)) == NULL)
+				goto oom;
+			s->params.limit = e->limit;
+			s->params.window_ms = e->window_ms;
+			s->params.burst = e->burst;
+		}
 		for (size_t c = k; c < j; c++) {
 			s->wins[s->nwins++] = (struct win){ cells.v[c].start_ms,
 			    cells.v[c].allowed, cells.v[c].denied,
@@ -329,8 +434,6 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 	for (size_t i = 0; i < a->nseries; i++) {
 		struct series *s = &a->series[i];
 
-		if (read_params(dbs, s, a->width_ms, err, errlen) == -1)
-			goto out;
 		if (s->key != NULL)
 			s->one_key = 1;
 		else if (s->rule != NULL && (s->one_key = one_key(dbs, s->rule, err,
@@ -344,6 +447,7 @@ oom:
 out:
 	intern_free(&ids);
 	cells_free(&cells);
+	free(lt.v);
 	return ret;
 }
 

@@ -4,6 +4,8 @@
  * time range is given) counts allowed and denied decisions per series and
  * window, and among the allowed ones those no limit checked (reason
  * redis_error: admitted by on_error = allow, counted nowhere). A series is one rule, or one (rule, key) when by_key is set.
+ * Without by_key or a key, in whole seconds, a file of the second layout
+ * is read from its per-second summaries (the same counts, no row read).
  */
 #ifndef RLG_REPORT_AGG_H
 #define RLG_REPORT_AGG_H
@@ -51,6 +53,8 @@ struct agg {
 	int64_t		 unchecked;	/* admitted without a count, all series */
 	int64_t		 first_ms;	/* earliest and latest ts_ms counted */
 	int64_t		 last_ms;
+	size_t		 from_counts;	/* databases answered from their
+					 * per-second summaries (rlg_counts) */
 };
 
 /*

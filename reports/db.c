@@ -2,7 +2,8 @@
  * db: opens the audit databases read-only and refuses anything that is not
  * an rlgate audit database. The expected columns are read from
  * RLG_AUDIT_SCHEMA itself (applied to an in-memory database), so the
- * gateway's header stays the one definition of the schema.
+ * gateway's header stays the one definition of the schema; the first
+ * layout's table has the same ones.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,6 +22,8 @@ struct columns {
 	char	*name[MAX_COLUMNS];
 	int	 n;
 };
+
+static int	layout_items(sqlite3 *, char *, size_t);
 
 static void
 columns_free(struct columns *c)
@@ -54,7 +57,7 @@ read_columns(sqlite3 *db, struct columns *c)
 }
 
 static int
-expected_columns(struct columns *c)
+expected_columns(struct columns *c, char *items, size_t len)
 {
 	sqlite3 *mem;
 	int rc = -1;
@@ -63,14 +66,118 @@ expected_columns(struct columns *c)
 		goto out;
 	if (sqlite3_exec(mem, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
 		goto out;
+	if (layout_items(mem, items, len) == -1)
+		goto out;
 	rc = read_columns(mem, c);
 out:
 	sqlite3_close(mem);
 	return rc;
 }
 
+/* The file's layout: RLG_AUDIT_LAYOUT when its header says so, else 1. */
 static int
-check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen)
+read_layout(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	int layout = 1;
+
+	if (sqlite3_prepare_v2(db, "SELECT (SELECT application_id FROM "
+	    "pragma_application_id), (SELECT user_version FROM "
+	    "pragma_user_version)", -1, &st, NULL) != SQLITE_OK)
+		return layout;
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_int64(st, 0) == RLG_AUDIT_APP_ID)
+		layout = sqlite3_column_int(st, 1);
+	sqlite3_finalize(st);
+	return layout;
+}
+
+/*
+ * The second layout's tables and columns in db, "t.c,t.c,...", sorted,
+ * into buf. 0, or -1 when they cannot be read.
+ */
+static int
+layout_items(sqlite3 *db, char *buf, size_t len)
+{
+	sqlite3_stmt *st;
+	const char *s;
+	int rc = -1;
+
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db, "SELECT group_concat(x, ',') FROM (SELECT "
+	    "m.name || '.' || p.name AS x FROM sqlite_schema m, "
+	    "pragma_table_info(m.name) p WHERE m.type = 'table' AND "
+	    "m.name LIKE 'rlg!_%' ESCAPE '!' ORDER BY 1)", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		s = (const char *)sqlite3_column_text(st, 0);
+		snprintf(buf, len, "%s", s != NULL ? s : "");
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/*
+ * A file of the second layout must hold every table and column of
+ * RLG_AUDIT_SCHEMA (want, from layout_items()): else it is damaged, and
+ * err names the first part missing.
+ */
+static int
+check_layout(struct rdb *d, const char *want, char *err, size_t errlen)
+{
+	char have[2048], item[128];
+	const char *p, *end;
+	size_t n;
+
+	if (layout_items(d->db, have, sizeof(have)) == -1) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path,
+		    sqlite3_errmsg(d->db));
+		return -1;
+	}
+	for (p = want; *p != '\0'; p = *end != '\0' ? end + 1 : end) {
+		end = strchr(p, ',');
+		end = end != NULL ? end : p + strlen(p);
+		n = (size_t)(end - p) < sizeof(item) - 2 ?
+		    (size_t)(end - p) : sizeof(item) - 2;
+		/* ",t.c," inside ",have,": the column is there. */
+		snprintf(item, sizeof(item), ",%.*s,", (int)n, p);
+		{
+			char wrapped[sizeof(have) + 2];
+
+			snprintf(wrapped, sizeof(wrapped), ",%s,", have);
+			if (strstr(wrapped, item) != NULL)
+				continue;
+		}
+		snprintf(err, errlen, "%s: a damaged rlgate audit database "
+		    "(column %.*s of its layout is missing)", d->path, (int)n,
+		    p);
+		return -1;
+	}
+	return 0;
+}
+
+/* A file whose rows [audit] keep_rows deleted: summaries, no row. */
+static int
+rows_gone(sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	int gone = 0;
+
+	if (sqlite3_prepare_v2(db, "SELECT NOT EXISTS (SELECT 1 FROM rlg_rows) "
+	    "AND EXISTS (SELECT 1 FROM rlg_counts)", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		gone = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return gone;
+}
+
+static int
+check_schema(struct rdb *d, const struct columns *want, const char *items,
+    char *err, size_t errlen)
 {
 	struct columns have;
 	int rc = -1;
@@ -89,6 +196,10 @@ check_schema(struct rdb *d, const struct columns *want, char *err, size_t errlen
 		    d->path);
 		goto out;
 	}
+	d->layout = read_layout(d->db);
+	if (d->layout >= 2 && check_layout(d, items, err, errlen) == -1)
+		goto out;
+	d->rows_gone = d->layout >= 2 && rows_gone(d->db);
 	for (int i = 0; i < want->n; i++) {
 		int found = 0;
 
@@ -240,6 +351,7 @@ int
 db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 {
 	struct columns want = { .n = 0 };
+	char items[2048];
 	struct stat sb;
 	size_t i;
 
@@ -248,7 +360,7 @@ db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (expected_columns(&want) == -1) {
+	if (expected_columns(&want, items, sizeof(items)) == -1) {
 		snprintf(err, errlen, "cannot apply the audit schema in memory");
 		goto fail;
 	}
@@ -281,7 +393,7 @@ db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 		sqlite3_busy_timeout(d->db, 10000);
 		/* Reading ten million rows: map the file rather than copy each page. */
 		sqlite3_exec(d->db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
-		if (check_schema(d, &want, err, errlen) == -1)
+		if (check_schema(d, &want, items, err, errlen) == -1)
 			goto fail;
 	}
 	columns_free(&want);
@@ -433,8 +545,9 @@ scan_table(struct rdb *d, const struct filter *f)
 	sqlite3_stmt *st;
 	int64_t rows = 0, all = 0;
 
-	if (f->rule == NULL || f->key != NULL || f->since_ms != INT64_MIN ||
-	    f->until_ms != INT64_MAX)
+	/* The second layout has no index on its rows. */
+	if (d->layout != 1 || f->rule == NULL || f->key != NULL ||
+	    f->since_ms != INT64_MIN || f->until_ms != INT64_MAX)
 		return "decisions";
 	/* A count over the covering rule index, and the highest id: both cheap. */
 	if (sqlite3_prepare_v2(d->db, "SELECT (SELECT count(*) FROM decisions WHERE "

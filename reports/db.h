@@ -1,8 +1,10 @@
 /*
  * db: the audit databases the report reads, opened read-only and checked to
- * be rlgate audit databases (a decisions table with the columns of
- * RLG_AUDIT_SCHEMA in fcgi/audit.h). Several may be given, one per gateway
- * host; every reader in reports/ loops over all of them.
+ * be rlgate audit databases of either layout (RLG_AUDIT_SCHEMA_V1's
+ * decisions table, or RLG_AUDIT_SCHEMA's tables and decisions view, in
+ * fcgi/audit.h): every reader selects from decisions, the same in both.
+ * Several may be given, one per gateway host, of either layout; every
+ * reader in reports/ loops over all of them.
  */
 #ifndef RLG_REPORT_DB_H
 #define RLG_REPORT_DB_H
@@ -14,6 +16,9 @@
 struct rdb {
 	char		*path;	/* as given on the command line */
 	sqlite3		*db;
+	int		 layout; /* 1: a decisions table; RLG_AUDIT_LAYOUT */
+	int		 rows_gone; /* its rows deleted ([audit] keep_rows),
+				     * its per-second summaries left */
 };
 
 struct rdbs {

@@ -233,6 +233,10 @@ open_dbs(struct rdbs *dbs, char **argv, size_t n, const struct filter *f)
 		return;
 	if ((rc = db_has(dbs, f->rule, f->key, err, sizeof(err))) == -1)
 		die("%s", err);
+	/* Rows deleted by [audit] keep_rows: the report says so instead. */
+	for (size_t i = 0; rc == 0 && i < dbs->n; i++)
+		if (dbs->v[i].rows_gone)
+			return;
 	if (rc == 0 && f->rule != NULL && db_has(dbs, f->rule, NULL, err, sizeof(err)) == 0) {
 		char names[400];
 
@@ -269,6 +273,29 @@ open_output(const char *outpath, int *direct, char *tmppath, size_t tmplen)
 }
 
 /*
+ * A file whose rows [audit] keep_rows deleted answers only a throughput
+ * report of every rule in whole seconds (from its summaries): any other
+ * report says, on standard error, that it leaves the file out.
+ */
+static void
+say_rows_gone(const struct opts *o, const struct rdbs *dbs)
+{
+	const struct filter *f = &o->f;
+	const char *what = o->verify ? "--verify" : o->top_n > 0 ? "--top" :
+	    f->rule != NULL || f->key != NULL ? "a report per key" :
+	    o->width_ms % 1000 != 0 || (f->since_ms != INT64_MIN &&
+	    f->since_ms % 1000 != 0) || (f->until_ms != INT64_MAX &&
+	    f->until_ms % 1000 != 0) ? "a report finer than seconds" : NULL;
+
+	for (size_t i = 0; what != NULL && i < dbs->n; i++)
+		if (dbs->v[i].rows_gone)
+			fprintf(stderr, "rlgate-report: %s: its rows were "
+			    "deleted ([audit] keep_rows), only its per-second "
+			    "summaries are left: %s needs rows and leaves it "
+			    "out\n", dbs->v[i].path, what);
+}
+
+/*
  * Runs the report o asks for over dbs and writes it to out. 0 with
  * *status (EXIT_VIOLATION when --verify found one), -1 when writing
  * failed, -2 with err set when the report could not be made.
@@ -281,6 +308,7 @@ run_report(FILE *out, const struct opts *o, struct rdbs *dbs,
 	int rc;
 
 	*status = 0;
+	say_rows_gone(o, dbs);
 	if (o->verify && o->fmt == OUT_HTML) {
 		/* The throughput charts, with the violations marked on them. */
 		struct verify v = { 0 };
@@ -327,6 +355,13 @@ run_report(FILE *out, const struct opts *o, struct rdbs *dbs,
 			return -2;
 		}
 		rc = out_report(out, o->fmt, &a, meta);
+		/* The output is the same either way; where it came from is
+		 * said beside it. */
+		if (a.from_counts > 0)
+			fprintf(stderr, "rlgate-report: from the per-second "
+			    "summaries of %zu of %zu database%s (no row read "
+			    "there)\n", a.from_counts, dbs->n, dbs->n == 1 ?
+			    "" : "s");
 		agg_free(&a);
 	}
 	return rc == -1 ? -1 : 0;

@@ -125,6 +125,17 @@ status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 
 # sql QUERY: runs QUERY on $AUDIT_DB.
 sql() { sqlite3 -batch -noheader "$AUDIT_DB" "$1"; }
+# audit_v1 SRC DST: DST, a file of the first audit layout (one decisions
+# table, which a test may change to forge a record) holding every row SRC's
+# decisions give. rlgate-report reads it as it reads rlgate's own files.
+audit_v1() {
+	local schema
+	schema=$(sed -n '/#define RLG_AUDIT_SCHEMA_V1/,/^$/p' "$TOP/fcgi/audit.h" |
+		sed -n 's/^[^"]*"\(.*\)".*$/\1/p' | sed 's/\\n$//')
+	rm -f "$2" "$2-wal" "$2-shm"
+	sqlite3 "$2" "$schema; ATTACH '$1' AS src;
+		INSERT INTO decisions SELECT * FROM src.decisions ORDER BY id"
+}
 # rows WHERE: decisions in $AUDIT_DB matching the SQL condition WHERE.
 rows() { sql "SELECT count(*) FROM decisions WHERE $1"; }
 # rows_at_least N WHERE: at least N of them.

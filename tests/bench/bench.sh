@@ -427,12 +427,12 @@ measure() {
 
 # stop_all: every web server, then every backend (SIGTERM: rlgate flushes
 # its audit queue); every admitted response must then have its rows.
-AUDIT=$T/audit	# kind answered requests rows rules
+AUDIT=$T/audit	# kind answered requests rows rules bytes
 : > "$AUDIT"
 LOST=0
 gone() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 stop_all() {
-	local kind p rows req rules
+	local kind p rows req rules bytes
 	for kind in $KINDS; do kill -TERM "${SERVER_PIDS[$kind]}" 2>/dev/null; done
 	for kind in $KINDS; do wait "${SERVER_PIDS[$kind]}" 2>/dev/null; done
 	for kind in $KINDS; do
@@ -443,7 +443,11 @@ stop_all() {
 		rules=$(rules_of "$kind")
 		AUDIT_DB=$T/var/audit-$kind.db
 		read -r rows req <<<"$(sql "SELECT count(*), count(DISTINCT request_id) FROM decisions" | tr '|' ' ')"
-		echo "$kind ${ANSWERED[$kind]} ${req:-0} ${rows:-0} $rules" >> "$AUDIT"
+		# The bytes the audit takes, all in: the file after a
+		# checkpoint has emptied its WAL into it.
+		sql "PRAGMA wal_checkpoint(TRUNCATE)" > /dev/null
+		bytes=$(( $(stat -c %s "$AUDIT_DB") + $(stat -c %s "$AUDIT_DB-wal" 2>/dev/null || echo 0) ))
+		echo "$kind ${ANSWERED[$kind]} ${req:-0} ${rows:-0} $rules $bytes" >> "$AUDIT"
 		if [ "${req:-0}" -lt "${ANSWERED[$kind]}" ] || [ "${rows:-0}" -ne $(( ${req:-0} * rules )) ]; then
 			LOST=$((LOST + ${ANSWERED[$kind]} - ${req:-0}))
 			echo "  $kind: ROWS LOST: ${ANSWERED[$kind]} responses, ${req:-0} requests in ${rows:-0} rows"
@@ -580,6 +584,11 @@ target "rlgate 1 rule Redis CPU x fastify" "$(redis_x rlgate-1)" "<=" 0.5
 target "rlgate 3 rules Redis CPU x fastify" "$(redis_x rlgate-3)" "<=" 0.8
 if [ -s "$AUDIT" ]; then
 	target "audit rows lost (answers without their rows)" "$LOST" "=" 0
+	echo "# targets (issue 37): the audit's bytes per decision, file and WAL after a checkpoint"
+	for k in rlgate-1 rlgate-3; do
+		grep -q "^$k " "$AUDIT" && target "$k audit bytes per decision" \
+			"$(awk -v k="$k" '$1 == k && $4 > 0 { printf "%.1f", $6 / $4 }' "$AUDIT")" "<=" 48
+	done
 else
 	target "audit rows lost (answers without their rows)" null "=" 0
 fi
@@ -590,7 +599,7 @@ if has_kind cluster-1 || has_kind cluster-3; then
 fi
 has_kind rlgate-1-wait && echo "# replicas = 1 (issue 32), no target: req/s x rlgate-1 $(dash "$(ratio rlgate-1-wait sat 13)"), its Redis CPU per request (master + replica) $(get rlgate-1-wait sat 7) us against rlgate-1's $(get rlgate-1 sat 7) us"
 has_kind rlgate-1-tls && echo "# tls = yes (issue 28), no target: req/s x rlgate-1 $(dash "$(ratio rlgate-1-tls sat 13)"), its Redis CPU per request $(get rlgate-1-tls sat 7) us against rlgate-1's $(get rlgate-1 sat 7) us"
-awk '{ printf "  audit, %s: %d responses admitted, %d requests recorded in %d rows (%d rules; %d more were decided when wrk stopped)\n", $1, $2, $3, $4, $5, $3 - $2 }' "$AUDIT"
+awk '{ printf "  audit, %s: %d responses admitted, %d requests recorded in %d rows (%d rules; %d more were decided when wrk stopped), %d bytes, %.1f a decision\n", $1, $2, $3, $4, $5, $3 - $2, $6, ($4 > 0 ? $6 / $4 : 0) }' "$AUDIT"
 
 # --- CSV and JSON --------------------------------------------------------
 mkdir -p "$RESULTS"
@@ -628,7 +637,7 @@ cp "$RESULTS/latest.csv" "$PREV" 2>/dev/null || : > "$PREV"
 	    num($9, 1), num($10, 1000), num($11, 1000), num($12, 1), num($13, 1) }
 	END { print "" }' "$SUMMARY"
 	printf '  ],\n  "audit": ['
-	awk '{ printf "%s\n    {\"kind\": \"%s\", \"responses\": %d, \"requests_recorded\": %d, \"rows\": %d, \"rules\": %d, \"lost\": %d}", (NR > 1 ? "," : ""), $1, $2, $3, $4, $5, ($2 > $3 ? $2 - $3 : 0) }' "$AUDIT"
+	awk '{ printf "%s\n    {\"kind\": \"%s\", \"responses\": %d, \"requests_recorded\": %d, \"rows\": %d, \"rules\": %d, \"lost\": %d, \"bytes\": %d, \"bytes_per_decision\": %.1f}", (NR > 1 ? "," : ""), $1, $2, $3, $4, $5, ($2 > $3 ? $2 - $3 : 0), $6, ($4 > 0 ? $6 / $4 : 0) }' "$AUDIT"
 	printf '\n  ],\n  "skipped": ['
 	for i in "${!SKIPPED[@]}"; do
 		k=${SKIPPED[$i]}

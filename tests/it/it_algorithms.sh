@@ -101,7 +101,7 @@ is "all 12 rules replayed and ok, none failed" "12 0" \
 	"$(grep -c '^ok   rule [xs]_[a-z_]* (' "$T/verify.out") $(grep -c '^FAIL rule ' "$T/verify.out")"
 
 # The same check must fail when the record shows more than the promise.
-cp "$AUDIT_DB" "$T/forged.db"
+audit_v1 "$AUDIT_DB" "$T/forged.db"
 sqlite3 "$T/forged.db" "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason, cost, limit_value, window_ms, burst, status)
 	SELECT ts_ms, request_id || '-forged', rule, key, algorithm, 1, 'limit', cost, limit_value, window_ms, burst, 200
 	FROM decisions WHERE rule='x_sliding_log' AND allowed=1"

@@ -224,7 +224,7 @@ is "rlgate-report --verify: every limit held" 0 $?
 is "and it says so" "ok: every limit held" "$(tail -1 "$T/verify.out")"
 # The audit is what makes that true: other_rule rows recorded as admitted
 # (what per-rule counting did) break wide's 5 per minute.
-cp "$AUDIT_DB" "$T/forged.db"
+audit_v1 "$AUDIT_DB" "$T/forged.db"
 sqlite3 "$T/forged.db" "UPDATE decisions SET allowed=1, reason='limit' WHERE rule='wide' AND reason='other_rule'"
 "$TOP/reports/rlgate-report" --verify "$T/forged.db" > "$T/forged.out" 2>&1
 is "--verify fails when other_rule rows count as admitted" 1 $?

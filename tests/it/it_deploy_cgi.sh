@@ -73,7 +73,7 @@ cgi_checks() {
 	local s=$1 base=http://127.0.0.1:$HTTP_PORT i
 	rcli FLUSHALL >/dev/null
 	if [ -e "$AUDIT_DB" ]; then
-		sql "DELETE FROM decisions"
+		sql "DELETE FROM rlg_rows"
 		# Reading as root may have made the WAL files root's: give them back.
 		chown www-data:www-data "$AUDIT_DB"*
 	fi

@@ -79,6 +79,9 @@ fill() { dd if=/dev/zero of="$DISK/$1" bs=4k 2>/dev/null; sync; }
 dd if=/dev/zero of="$DISK/other" bs=1k count=1024 2>/dev/null
 ab_run -n 200 -c 4 "$BASE/open/item"
 check "before: 200 requests recorded" wait_for 10 rows_at_least 200 1
+# A row takes a few dozen bytes: the audit keeps 256 KB, which the 12000
+# rows below outgrow.
+dd if=/dev/zero of="$DISK/other2" bs=4k count=$(( ($(avail_kb) - 256) / 4 )) 2>/dev/null
 
 # ---- 1. the disk fills up, on_full = allow ---------------------------------
 ab_run -s 10 -n 12000 -c 20 "$BASE/open/item"
@@ -108,7 +111,7 @@ check "full, allow: $(lost_lines | wc -l) loss lines, at least 1000 ms apart (cl
 	python3 -c "import sys; sys.exit(0 if float('$gaps') >= 1000 else 1)"
 
 # ---- 2. freeing space recovers --------------------------------------------
-rm -f "$DISK/other"
+rm -f "$DISK/other" "$DISK/other2"
 drained() { scrape; [ "$(metric rlgate_audit_rows_queued)" = 0 ]; }
 check "freed: the queued rows are written" wait_for 10 drained
 check "freed: the WAL was checkpointed and truncated" grep -q 'the WAL is checkpointed and truncated' "$LOG"

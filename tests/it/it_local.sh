@@ -129,7 +129,7 @@ is "rlgate-report --verify: the local rows hold their share (exit 0)" 0 "$?"
 check "--verify replayed the local rows per process" \
 	grep -q "fw (local)" "$T/verify.out"
 # A hand-made audit: fw's 5 local admissions twice over, in one process.
-sqlite3 "$AUDIT_DB" ".backup '$T/bad.db'"
+audit_v1 "$AUDIT_DB" "$T/bad.db"
 sqlite3 "$T/bad.db" "INSERT INTO decisions (ts_ms, request_id, rule, key,
 	algorithm, allowed, reason, cost, limit_value, window_ms, burst)
 	SELECT ts_ms + 1, request_id || 'x', rule, key, algorithm, allowed,

@@ -14,8 +14,9 @@ for f in "$REPORT" "$GEN"; do
 	[ -x "$f" ] || { not_ok "$f is built (run make)"; finish; exit 1; }
 done
 
-# The schema, from the one place that defines it.
-SCHEMA=$(sed -n '/#define RLG_AUDIT_SCHEMA/,/^$/p' "$TOP/fcgi/audit.h" |
+# The first layout (a decisions table, which a test can write), from the one
+# place that defines it; rlgate-report reads it as it reads the second.
+SCHEMA=$(sed -n '/#define RLG_AUDIT_SCHEMA_V1/,/^$/p' "$TOP/fcgi/audit.h" |
 	sed -n 's/^[^"]*"\(.*\)".*$/\1/p' | sed 's/\\n$//')
 newdb() { rm -f "$1"; sqlite3 "$1" "$SCHEMA"; }
 

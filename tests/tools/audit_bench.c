@@ -59,7 +59,7 @@ push_main(void *arg)
 	struct pusher *p = arg;
 	struct audit_row row;
 	struct timespec wait = { 0, 100000 };
-	char request_id[32], key[32], ip[32];
+	char request_id[48], key[32], ip[32];
 	long long i, t0, t1;
 	int rc;
 
@@ -79,7 +79,11 @@ push_main(void *arg)
 	row.delay_ms = 0;
 	row.status = 200;
 	for (i = 0; i < p->rows; i++) {
-		snprintf(request_id, sizeof(request_id), "%d-%016llx", p->id, i);
+		/* As the gateway writes them: a process's random prefix,
+		 * a counter in hex. */
+		snprintf(request_id, sizeof(request_id), "%016llx-%llx",
+		    0x9e3779b97f4a7c15ULL * (unsigned long long)(p->id + 1),
+		    (unsigned long long)i);
 		snprintf(key, sizeof(key), "org%lld/user/list", i % 97);
 		snprintf(ip, sizeof(ip), "10.0.%d.%lld", p->id, i % 251);
 		t0 = now_ns();

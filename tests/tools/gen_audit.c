@@ -1,5 +1,6 @@
 /*
- * gen_audit: writes an audit database (the gateway's schema) full of
+ * gen_audit: writes an audit database (the first layout, a decisions table:
+ * tests/tools/audit_copy writes its rows in the gateway's own) full of
  * decisions that keep their promise, fast, for rlgate-report's tests and
  * benchmark. Each key gets random arrivals in microseconds; each algorithm
  * is modelled in exact integer arithmetic the way lua/ decides, and rows are
@@ -259,7 +260,7 @@ open_db(const char *path, sqlite3_stmt **ins)
 	/* A throwaway file: no journal; indexes built once, at the end. */
 	if (sqlite3_exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; "
 	    "PRAGMA cache_size=-262144;", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, RLG_AUDIT_SCHEMA_V1, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, "DROP INDEX decisions_ts; DROP INDEX decisions_rule_key_ts; "
 	    "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "INSERT INTO decisions (ts_ms, request_id, rule, key, "
@@ -279,7 +280,7 @@ close_db(sqlite3 *db, sqlite3_stmt *ins, const char *path)
 {
 	sqlite3_finalize(ins);
 	if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK ||
-	    sqlite3_exec(db, RLG_AUDIT_SCHEMA, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, RLG_AUDIT_SCHEMA_V1, NULL, NULL, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
 		fprintf(stderr, "gen_audit: %s: %s\n", path, sqlite3_errmsg(db));
 		exit(1);
@@ -391,7 +392,7 @@ main(int argc, char **argv)
 	/* A binary heap of keys by next arrival: rows come out in time order. */
 	{
 		size_t n = (size_t)nkeys, *heap = malloc(n * sizeof(*heap));
-		char rid[32], ip[32], path[64];
+		char rid[48], ip[32], path[64];
 
 		for (size_t i = 0; i < n; i++)
 			heap[i] = i;
@@ -408,7 +409,14 @@ main(int argc, char **argv)
 			decide(r, k, now, cost, &o);
 			allowed += o.allowed;
 			denied += !o.allowed;
-			snprintf(rid, sizeof(rid), "%016" PRIx64, rng());
+			/* As the gateway writes them: its process's random
+			 * prefix and a counter (rng() still drawn: the same
+			 * seed gives the same decisions as before). */
+			(void)rng();
+			snprintf(rid, sizeof(rid), "%016" PRIx64 "-%llx",
+			    (uint64_t)(0x9e3779b97f4a7c15ULL *
+			    (unsigned long long)(seed + which)),
+			    (unsigned long long)row);
 			snprintf(ip, sizeof(ip), "10.%d.%d.%d", (int)(heap[0] >> 16 & 255),
 			    (int)(heap[0] >> 8 & 255), (int)(heap[0] & 255));
 			snprintf(path, sizeof(path), "/api/%s", k->name);

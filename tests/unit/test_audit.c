@@ -227,8 +227,15 @@ db_int(const char *path, const char *sql)
  * The strings live in bufs.
  */
 struct row_bufs {
-	char	request_id[32], rule[32], key[32], path[64], ip[32];
+	char	request_id[32], rule[32], key[32], path[256], ip[32];
 };
+
+/*
+ * The checkpoint tests' rows: each with a path of its own of about 200
+ * bytes, so that the WAL grows about as fast per row as it did when every
+ * row held all its strings (the rows are 30 bytes or so otherwise).
+ */
+static int	wide_rows;
 
 static void
 make_row(int t, int i, struct audit_row *r, struct row_bufs *b)
@@ -241,6 +248,9 @@ make_row(int t, int i, struct audit_row *r, struct row_bufs *b)
 	snprintf(b->key, sizeof(b->key), "org%d/user/list", i % 7);
 	snprintf(b->path, sizeof(b->path), i % 9 == 0 ?
 	    "/caf\xc3\xa9/'q\"%d" : "/user/%d", i);
+	if (wide_rows)
+		snprintf(b->path, sizeof(b->path), "/wide/%d/%d/%0*d", t, i,
+		    190, 0);
 	snprintf(b->ip, sizeof(b->ip), "10.%d.%d.%d", t, i / 256 % 256,
 	    i % 256);
 	r->ts_ms = 1795000000000LL + t * 1000000LL + i;
@@ -468,9 +478,18 @@ test_wal_schema_and_reopen(void **state)
 	assert_string_equal(sqlite3_column_text(st, 0), "wal");
 	sqlite3_finalize(st);
 	sqlite3_close(db);
+	/* The layout: its tables, the view, one index, and its mark. */
 	assert_int_equal(db_int(f->path, "SELECT count(*) FROM sqlite_master "
-	    "WHERE name IN ('decisions', 'decisions_ts', "
-	    "'decisions_rule_key_ts')"), 3);
+	    "WHERE (type, name) IN (VALUES ('view', 'decisions'), "
+	    "('table', 'rlg_rows'), ('table', 'rlg_rules'), "
+	    "('table', 'rlg_outcomes'), ('table', 'rlg_texts'), "
+	    "('index', 'rlg_texts_h'))"), 6);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM sqlite_master "
+	    "WHERE type = 'index'"), 1);
+	assert_int_equal(db_int(f->path, "PRAGMA application_id"),
+	    RLG_AUDIT_APP_ID);
+	assert_int_equal(db_int(f->path, "PRAGMA user_version"),
+	    RLG_AUDIT_LAYOUT);
 
 	/* An existing database is opened again and appended to. */
 	assert_non_null(a = audit_open(f->path, 10, 10, 10, err, sizeof(err)));
@@ -1122,6 +1141,7 @@ test_checkpoints_off_the_writer(void **state)
 	pid_t tid;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	wide_rows = 1;
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
 	/* It names itself first thing. */
@@ -1154,6 +1174,7 @@ test_checkpoints_off_the_writer(void **state)
 	assert_true(db.st_size >= 24 << 20);
 	assert_int_equal(audit_close(a, 5000), 0);
 	check_rows(f->path, batches, 20000);
+	wide_rows = 0;
 }
 
 /*
@@ -1178,6 +1199,7 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	int fd, batches = 0, at_fallback;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	wide_rows = 1;
 	capture_start();
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
@@ -1230,6 +1252,7 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	assert_int_equal(count_lines(log, "audit:", NULL), 2);
 	free(log);
 	check_rows(f->path, batches, 20000);
+	wide_rows = 0;
 }
 
 /* The file a dated name in f's directory gives for ms (UTC). */
@@ -1400,6 +1423,374 @@ test_close_gives_up(void **state)
 }
 
 /*
+ * Every row of tests/fixtures/audit-v1.db (written by the release before
+ * the interned layout, from real requests: several rules and algorithms,
+ * denials, a dry run, an unmatched request, IPv4 and IPv6 clients), pushed
+ * as it is into a new file, comes back out of the view decisions with the
+ * same value and type in every column, the id included.
+ */
+#define FIXTURE_V1	"tests/fixtures/audit-v1.db"
+
+static const char *
+fixture_text(sqlite3_stmt *st, int c)
+{
+	return (const char *)sqlite3_column_text(st, c);
+}
+
+static int64_t
+fixture_int(sqlite3_stmt *st, int c)
+{
+	return sqlite3_column_type(st, c) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c);
+}
+
+/* Pushes every row of the first layout's file old into a. */
+static int
+push_v1_rows(struct audit *a, const char *old)
+{
+	sqlite3 *db = db_open(old);
+	sqlite3_stmt *st;
+	struct audit_row r;
+	int n = 0;
+
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT ts_ms, request_id, "
+	    "rule, key, algorithm, allowed, reason, cost, limit_value, "
+	    "window_ms, burst, remaining, retry_after_ms, delay_ms, method, "
+	    "path, client_ip, status, latency_us FROM decisions ORDER BY id",
+	    -1, &st, NULL), SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		r.ts_ms = sqlite3_column_int64(st, 0);
+		r.request_id = fixture_text(st, 1);
+		r.rule = fixture_text(st, 2);
+		r.key = fixture_text(st, 3);
+		r.algorithm = fixture_text(st, 4);
+		r.allowed = sqlite3_column_int(st, 5);
+		r.reason = fixture_text(st, 6);
+		r.cost = fixture_int(st, 7);
+		r.limit_value = fixture_int(st, 8);
+		r.window_ms = fixture_int(st, 9);
+		r.burst = fixture_int(st, 10);
+		r.remaining = fixture_int(st, 11);
+		r.retry_after_ms = fixture_int(st, 12);
+		r.delay_ms = fixture_int(st, 13);
+		r.method = fixture_text(st, 14);
+		r.path = fixture_text(st, 15);
+		r.client_ip = fixture_text(st, 16);
+		r.status = fixture_int(st, 17);
+		r.latency_us = fixture_int(st, 18);
+		assert_int_equal(push_until_taken(a, &r), 0);
+		n++;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/* Asserts that SELECT * FROM decisions gives the same in both files. */
+static void
+assert_same_decisions(const char *want_path, const char *got_path)
+{
+	sqlite3 *want = db_open(want_path), *got = db_open(got_path);
+	sqlite3_stmt *w, *g;
+	int c, rows = 0, rw, rg;
+
+	assert_int_equal(sqlite3_prepare_v2(want, "SELECT * FROM decisions "
+	    "ORDER BY id", -1, &w, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(got, "SELECT * FROM decisions "
+	    "ORDER BY id", -1, &g, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_column_count(w), 20);
+	assert_int_equal(sqlite3_column_count(g), 20);
+	for (c = 0; c < 20; c++)
+		assert_string_equal(sqlite3_column_name(w, c),
+		    sqlite3_column_name(g, c));
+	for (;;) {
+		rw = sqlite3_step(w);
+		rg = sqlite3_step(g);
+		assert_int_equal(rw, rg);
+		if (rw != SQLITE_ROW)
+			break;
+		rows++;
+		for (c = 0; c < 20; c++) {
+			if (sqlite3_column_type(w, c) != sqlite3_column_type(g,
+			    c) || sqlite3_column_bytes(w, c) !=
+			    sqlite3_column_bytes(g, c) ||
+			    memcmp(sqlite3_column_blob(w, c),
+			    sqlite3_column_blob(g, c),
+			    (size_t)sqlite3_column_bytes(w, c)) != 0)
+				fail_msg("row %d, column %s: \"%s\" against "
+				    "\"%s\"", rows, sqlite3_column_name(w, c),
+				    fixture_text(w, c), fixture_text(g, c));
+		}
+	}
+	assert_int_equal(rw, SQLITE_DONE);
+	assert_true(rows > 0);
+	sqlite3_finalize(w);
+	sqlite3_finalize(g);
+	sqlite3_close(want);
+	sqlite3_close(got);
+}
+
+static void
+test_first_layout_rows_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	char err[512];
+	struct audit *a;
+	int n;
+
+	assert_non_null(a = audit_open(f->path, 1000, 100, 10, err,
+	    sizeof(err)));
+	n = push_v1_rows(a, FIXTURE_V1);
+	assert_int_equal(n, 18);
+	assert_int_equal(audit_close(a, 1000), 0);
+	assert_same_decisions(FIXTURE_V1, f->path);
+	/* Stored once each: 18 rows, 4 rules and the unmatched NULLs, one
+	 * request id prefix. */
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_rules"), 5);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_texts "
+	    "WHERE s LIKE '%-'"), 1);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_rows "
+	    "WHERE typeof(rn) = 'integer' AND typeof(rq) = 'integer'"), 18);
+}
+
+/* A copy of the file src at dst (the fixture, which tests must not
+ * change). */
+static void
+copy_file(const char *src, const char *dst)
+{
+	char buf[65536];
+	ssize_t n;
+	int in, out;
+
+	assert_true((in = open(src, O_RDONLY)) >= 0);
+	assert_true((out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0640)) >=
+	    0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+/*
+ * A file of the first layout where rlgate writes is migrated in place,
+ * once, by whichever of three processes opening it at once gets there
+ * first: the 18 rows keep their ids and every value (both ways EXCEPT
+ * against the fixture), each process's 10 rows follow them, none lost or
+ * written twice, and the first layout's table is gone.
+ */
+static void
+test_first_layout_file_is_migrated(void **state)
+{
+	struct fixture *f = *state;
+	char err[512], sql[512];
+	int k, status, failed = 0;
+	pid_t pid;
+
+	copy_file(FIXTURE_V1, f->path);
+	fflush(NULL);
+	for (k = 0; k < 3; k++) {
+		assert_true((pid = fork()) >= 0);
+		if (pid == 0) {
+			struct audit *a = audit_open(f->path, 100, 10, 5, err,
+			    sizeof(err));
+
+			if (a == NULL) {
+				fprintf(stderr, "open: %s\n", err);
+				_exit(1);
+			}
+			push_range(a, k, 0, 10);
+			_exit(audit_close(a, 5000) != 0);
+		}
+	}
+	for (k = 0; k < 3; k++) {
+		assert_true(wait(&status) > 0);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	assert_int_equal(failed, 0);
+	assert_int_equal(db_int(f->path, "PRAGMA user_version"),
+	    RLG_AUDIT_LAYOUT);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM sqlite_master "
+	    "WHERE type = 'table' AND name NOT LIKE 'rlg_%'"), 0);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM decisions"),
+	    18 + 30);
+	{
+		sqlite3 *db = db_open(f->path);
+		sqlite3_stmt *st;
+
+		snprintf(sql, sizeof(sql), "ATTACH '%s' AS fx", FIXTURE_V1);
+		db_exec(db, sql);
+		assert_int_equal(sqlite3_prepare_v2(db, "SELECT (SELECT count(*) "
+		    "FROM (SELECT * FROM main.decisions WHERE id <= 18 EXCEPT "
+		    "SELECT * FROM fx.decisions)) + (SELECT count(*) FROM "
+		    "(SELECT * FROM fx.decisions EXCEPT SELECT * FROM "
+		    "main.decisions WHERE id <= 18))", -1, &st, NULL),
+		    SQLITE_OK);
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		assert_int_equal(sqlite3_column_int(st, 0), 0);
+		sqlite3_finalize(st);
+		sqlite3_close(db);
+	}
+	assert_int_equal(db_int(f->path, "SELECT count(DISTINCT request_id) "
+	    "FROM decisions WHERE id > 18 AND request_id LIKE 't_-%'"), 30);
+}
+
+/*
+ * Asserts that path's per-second summaries are its rows added up: per
+ * second and rlg_rules id, allowed, denied, admitted without a count, the
+ * first and last ms; and that they count n rows.
+ */
+static void
+assert_counts_equal_rows(const char *path, long long n)
+{
+	static const char rows[] = "SELECT d.ts_ms / 1000, d.rule, "
+	    "sum(o.allowed), sum(1 - o.allowed), sum(o.allowed AND o.reason = "
+	    "'redis_error'), min(d.ts_ms % 1000), max(d.ts_ms % 1000) FROM "
+	    "rlg_rows d JOIN rlg_outcomes o ON o.id = d.outcome GROUP BY 1, 2";
+	static const char counts[] = "SELECT sec, rule, allowed, denied, "
+	    "unchecked, first_ms, last_ms FROM rlg_counts";
+	char sql[1024];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)", rows,
+	    counts);
+	assert_int_equal(db_int(path, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM (%s EXCEPT %s)",
+	    counts, rows);
+	assert_int_equal(db_int(path, sql), 0);
+	assert_int_equal(db_int(path, "SELECT total(allowed + denied) FROM "
+	    "rlg_counts"), n);
+}
+
+/* Pushes rows 0..n-1 of thread t, each in second sec (ts_ms sec * 1000 +
+ * i % 1000), some with reason redis_error. */
+static void
+push_in_second(struct audit *a, int t, int n, long long sec)
+{
+	struct audit_row r;
+	struct row_bufs b;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		make_row(t, i, &r, &b);
+		r.ts_ms = sec * 1000 + (i * 7 + t) % 1000;
+		if (i % 6 == 1)
+			r.reason = "redis_error";
+		assert_int_equal(push_until_taken(a, &r), 0);
+	}
+}
+
+/*
+ * The per-second summaries equal the rows: two processes writing rows of
+ * the same seconds and rules at once, then a restart adding to those
+ * seconds, then a dated name whose rows fall in two hours (two files, each
+ * with its own summaries).
+ */
+static void
+test_counts_equal_rows(void **state)
+{
+	struct fixture *f = *state;
+	const long long sec = 1795000000;
+	char err[512], pattern[160], first[160], second[160];
+	struct audit *a;
+	int k, status, failed = 0;
+	pid_t pid;
+
+	fflush(NULL);
+	for (k = 0; k < 2; k++) {
+		assert_true((pid = fork()) >= 0);
+		if (pid == 0) {
+			a = audit_open(f->path, 1000, 50, 5, err, sizeof(err));
+			if (a == NULL)
+				_exit(1);
+			push_in_second(a, k, 3000, sec);
+			_exit(audit_close(a, 5000) != 0);
+		}
+	}
+	for (k = 0; k < 2; k++) {
+		assert_true(wait(&status) > 0);
+		failed += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	}
+	assert_int_equal(failed, 0);
+	assert_counts_equal_rows(f->path, 6000);
+	/* One summary row a rule: both processes' rows added up. */
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_counts"),
+	    db_int(f->path, "SELECT count(DISTINCT rule) FROM rlg_rows"));
+
+	assert_non_null(a = audit_open(f->path, 1000, 50, 5, err,
+	    sizeof(err)));
+	push_in_second(a, 2, 500, sec);
+	push_in_second(a, 3, 500, sec + 1);
+	assert_int_equal(audit_close(a, 5000), 0);
+	assert_counts_equal_rows(f->path, 7000);
+
+	snprintf(pattern, sizeof(pattern), "%s/c-%%Y%%m%%d%%H.db", f->dir);
+	assert_non_null(a = audit_open(pattern, 1000, 50, 5, err,
+	    sizeof(err)));
+	/* 1795000000 is 2026-11-18 11:06:40 UTC: 3200 s to the next hour. */
+	push_in_second(a, 4, 400, sec + 3199);
+	push_in_second(a, 5, 400, sec + 3200);
+	assert_int_equal(audit_close(a, 5000), 0);
+	snprintf(first, sizeof(first), "%s/c-2026111811.db", f->dir);
+	snprintf(second, sizeof(second), "%s/c-2026111812.db", f->dir);
+	assert_counts_equal_rows(first, 400);
+	assert_counts_equal_rows(second, 400);
+}
+
+/*
+ * Request ids of every shape come back as they went in: rlgate's "P-N"
+ * (N lower-case hex, no leading 0) and 16 hex digits as numbers, the rest
+ * as texts; the same values are stored once.
+ */
+static void
+test_request_ids_round_trip(void **state)
+{
+	static const char *const ids[] = {
+		"0123456789abcdef-0", "0123456789abcdef-ff", "0123456789abcdef-1",
+		"0123456789abcdef", "ffffffffffffffff", "8000000000000000",
+		"0000000000000000", "abc-00", "abc-0f", "abc-", "-1", "abc",
+		"ABCDEF0123456789", "0123456789abcdeF", "x-1000000000000000",
+		"x-fffffffffffffff", "x-1-2", "0123456789abcde", "t0-10",
+		"caf\xc3\xa9-9",
+	};
+	const size_t n = sizeof(ids) / sizeof(ids[0]);
+	struct fixture *f = *state;
+	struct audit_row r;
+	struct row_bufs b;
+	char err[512], sql[128];
+	struct audit *a;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	size_t i;
+
+	assert_non_null(a = audit_open(f->path, 1000, 100, 10, err,
+	    sizeof(err)));
+	for (i = 0; i < 2 * n; i++) {
+		make_row(0, (int)i, &r, &b);
+		r.request_id = ids[i % n];
+		assert_int_equal(push_until_taken(a, &r), 0);
+	}
+	assert_int_equal(audit_close(a, 1000), 0);
+	db = db_open(f->path);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT request_id, "
+	    "typeof(request_id) FROM decisions ORDER BY id", -1, &st, NULL),
+	    SQLITE_OK);
+	for (i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+		assert_string_equal(fixture_text(st, 0), ids[i % n]);
+		assert_string_equal(fixture_text(st, 1), "text");
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	assert_int_equal(i, 2 * n);
+	/* Numbers: the three "0123456789abcdef-N", the four of 16 digits,
+	 * "-1", "x-fffffffffffffff", "x-1-2", "t0-10", "caf\xc3\xa9-9"; not
+	 * a leading 0, no digit, 16 after a dash, upper case, 15 alone. */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM rlg_rows WHERE rn "
+	    "IS NOT NULL");
+	assert_int_equal(db_int(f->path, sql), 2 * 12);
+	assert_int_equal(db_int(f->path, "SELECT count(*) FROM rlg_texts WHERE "
+	    "s = '0123456789abcdef-'"), 1);
+}
+
+/*
  * Rows go AUDIT_INSERT_ROWS to a statement, the rest one to a statement.
  * A transaction of two groups and one row, refused by a trigger first at a
  * row inside the first group and then at its last row (the single one), is
@@ -1422,17 +1813,17 @@ test_grouped_rows_once_in_order(void **state)
 	assert_non_null(a = audit_open(f->path, 1000, n, 60000, err,
 	    sizeof(err)));
 	db = db_open(f->path);
-	db_exec(db, "CREATE TABLE refuse (request_id TEXT); "
-	    "CREATE TRIGGER refuse_row BEFORE INSERT ON decisions "
-	    "WHEN NEW.request_id IN (SELECT request_id FROM refuse) "
+	/* Request ids "t0-N": rlg_rows holds N read as hex. */
+	db_exec(db, "CREATE TABLE refuse (rn INTEGER); "
+	    "CREATE TRIGGER refuse_row BEFORE INSERT ON rlg_rows "
+	    "WHEN NEW.rn IN (SELECT rn FROM refuse) "
 	    "BEGIN SELECT RAISE(ABORT, 'row refused'); END");
-	snprintf(sql, sizeof(sql), "INSERT INTO refuse VALUES ('t0-%d')",
+	snprintf(sql, sizeof(sql), "INSERT INTO refuse VALUES (0x%d)",
 	    AUDIT_INSERT_ROWS / 2);
 	db_exec(db, sql);
 	push_range(a, 0, 0, n);
 	assert_true(wait_failures(a, 1, 5000) >= 1);
-	snprintf(sql, sizeof(sql), "UPDATE refuse SET request_id = 't0-%d'",
-	    n - 1);
+	snprintf(sql, sizeof(sql), "UPDATE refuse SET rn = 0x%d", n - 1);
 	db_exec(db, sql);
 	/* The second failure from now began after the change. */
 	failures = stats(a).failures + 2;
@@ -1460,6 +1851,8 @@ test_grouped_rows_once_in_order(void **state)
 	sqlite3_close(db);
 	assert_int_equal(i, n);
 	check_rows(f->path, 1, n);
+	/* The rolled-back transactions left no count behind. */
+	assert_counts_equal_rows(f->path, n);
 }
 
 static void
@@ -1652,6 +2045,14 @@ main(void)
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grouped_rows_once_in_order,
 		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_first_layout_rows_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_request_ids_round_trip,
+		    setup, teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_first_layout_file_is_migrated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts_equal_rows, setup,
+		    teardown),
 		cmocka_unit_test_setup_teardown(test_bad_arguments,
 		    setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_string_is_cut,
