@@ -442,51 +442,6 @@ audit_db_ready(struct audit *a)
 	return 0;
 }
 
-static int
-bind_id(sqlite3_stmt *st, int col, int64_t v)
-{
-	if (v == AUDIT_IDS_NULL)
-		return sqlite3_bind_null(st, col);
-	return sqlite3_bind_int64(st, col, v);
-}
-
-static int
-bind_opt(sqlite3_stmt *st, int col, int64_t v)
-{
-	if (v < 0)
-		return sqlite3_bind_null(st, col);
-	return sqlite3_bind_int64(st, col, v);
-}
-
-int
-audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
-    const struct qrow *q)
-{
-	const struct audit_row *r = &q->r;
-	struct audit_row_ids id;
-	int rc;
-
-	if ((rc = audit_ids_row(a, q, &id)) != SQLITE_OK ||
-	    (rc = audit_counts_add(a, q, id.rule, id.key)) != SQLITE_OK)
-		return rc;
-	/* Every parameter is bound for every row. */
-	rc |= sqlite3_bind_int64(st, p + 1, r->ts_ms);
-	rc |= bind_id(st, p + 2, id.rq);
-	rc |= id.has_rn ? sqlite3_bind_int64(st, p + 3, id.rn) :
-	    sqlite3_bind_null(st, p + 3);
-	rc |= sqlite3_bind_int64(st, p + 4, id.rule);
-	rc |= bind_id(st, p + 5, id.key);
-	rc |= sqlite3_bind_int64(st, p + 6, id.outcome);
-	rc |= bind_opt(st, p + 7, r->cost);
-	rc |= bind_opt(st, p + 8, r->remaining);
-	rc |= bind_opt(st, p + 9, r->retry_after_ms);
-	rc |= bind_opt(st, p + 10, r->delay_ms);
-	rc |= bind_id(st, p + 11, id.path);
-	rc |= bind_id(st, p + 12, id.client_ip);
-	rc |= bind_opt(st, p + 13, r->latency_us);
-	return rc;
-}
-
 /*
  * Inserts rows[0..n), n being 1 or AUDIT_INSERT_ROWS, with one statement:
  * what a statement costs besides its rows (step, reset, halt) is paid once
@@ -501,7 +456,7 @@ insert_rows(struct audit *a, struct qrow **rows, size_t n)
 	int rc;
 
 	for (i = 0; i < n; i++)
-		if ((rc = audit_db_bind_row(a, st, (int)i * AUDIT_ROW_PARAMS,
+		if ((rc = audit_ids_bind_row(a, st, (int)i * AUDIT_ROW_PARAMS,
 		    rows[i])) !=
 		    SQLITE_OK)
 			return rc;

@@ -2,8 +2,9 @@
  * audit_ids: the ids of the values a row repeats (a rule with its
  * parameters, an outcome, a text), found in or added to their tables of
  * the open audit file, and kept in memory so that a row costs no lookup
- * once its values were seen. Writer thread only. Not the rows themselves
- * (audit_db.c) nor the layout (RLG_AUDIT_SCHEMA).
+ * once its values were seen; and a row bound, as those ids, to an insert.
+ * Writer thread only. Not the statements nor the transactions (audit_db.c),
+ * nor the layout (RLG_AUDIT_SCHEMA).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -387,4 +388,49 @@ audit_ids_row(struct audit *a, const struct qrow *q, struct audit_row_ids *o)
 	p = put_int(p, r->status);
 	return tuple_id(a, K_OUTCOME, (size_t)(p - x->tuple), q, bind_outcome,
 	    x->out_get, x->out_put, &o->outcome);
+}
+
+static int
+bind_id(sqlite3_stmt *st, int col, int64_t v)
+{
+	if (v == AUDIT_IDS_NULL)
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_int64(st, col, v);
+}
+
+static int
+bind_opt(sqlite3_stmt *st, int col, int64_t v)
+{
+	if (v < 0)
+		return sqlite3_bind_null(st, col);
+	return sqlite3_bind_int64(st, col, v);
+}
+
+int
+audit_ids_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+    const struct qrow *q)
+{
+	const struct audit_row *r = &q->r;
+	struct audit_row_ids id;
+	int rc;
+
+	if ((rc = audit_ids_row(a, q, &id)) != SQLITE_OK ||
+	    (rc = audit_counts_add(a, q, id.rule, id.key)) != SQLITE_OK)
+		return rc;
+	/* Every parameter is bound for every row. */
+	rc |= sqlite3_bind_int64(st, p + 1, r->ts_ms);
+	rc |= bind_id(st, p + 2, id.rq);
+	rc |= id.has_rn ? sqlite3_bind_int64(st, p + 3, id.rn) :
+	    sqlite3_bind_null(st, p + 3);
+	rc |= sqlite3_bind_int64(st, p + 4, id.rule);
+	rc |= bind_id(st, p + 5, id.key);
+	rc |= sqlite3_bind_int64(st, p + 6, id.outcome);
+	rc |= bind_opt(st, p + 7, r->cost);
+	rc |= bind_opt(st, p + 8, r->remaining);
+	rc |= bind_opt(st, p + 9, r->retry_after_ms);
+	rc |= bind_opt(st, p + 10, r->delay_ms);
+	rc |= bind_id(st, p + 11, id.path);
+	rc |= bind_id(st, p + 12, id.client_ip);
+	rc |= bind_opt(st, p + 13, r->latency_us);
+	return rc;
 }

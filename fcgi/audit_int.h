@@ -134,7 +134,7 @@ long long audit_db_write(struct audit *a, struct qrow **rows, size_t n);
  * parameter p, its repeated values as their ids, found or added first
  * inside the open transaction. Returns SQLite's code.
  */
-int	audit_db_bind_row(struct audit *a, sqlite3_stmt *st, int p,
+int	audit_ids_bind_row(struct audit *a, sqlite3_stmt *st, int p,
 	    const struct qrow *q);
 
 /*

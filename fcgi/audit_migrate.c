@@ -93,7 +93,7 @@ copy_rows(struct audit *a, long long *n)
 			rc = SQLITE_CORRUPT;
 			goto out;
 		}
-		if ((rc = audit_db_bind_row(a, put, 0, q)) != SQLITE_OK ||
+		if ((rc = audit_ids_bind_row(a, put, 0, q)) != SQLITE_OK ||
 		    (rc = sqlite3_bind_int64(put, 14,
 		    sqlite3_column_int64(get, 0))) != SQLITE_OK ||
 		    (rc = sqlite3_step(put)) != SQLITE_DONE)
