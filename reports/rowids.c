@@ -66,11 +66,14 @@ load_rules(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
 		if (id < 0 || (size_t)id >= x->nrule)
 			continue;
 		r = &x->rule[id];
+		r->present = 1;
 		if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
 		    (r->name = dup_column(st, 1, sb)) == NULL)
 			goto oom;
+		/* Readers take the algorithm as a C string, cut at a NUL. */
 		if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
-		    (r->algorithm = dup_column(st, 2, sb)) == NULL)
+		    (r->algorithm = strdup((const char *)
+		    sqlite3_column_text(st, 2))) == NULL)
 			goto oom;
 		r->has_limit = sqlite3_column_type(st, 3) != SQLITE_NULL;
 		r->limit_value = sqlite3_column_int64(st, 3);
@@ -203,7 +206,7 @@ rowids_free(struct rowids *x)
 const struct rowids_rule *
 rowids_rule(const struct rowids *x, int64_t id)
 {
-	if (id < 0 || (size_t)id >= x->nrule || x->rule[id].name == NULL)
+	if (id < 0 || (size_t)id >= x->nrule || !x->rule[id].present)
 		return NULL;
 	return &x->rule[id];
 }

@@ -15,10 +15,11 @@
 #include "db.h"
 #include "intern.h"
 
-/* A row of rlg_rules; name NULL: no such id (the view's LEFT JOIN). */
+/* A row of rlg_rules (algorithm cut at a NUL byte, as sqlite3_column_text). */
 struct rowids_rule {
-	const char	*name;
+	const char	*name;		/* NULL: SQL NULL (the view's rule) */
 	const char	*algorithm;
+	unsigned char	 present;	/* a row with this id exists */
 	int64_t		 limit_value, window_ms, burst;
 	unsigned char	 has_limit, has_window, has_burst; /* not SQL NULL */
 };
@@ -49,7 +50,10 @@ int		 rowids_load(struct rdb *d, struct rowids *x, char *err,
 		    size_t errlen);
 void		 rowids_free(struct rowids *x);
 
-/* The rule, outcome, text of an id, or NULL where the view has NULL. */
+/*
+ * The rule, outcome, text of an id; NULL where no row has the id (the
+ * view's LEFT JOIN gives NULLs), or the text is NULL.
+ */
 const struct rowids_rule *rowids_rule(const struct rowids *x, int64_t id);
 const struct rowids_outcome *rowids_outcome(const struct rowids *x, int64_t id);
 const char	*rowids_text(const struct rowids *x, int64_t id);

@@ -126,10 +126,11 @@ scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
 		int64_t rule = sqlite3_column_int64(st, 0);
 		int64_t key = sqlite3_column_int64(st, 1);
 		const struct rowids_outcome *o;
+		const struct rowids_rule *r;
 
 		if (id == RLG_INTERN_FAIL || rule != last_rule || key != last_key) {
 			/* The view's "rule IS NOT NULL": a rule row with a name. */
-			if (rowids_rule(x, rule) == NULL)
+			if ((r = rowids_rule(x, rule)) == NULL || r->name == NULL)
 				continue;
 			if ((id = rowids_pair(&memo, ids, x, rule, key)) ==
 			    RLG_INTERN_FAIL || counts_reserve(cnt, id) == -1)

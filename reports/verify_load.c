@@ -358,7 +358,8 @@ load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
 		struct lrow r;
 
 		if (oid < 0 || (size_t)oid >= x->noutcome || wanted[oid] == 0 ||
-		    (ru = rowids_rule(x, rule)) == NULL)
+		    (ru = rowids_rule(x, rule)) == NULL ||
+		    ru->name == NULL)
 			continue;
 		o = rowids_outcome(x, oid);
 		r = (struct lrow){

@@ -160,7 +160,8 @@ is "keep_rows longer than keep: rlgate -t names the file, line and key" \
 
 # ---- the second layout read by ids: what the first layout's table gives ----
 # rlgate-report reads a second-layout file's rows by id (reports/rowids.c),
-# not through the view: the same rows in each layout give the same reports.
+# not through the view: the same rows in each layout give the same reports
+# (--verify, --top, and the reports that read rows).
 # The rows hold what only some readers look at: unchecked admissions,
 # local rows of two processes (and ids without one), rows without a key,
 # unmatched rows, and a rule whose parameters changed.
@@ -175,7 +176,11 @@ UPDATE decisions SET limit_value = 6 WHERE id % 23 = 0;"
 "$COPY" "$T/ids1.db" "$T/ids2.db" > /dev/null
 is "by ids: the rows hold unchecked, local, denied, keyless and unmatched ones" "377 366 986 230 176" \
 	"$(sqlite3 "$T/ids2.db" "SELECT sum(reason = 'redis_error'), sum(reason = 'local'), sum(allowed = 0), sum(key IS NULL), sum(rule IS NULL) FROM decisions" | tr '|' ' ')"
-for how in "--verify" "--verify --strict" "--verify -r gcra" "--top 100" "--top 5 -r token_bucket" "--top 5 -k k00007"; do
+# Windows in ms, a key, or a rule per key: read from rows, not summaries.
+for how in "--verify" "--verify --strict" "--verify -r gcra" "--top 100" \
+    "--top 5 -r token_bucket" "--top 5 -k k00007" "-w 250ms" "-w 250ms -f json" \
+    "-w 1s -f csv -r token_bucket" "-w 1ms -f csv -r gcra -k k00004" \
+    "-w 1s -f json -k k00007"; do
 	# shellcheck disable=SC2086
 	"$REPORT" $how "$T/ids1.db" > "$T/ids1.out" 2>&1
 	# shellcheck disable=SC2086
