@@ -215,7 +215,7 @@ count_row(struct agg *a, struct cells *cells, struct cell **last,
 	return 0;
 }
 
-/* A first-layout file: rows through its decisions table. */
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
 static int
 scan_view(struct rdb *d, const struct filter *f, struct agg *a,
     struct intern *ids, struct cells *cells, struct latests *lt, char *err,

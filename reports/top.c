@@ -60,7 +60,7 @@ counts_reserve(struct counts *c, uint32_t id)
 	return 0;
 }
 
-/* A first-layout file: rows through its decisions table. */
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
 static int
 scan_view(struct rdb *d, const struct filter *f, struct intern *ids,
     struct counts *cnt, char *err, size_t errlen)

@@ -211,7 +211,7 @@ load_filter(const struct ctx *c, struct filter *f)
 	f->until_ms = INT64_MAX;
 }
 
-/* A first-layout file: rows through its decisions table. */
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
 static int
 load_view(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 {
