@@ -12,6 +12,7 @@
 
 #include "agg.h"
 #include "intern.h"
+#include "rowids.h"
 #include "window.h"
 
 struct cell {
@@ -102,13 +103,15 @@ struct latests {
 	size_t		 n;
 };
 
-/* Notes the parameters in columns c..c+3 of st for series sid at ts. */
+/*
+ * Notes the parameters alg (NULL), limit, window_ms, burst (-1: NULL) for
+ * series sid at ts.
+ */
 static int
-latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
-    int c)
+latest_set(struct latests *l, uint32_t sid, int64_t ts, const char *alg,
+    int64_t limit, int64_t window_ms, int64_t burst)
 {
 	struct latest *e;
-	const char *alg;
 
 	if (sid >= l->n) {
 		size_t n = l->n ? l->n * 2 : 64;
@@ -130,17 +133,27 @@ latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
 		return 0;
 	e->ts = ts;
 	/* Rows come in time order: most notes only confirm the last. */
-	alg = (const char *)sqlite3_column_text(st, c);
 	if (strcmp(e->algorithm, alg ? alg : "") != 0)
 		snprintf(e->algorithm, sizeof(e->algorithm), "%s",
 		    alg ? alg : "");
-	e->limit = sqlite3_column_type(st, c + 1) == SQLITE_NULL ? -1 :
-	    sqlite3_column_int64(st, c + 1);
-	e->window_ms = sqlite3_column_type(st, c + 2) == SQLITE_NULL ? -1 :
-	    sqlite3_column_int64(st, c + 2);
-	e->burst = sqlite3_column_type(st, c + 3) == SQLITE_NULL ? -1 :
-	    sqlite3_column_int64(st, c + 3);
+	e->limit = limit;
+	e->window_ms = window_ms;
+	e->burst = burst;
 	return 0;
+}
+
+/* latest_set() of the parameters in columns c..c+3 of st. */
+static int
+latest_note(struct latests *l, uint32_t sid, int64_t ts, sqlite3_stmt *st,
+    int c)
+{
+	return latest_set(l, sid, ts, (const char *)sqlite3_column_text(st, c),
+	    sqlite3_column_type(st, c + 1) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 1),
+	    sqlite3_column_type(st, c + 2) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 2),
+	    sqlite3_column_type(st, c + 3) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int64(st, c + 3));
 }
 
 static void
@@ -178,8 +191,33 @@ cmp_series(const void *x, const void *y)
 	return c ? c : cmp_opt(a->key, b->key);
 }
 
+/* Counts one row of series sid in *last (found again when NULL). */
 static int
-scan_one(struct rdb *d, const struct filter *f, struct agg *a,
+count_row(struct agg *a, struct cells *cells, struct cell **last,
+    uint32_t sid, int64_t ts, int allowed, int unchecked)
+{
+	int64_t start = window_start(ts, a->width_ms);
+
+	if (*last == NULL || (*last)->sid != sid || (*last)->start_ms != start) {
+		if ((*last = cells_get(cells, sid, start)) == NULL)
+			return -1;
+	}
+	if (allowed)
+		(*last)->allowed++;
+	else
+		(*last)->denied++;
+	(*last)->unchecked += unchecked;
+	if (a->rows == 0 || ts < a->first_ms)
+		a->first_ms = ts;
+	if (a->rows == 0 || ts > a->last_ms)
+		a->last_ms = ts;
+	a->rows++;
+	return 0;
+}
+
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
+static int
+scan_view(struct rdb *d, const struct filter *f, struct agg *a,
     struct intern *ids, struct cells *cells, struct latests *lt, char *err,
     size_t errlen)
 {
@@ -201,7 +239,6 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 		int unchecked = allowed && sqlite3_column_int(st, 2) != 0;
 		const char *rule = db_column_str(st, 3, &rb);
 		const char *key = a->by_key ? db_column_str(st, 8, &kb) : NULL;
-		int64_t start = window_start(ts, a->width_ms);
 
 		/* Rows of one rule (and key) come in runs: skip the hash then. */
 		if (last == NULL || cmp_opt(rule, last_rule) != 0 ||
@@ -213,22 +250,9 @@ scan_one(struct rdb *d, const struct filter *f, struct agg *a,
 			intern_pair_get(ids, sid, &last_rule, &last_key);
 			last = NULL;
 		}
-		if (last == NULL || last->sid != sid || last->start_ms != start) {
-			if ((last = cells_get(cells, sid, start)) == NULL)
-				goto oom;
-		}
-		if (latest_note(lt, sid, ts, st, 4) == -1)
+		if (latest_note(lt, sid, ts, st, 4) == -1 ||
+		    count_row(a, cells, &last, sid, ts, allowed, unchecked) == -1)
 			goto oom;
-		if (allowed)
-			last->allowed++;
-		else
-			last->denied++;
-		last->unchecked += unchecked;
-		if (a->rows == 0 || ts < a->first_ms)
-			a->first_ms = ts;
-		if (a->rows == 0 || ts > a->last_ms)
-			a->last_ms = ts;
-		a->rows++;
 	}
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
@@ -246,6 +270,84 @@ out:
 }
 
 /*
+ * A second-layout file: rlg_rows' integers, names and parameters by id
+ * (rowids.h). A run of one (rule id, key id) is interned once.
+ */
+static int
+scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
+    struct agg *a, struct intern *ids, struct cells *cells,
+    struct latests *lt, char *err, size_t errlen)
+{
+	struct rowids_memo memo = { 0 };
+	int64_t last_rule = -1, last_key = -1;
+	uint32_t sid = RLG_INTERN_FAIL;
+	struct cell *last = NULL;
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if ((st = rowids_select(d, f, "ts_ms, rule, coalesce(key, -1), outcome",
+	    "1", err, errlen)) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t ts = sqlite3_column_int64(st, 0);
+		int64_t rule = sqlite3_column_int64(st, 1);
+		int64_t key = a->by_key ? sqlite3_column_int64(st, 2) : -1;
+		const struct rowids_outcome *o = rowids_outcome(x,
+		    sqlite3_column_int64(st, 3));
+		const struct rowids_rule *r = rowids_rule(x, rule);
+		int allowed = o != NULL && o->allowed != 0;
+		/* Admitted without a count (Redis did not decide it). */
+		int unchecked = allowed && strcmp(o->reason, "redis_error") == 0;
+
+		if (sid == RLG_INTERN_FAIL || rule != last_rule || key != last_key) {
+			if ((sid = rowids_pair(&memo, ids, x, rule, key)) ==
+			    RLG_INTERN_FAIL)
+				goto oom;
+			last_rule = rule;
+			last_key = key;
+			last = NULL;
+		}
+		if (latest_set(lt, sid, ts, r != NULL ? r->algorithm : NULL,
+		    r != NULL && r->has_limit ? r->limit_value : -1,
+		    r != NULL && r->has_window ? r->window_ms : -1,
+		    r != NULL && r->has_burst ? r->burst : -1) == -1 ||
+		    count_row(a, cells, &last, sid, ts, allowed, unchecked) == -1)
+			goto oom;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	sqlite3_finalize(st);
+	rowids_memo_free(&memo);
+	return ret;
+}
+
+/* One database's rows, read by ids when its layout allows. */
+static int
+scan_rows(struct rdb *d, const struct filter *f, struct agg *a,
+    struct intern *ids, struct cells *cells, struct latests *lt, char *err,
+    size_t errlen)
+{
+	struct rowids x;
+	int rc;
+
+	if (d->layout < 2)
+		return scan_view(d, f, a, ids, cells, lt, err, errlen);
+	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
+		rc = scan_ids(d, &x, f, a, ids, cells, lt, err, errlen);
+	else if (rc == 1)
+		rc = scan_view(d, f, a, ids, cells, lt, err, errlen);
+	rowids_free(&x);
+	return rc;
+}
+
+/*
  * Whether d's per-second summaries answer this report: a file of the
  * second layout, every rule (no key series), windows and the time range in
  * whole seconds.
@@ -259,7 +361,7 @@ counts_answer(const struct rdb *d, const struct filter *f, const struct agg *a)
 	    (f->until_ms == INT64_MAX || f->until_ms % 1000 == 0);
 }
 
-/* As scan_one(), from rlg_counts: one row a second and rule. */
+/* As scan_view(), from rlg_counts: one row a second and rule. */
 static int
 scan_counts(struct rdb *d, const struct filter *f, struct agg *a,
     struct intern *ids, struct cells *cells, struct latests *lt, char *err,
@@ -390,7 +492,7 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 	a->by_key = by_key;
 	for (size_t i = 0; i < dbs->n; i++)
 		if ((counts_answer(&dbs->v[i], f, a) ? scan_counts :
-		    scan_one)(&dbs->v[i], f, a, &ids, &cells, &lt, err,
+		    scan_rows)(&dbs->v[i], f, a, &ids, &cells, &lt, err,
 		    errlen) == -1)
 			goto out;
 	if (ids.n > 0 && (a->series = calloc(ids.n, sizeof(*a->series))) == NULL)

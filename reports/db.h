@@ -2,7 +2,8 @@
  * db: the audit databases the report reads, opened read-only and checked to
  * be rlgate audit databases of either layout (RLG_AUDIT_SCHEMA_V1's
  * decisions table, or RLG_AUDIT_SCHEMA's tables and decisions view, in
- * fcgi/audit.h): every reader selects from decisions, the same in both.
+ * fcgi/audit.h): readers select from decisions, the same in both, except
+ * the row scans, which read a second-layout file by id (rowids.h).
  * Several may be given, one per gateway host, of either layout; every
  * reader in reports/ loops over all of them.
  */

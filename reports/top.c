@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "intern.h"
+#include "rowids.h"
 #include "top.h"
 
 struct count {
@@ -35,64 +36,159 @@ cmp_count(const void *x, const void *y, void *arg)
 	return strcmp(ak ? ak : "", bk ? bk : "");
 }
 
+struct counts {
+	struct count	*v;		/* by pair id */
+	size_t		 cap;
+};
+
+/* Room for pair id in c. 0, or -1 out of memory. */
+static int
+counts_reserve(struct counts *c, uint32_t id)
+{
+	size_t nc = c->cap ? c->cap * 2 : 1024;
+	struct count *v;
+
+	if (id < c->cap)
+		return 0;
+	while (nc <= id)
+		nc *= 2;
+	if ((v = realloc(c->v, nc * sizeof(*v))) == NULL)
+		return -1;
+	memset(v + c->cap, 0, (nc - c->cap) * sizeof(*v));
+	c->v = v;
+	c->cap = nc;
+	return 0;
+}
+
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
+static int
+scan_view(struct rdb *d, const struct filter *f, struct intern *ids,
+    struct counts *cnt, char *err, size_t errlen)
+{
+	const char *last_rule = NULL, *last_key = NULL;
+	struct db_str rb = { 0 }, kb = { 0 };
+	uint32_t id = 0;
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if ((st = db_select(d, f, "rule, key, allowed", "rule IS NOT NULL", err,
+	    errlen)) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *rule = db_column_str(st, 0, &rb);
+		const char *key = db_column_str(st, 1, &kb);
+
+		if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||
+		    (key == NULL) != (last_key == NULL) ||
+		    (key && strcmp(key, last_key) != 0)) {
+			if ((id = intern_pair(ids, rule, key)) == RLG_INTERN_FAIL ||
+			    counts_reserve(cnt, id) == -1)
+				goto oom;
+			intern_pair_get(ids, id, &last_rule, &last_key);
+		}
+		cnt->v[id].total++;
+		cnt->v[id].denied += sqlite3_column_int(st, 2) == 0;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path,
+		    sqlite3_errmsg(d->db));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	sqlite3_finalize(st);
+	free(rb.buf);
+	free(kb.buf);
+	return ret;
+}
+
+/*
+ * A second-layout file: rlg_rows' integers, names by id (rowids.h). A run
+ * of one (rule id, key id) costs two integer compares a row.
+ */
+static int
+scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
+    struct intern *ids, struct counts *cnt, char *err, size_t errlen)
+{
+	struct rowids_memo memo = { 0 };
+	int64_t last_rule = -1, last_key = -1;
+	uint32_t id = RLG_INTERN_FAIL;
+	sqlite3_stmt *st;
+	int rc, ret = -1;
+
+	if ((st = rowids_select(d, f, "rule, coalesce(key, -1), outcome", "1",
+	    err, errlen)) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t rule = sqlite3_column_int64(st, 0);
+		int64_t key = sqlite3_column_int64(st, 1);
+		const struct rowids_outcome *o;
+		const struct rowids_rule *r;
+
+		if (id == RLG_INTERN_FAIL || rule != last_rule || key != last_key) {
+			/* The view's "rule IS NOT NULL": a rule row with a name. */
+			if ((r = rowids_rule(x, rule)) == NULL || r->name == NULL)
+				continue;
+			if ((id = rowids_pair(&memo, ids, x, rule, key)) ==
+			    RLG_INTERN_FAIL || counts_reserve(cnt, id) == -1)
+				goto oom;
+			last_rule = rule;
+			last_key = key;
+		}
+		o = rowids_outcome(x, sqlite3_column_int64(st, 2));
+		cnt->v[id].total++;
+		cnt->v[id].denied += o == NULL || o->allowed == 0;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path,
+		    sqlite3_errmsg(d->db));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	id = RLG_INTERN_FAIL;
+	snprintf(err, errlen, "out of memory");
+out:
+	sqlite3_finalize(st);
+	rowids_memo_free(&memo);
+	return ret;
+}
+
+/* One database, read by ids when its layout allows. */
+static int
+scan_one(struct rdb *d, const struct filter *f, struct intern *ids,
+    struct counts *cnt, char *err, size_t errlen)
+{
+	struct rowids x;
+	int rc;
+
+	if (d->layout < 2)
+		return scan_view(d, f, ids, cnt, err, errlen);
+	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
+		rc = scan_ids(d, &x, f, ids, cnt, err, errlen);
+	else if (rc == 1)
+		rc = scan_view(d, f, ids, cnt, err, errlen);
+	rowids_free(&x);
+	return rc;
+}
+
 int
 top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
     char *err, size_t errlen)
 {
 	struct intern ids = { 0 };
-	struct count *cnt = NULL;
-	struct db_str rb = { 0 }, kb = { 0 };
-	size_t ccap = 0;
+	struct counts counts = { NULL, 0 };
+	struct count *cnt;
 	int ret = -1;
 
-	for (size_t i = 0; i < dbs->n; i++) {
-		const char *last_rule = NULL, *last_key = NULL;
-		uint32_t id = 0;
-		sqlite3_stmt *st;
-		int rc;
-
-		if ((st = db_select(&dbs->v[i], f, "rule, key, allowed",
-		    "rule IS NOT NULL", err, errlen)) == NULL)
+	for (size_t i = 0; i < dbs->n; i++)
+		if (scan_one(&dbs->v[i], f, &ids, &counts, err, errlen) == -1)
 			goto out;
-		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			const char *rule = db_column_str(st, 0, &rb);
-			const char *key = db_column_str(st, 1, &kb);
-
-			if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||
-			    (key == NULL) != (last_key == NULL) ||
-			    (key && strcmp(key, last_key) != 0)) {
-				if ((id = intern_pair(&ids, rule, key)) == RLG_INTERN_FAIL)
-					break;
-				intern_pair_get(&ids, id, &last_rule, &last_key);
-				if (id >= ccap) {
-					size_t nc = ccap ? ccap * 2 : 1024;
-					struct count *c2 = realloc(cnt, nc * sizeof(*c2));
-
-					if (c2 == NULL) {
-						id = RLG_INTERN_FAIL;
-						break;
-					}
-					memset(c2 + ccap, 0, (nc - ccap) * sizeof(*c2));
-					cnt = c2;
-					ccap = nc;
-				}
-			}
-			cnt[id].total++;
-			cnt[id].denied += sqlite3_column_int(st, 2) == 0;
-		}
-		if (id == RLG_INTERN_FAIL) {
-			sqlite3_finalize(st);
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		if (rc != SQLITE_DONE) {
-			snprintf(err, errlen, "%s: cannot read: %s", dbs->v[i].path,
-			    sqlite3_errmsg(dbs->v[i].db));
-			sqlite3_finalize(st);
-			goto out;
-		}
-		sqlite3_finalize(st);
-	}
+	cnt = counts.v;
 	t->keys = (int64_t)ids.n;
 	for (size_t i = 0; i < ids.n; i++) {
 		cnt[i].id = (uint32_t)i;
@@ -120,9 +216,7 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 	}
 	ret = 0;
 out:
-	free(cnt);
-	free(rb.buf);
-	free(kb.buf);
+	free(counts.v);
 	intern_free(&ids);
 	return ret;
 }

@@ -12,6 +12,7 @@
 
 #include "conf.h"
 #include "intern.h"
+#include "rowids.h"
 #include "verify_int.h"
 #include "verify_local.h"
 
@@ -80,28 +81,149 @@ grow_kcache(struct priv *pv, uint32_t kid)
 	return 0;
 }
 
+/* One row as the verifier reads it, from either layout. */
+struct lrow {
+	const char	*rule, *key, *alg;
+	const char	*proc;		/* a local row's process, else NULL */
+	int64_t		 ts, cost, limit, window, burst, delay, retry;
+	int		 allowed, unchecked;
+	int		 has_cost, has_limit, has_window, has_burst, has_delay;
+};
+
+/*
+ * Whether r is left out before its key is interned: a denial of any
+ * algorithm but sliding_window, or parameters that are missing or out of
+ * range (counted as skipped). Fills r's defaults otherwise.
+ */
 static int
-load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
+row_skip(struct ctx *c, struct lrow *r)
+{
+	if (!r->allowed && (r->alg == NULL || strcmp(r->alg, "sliding_window") != 0))
+		return 1;
+	if (r->alg == NULL || !r->has_limit || !r->has_window) {
+		c->v->skipped += r->allowed && (!r->unchecked || c->strict);
+		return 1;
+	}
+	r->cost = r->has_cost ? r->cost : 1;
+	r->burst = r->has_burst ? r->burst : r->limit;
+	r->delay = r->has_delay ? r->delay : 0;
+	if (r->cost < 0 || r->cost > UINT32_MAX || r->limit < 1 || r->window < 1 ||
+	    r->burst < 0 || r->delay < 0 || r->limit > (1LL << 40) ||
+	    r->burst > (1LL << 40) || r->window > (1LL << 40)) {
+		c->v->skipped += r->allowed && (!r->unchecked || c->strict);
+		return 1;
+	}
+	return 0;
+}
+
+/* Adds r, of key kid, to c->p. 0, or -1 with err set. */
+static int
+row_add(struct ctx *c, const struct lrow *r, uint32_t kid, char *err,
+    size_t errlen)
 {
 	struct priv *pv = c->p;
-	struct filter f = *c->f;
-	/*
-	 * Denials come along only for sliding_window's precision (see
-	 * infer_precision); everything else replays admissions.
-	 */
-	const char *last_rule = NULL, *last_key = NULL;
-	static char lrule[256], lkey[1024];	/* local rows' names */
 	struct kcache *kc;
+	struct rec rec;
+	uint32_t pid;
+
+	if (kid >= pv->kcap && grow_kcache(pv, kid) == -1)
+		goto oom;
+	/* A key keeps its parameters until a reload: cache them per key. */
+	kc = &pv->kcache[kid];
+	if (kc->alg == NULL || strcmp(r->alg, kc->alg) != 0 || r->limit != kc->limit ||
+	    r->window != kc->window || r->burst != kc->burst) {
+		if ((pid = param_id(pv, r->rule, r->alg, r->limit, r->window,
+		    r->burst)) == RLG_INTERN_FAIL)
+			goto oom;
+		*kc = (struct kcache){ pv->pi[pid].algname, r->limit, r->window,
+		    r->burst, pid };
+	}
+	pid = kc->pid;
+	if (r->unchecked) {
+		if (r->ts >= c->f->since_ms && r->ts < c->f->until_ms)
+			pv->pi[pid].unchecked++;
+		if (!c->strict)
+			return 0;
+	}
+	if (!r->allowed) {
+		if (r->retry > 0)
+			pv->pi[pid].retry_gcd = conf_gcd(pv->pi[pid].retry_gcd,
+			    r->ts + r->retry);
+		return 0;
+	}
+	if (pv->seq >= UINT32_MAX) {
+		snprintf(err, errlen, "more than %u admitted decisions: verify "
+		    "fewer at once (-r RULE)", UINT32_MAX);
+		return -1;
+	}
+	rec = (struct rec){ r->ts, kid, pid, (uint32_t)pv->seq++,
+	    (uint32_t)r->cost, r->delay };
+	if (pv->nparts > 0) {
+		if (fwrite(&rec, sizeof(rec), 1, pv->part[kid % pv->nparts]) != 1) {
+			snprintf(err, errlen, "cannot write a temporary file: %s",
+			    strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (pv->n == pv->cap) {
+		size_t ncap = pv->cap ? pv->cap * 2 : 65536;
+		struct rec *x;
+
+		if ((x = realloc(pv->recs, ncap * sizeof(*x))) == NULL)
+			goto oom;
+		pv->recs = x;
+		pv->cap = ncap;
+	}
+	pv->recs[pv->n++] = rec;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
+/* A local row's key id, under its per-process names. */
+static uint32_t
+local_kid(struct priv *pv, struct lrow *r)
+{
+	/* Static: the names live on in r past this call. */
+	static char lrule[256], lkey[1024];
+
+	verify_local_names(r->rule, r->key, r->proc, lrule, sizeof(lrule), lkey,
+	    sizeof(lkey));
+	r->rule = lrule;
+	r->key = lkey;
+	return intern_pair(&pv->keys, lrule, lkey);
+}
+
+/*
+ * The rows verify reads, of the whole history: a window or a bucket may
+ * start before --since. Denials come along only for sliding_window's
+ * precision (see infer_precision); everything else replays admissions.
+ * Admitted by on_error = allow (reason redis_error): counted by no limit;
+ * counted here, replayed as admissions only with --strict.
+ */
+static void
+load_filter(const struct ctx *c, struct filter *f)
+{
+	*f = *c->f;
+	f->since_ms = INT64_MIN;
+	f->until_ms = INT64_MAX;
+}
+
+/* Rows through decisions: a first-layout file, or one rowids cannot index. */
+static int
+load_view(struct ctx *c, struct rdb *d, char *err, size_t errlen)
+{
+	struct priv *pv = c->p;
+	struct filter f;
+	const char *last_rule = NULL, *last_key = NULL;
 	struct db_str rb = { 0 }, kb = { 0 };
-	uint32_t kid = 0, pid = 0;
+	uint32_t kid = 0;
 	sqlite3_stmt *st;
 	int rc, ret = -1;
 
-	/* The whole history: a window or a bucket may start before --since. */
-	f.since_ms = INT64_MIN;
-	f.until_ms = INT64_MAX;
-	/* Admitted by on_error = allow (reason redis_error): counted by no
-	 * limit. Counted here; replayed as admissions only with --strict. */
+	load_filter(c, &f);
 	if ((st = db_select(d, &f, "rule, key, algorithm, ts_ms, cost, "
 	    "limit_value, window_ms, burst, delay_ms, allowed, retry_after_ms, "
 	    "reason = 'redis_error', " VERIFY_LOCAL_PROCESS, "(reason = 'limit' "
@@ -109,102 +231,44 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	    "allowed = 1)) AND rule IS NOT NULL", err, errlen)) == NULL)
 		return -1;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *rule = db_column_str(st, 0, &rb);
-		const char *key = db_column_str(st, 1, &kb);
-		const char *proc = (const char *)sqlite3_column_text(st, 12);
-		const char *alg = (const char *)sqlite3_column_text(st, 2);
-		int64_t cost, limit, window, burst, delay;
-		int allowed = sqlite3_column_int(st, 9) != 0;
-		int unchecked = sqlite3_column_int(st, 11) != 0;
-		int64_t ts = sqlite3_column_int64(st, 3);
-		struct rec *x, rec;
+		struct lrow r = {
+			.rule = db_column_str(st, 0, &rb),
+			.key = db_column_str(st, 1, &kb),
+			.alg = (const char *)sqlite3_column_text(st, 2),
+			.proc = (const char *)sqlite3_column_text(st, 12),
+			.ts = sqlite3_column_int64(st, 3),
+			.cost = sqlite3_column_int64(st, 4),
+			.limit = sqlite3_column_int64(st, 5),
+			.window = sqlite3_column_int64(st, 6),
+			.burst = sqlite3_column_int64(st, 7),
+			.delay = sqlite3_column_int64(st, 8),
+			.retry = sqlite3_column_int64(st, 10),
+			.allowed = sqlite3_column_int(st, 9) != 0,
+			.unchecked = sqlite3_column_int(st, 11) != 0,
+			.has_cost = sqlite3_column_type(st, 4) != SQLITE_NULL,
+			.has_limit = sqlite3_column_type(st, 5) != SQLITE_NULL,
+			.has_window = sqlite3_column_type(st, 6) != SQLITE_NULL,
+			.has_burst = sqlite3_column_type(st, 7) != SQLITE_NULL,
+			.has_delay = sqlite3_column_type(st, 8) != SQLITE_NULL,
+		};
 
-		if (!allowed && (alg == NULL || strcmp(alg, "sliding_window") != 0))
+		if (row_skip(c, &r))
 			continue;
-		if (alg == NULL || sqlite3_column_type(st, 5) == SQLITE_NULL ||
-		    sqlite3_column_type(st, 6) == SQLITE_NULL) {
-			c->v->skipped += allowed && (!unchecked || c->strict);
-			continue;
-		}
-		cost = sqlite3_column_type(st, 4) == SQLITE_NULL ? 1 : sqlite3_column_int64(st, 4);
-		limit = sqlite3_column_int64(st, 5);
-		window = sqlite3_column_int64(st, 6);
-		burst = sqlite3_column_type(st, 7) == SQLITE_NULL ? limit :
-		    sqlite3_column_int64(st, 7);
-		delay = sqlite3_column_type(st, 8) == SQLITE_NULL ? 0 :
-		    sqlite3_column_int64(st, 8);
-		if (cost < 0 || cost > UINT32_MAX || limit < 1 || window < 1 ||
-		    burst < 0 || delay < 0 || limit > (1LL << 40) || burst > (1LL << 40) ||
-		    window > (1LL << 40)) {
-			c->v->skipped += allowed && (!unchecked || c->strict);
-			continue;
-		}
 		/* on_error = local: per process, apart from Redis's. */
-		if (proc != NULL && rule != NULL) {
-			verify_local_names(rule, key, proc, lrule,
-			    sizeof(lrule), lkey, sizeof(lkey));
-			rule = lrule;
-			key = lkey;
-		}
+		if (r.proc != NULL && r.rule != NULL) {
+			if ((kid = local_kid(pv, &r)) == RLG_INTERN_FAIL)
+				goto oom;
+			last_rule = NULL;
 		/* Rows of one key and one rule come in runs: skip the hashes then. */
-		if (last_rule == NULL || strcmp(rule, last_rule) != 0 ||
-		    (key == NULL) != (last_key == NULL) ||
-		    (key != NULL && strcmp(key, last_key) != 0)) {
-			if ((kid = intern_pair(&pv->keys, rule, key)) == RLG_INTERN_FAIL)
+		} else if (last_rule == NULL || strcmp(r.rule, last_rule) != 0 ||
+		    (r.key == NULL) != (last_key == NULL) ||
+		    (r.key != NULL && strcmp(r.key, last_key) != 0)) {
+			if ((kid = intern_pair(&pv->keys, r.rule, r.key)) == RLG_INTERN_FAIL)
 				goto oom;
 			intern_pair_get(&pv->keys, kid, &last_rule, &last_key);
-			if (kid >= pv->kcap && grow_kcache(pv, kid) == -1)
-				goto oom;
 		}
-		/* A key keeps its parameters until a reload: cache them per key. */
-		kc = &pv->kcache[kid];
-		if (kc->alg == NULL || strcmp(alg, kc->alg) != 0 || limit != kc->limit ||
-		    window != kc->window || burst != kc->burst) {
-			if ((pid = param_id(pv, rule, alg, limit, window, burst)) ==
-			    RLG_INTERN_FAIL)
-				goto oom;
-			*kc = (struct kcache){ pv->pi[pid].algname, limit, window, burst, pid };
-		}
-		pid = kc->pid;
-		if (unchecked) {
-			if (ts >= c->f->since_ms && ts < c->f->until_ms)
-				pv->pi[pid].unchecked++;
-			if (!c->strict)
-				continue;
-		}
-		if (!allowed) {
-			int64_t retry = sqlite3_column_int64(st, 10);
-
-			if (retry > 0)
-				pv->pi[pid].retry_gcd = conf_gcd(
-				    pv->pi[pid].retry_gcd,
-				    sqlite3_column_int64(st, 3) + retry);
-			continue;
-		}
-		if (pv->seq >= UINT32_MAX) {
-			snprintf(err, errlen, "more than %u admitted decisions: verify "
-			    "fewer at once (-r RULE)", UINT32_MAX);
+		if (row_add(c, &r, kid, err, errlen) == -1)
 			goto out;
-		}
-		rec = (struct rec){ sqlite3_column_int64(st, 3), kid, pid,
-		    (uint32_t)pv->seq++, (uint32_t)cost, delay };
-		if (pv->nparts > 0) {
-			if (fwrite(&rec, sizeof(rec), 1, pv->part[kid % pv->nparts]) != 1) {
-				snprintf(err, errlen, "cannot write a temporary file: %s",
-				    strerror(errno));
-				goto out;
-			}
-			continue;
-		}
-		if (pv->n == pv->cap) {
-			size_t ncap = pv->cap ? pv->cap * 2 : 65536;
-
-			if ((x = realloc(pv->recs, ncap * sizeof(*x))) == NULL)
-				goto oom;
-			pv->recs = x;
-			pv->cap = ncap;
-		}
-		pv->recs[pv->n++] = rec;
 	}
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
@@ -219,6 +283,153 @@ out:
 	free(rb.buf);
 	free(kb.buf);
 	return ret;
+}
+
+/*
+ * Which outcomes verify reads (load_filter's reasons), by outcome id:
+ * 0 no, 1 yes, 2 yes and a local row. Returns the array (the caller
+ * frees it), or NULL out of memory.
+ */
+static unsigned char *
+outcome_wanted(const struct rowids *x)
+{
+	unsigned char *w = calloc(x->noutcome + 1, 1);
+
+	for (size_t i = 0; w != NULL && i < x->noutcome; i++) {
+		const struct rowids_outcome *o = rowids_outcome(x, (int64_t)i);
+
+		if (o == NULL)
+			continue;
+		if (strcmp(o->reason, "local") == 0)
+			w[i] = 2;
+		else if (strcmp(o->reason, "limit") == 0 ||
+		    (strcmp(o->reason, "redis_error") == 0 && o->allowed == 1))
+			w[i] = 1;
+	}
+	return w;
+}
+
+/*
+ * A local row's process: its request_id's prefix, which the view builds
+ * from two columns; asked of the view by id (local rows are few).
+ */
+static const char *
+local_proc(sqlite3_stmt *pst, int64_t id)
+{
+	sqlite3_reset(pst);
+	sqlite3_bind_int64(pst, 1, id);
+	if (sqlite3_step(pst) != SQLITE_ROW)
+		return NULL;
+	return (const char *)sqlite3_column_text(pst, 0);
+}
+
+/*
+ * A second-layout file: rlg_rows' integers, rules, outcomes and names by
+ * id (rowids.h). A run of one (rule id, key id) is interned once.
+ */
+static int
+load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
+    size_t errlen)
+{
+	struct priv *pv = c->p;
+	struct rowids_memo memo = { 0 };
+	struct filter f;
+	int64_t last_rule = -1, last_key = -1;
+	unsigned char *wanted;
+	uint32_t kid = RLG_INTERN_FAIL;
+	sqlite3_stmt *st = NULL, *pst = NULL;
+	int rc, ret = -1;
+
+	load_filter(c, &f);
+	if ((wanted = outcome_wanted(x)) == NULL)
+		goto oom;
+	if ((pst = db_prepare(d, "SELECT " VERIFY_LOCAL_PROCESS " FROM decisions "
+	    "WHERE id = ?1", err, errlen)) == NULL)
+		goto out;
+	if ((st = rowids_select(d, &f, "id, rule, coalesce(key, -1), outcome, "
+	    "ts_ms, cost, delay_ms, retry_after_ms", "1", err, errlen)) == NULL)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t oid = sqlite3_column_int64(st, 3);
+		int64_t rule = sqlite3_column_int64(st, 1);
+		int64_t key = sqlite3_column_int64(st, 2);
+		const struct rowids_rule *ru;
+		const struct rowids_outcome *o;
+		struct lrow r;
+
+		if (oid < 0 || (size_t)oid >= x->noutcome || wanted[oid] == 0 ||
+		    (ru = rowids_rule(x, rule)) == NULL ||
+		    ru->name == NULL)
+			continue;
+		o = rowids_outcome(x, oid);
+		r = (struct lrow){
+			.rule = ru->name,
+			.key = key >= 0 ? rowids_text(x, key) : NULL,
+			.alg = ru->algorithm,
+			.ts = sqlite3_column_int64(st, 4),
+			.cost = sqlite3_column_int64(st, 5),
+			.limit = ru->limit_value,
+			.window = ru->window_ms,
+			.burst = ru->burst,
+			.delay = sqlite3_column_int64(st, 6),
+			.retry = sqlite3_column_int64(st, 7),
+			.allowed = o->allowed != 0,
+			.unchecked = strcmp(o->reason, "redis_error") == 0,
+			.has_cost = sqlite3_column_type(st, 5) != SQLITE_NULL,
+			.has_limit = ru->has_limit,
+			.has_window = ru->has_window,
+			.has_burst = ru->has_burst,
+			.has_delay = sqlite3_column_type(st, 6) != SQLITE_NULL,
+		};
+		if (row_skip(c, &r))
+			continue;
+		if (wanted[oid] == 2 &&
+		    (r.proc = local_proc(pst, sqlite3_column_int64(st, 0))) != NULL) {
+			if ((kid = local_kid(pv, &r)) == RLG_INTERN_FAIL)
+				goto oom;
+			last_rule = -1;
+		} else if (kid == RLG_INTERN_FAIL || rule != last_rule ||
+		    key != last_key) {
+			if ((kid = rowids_pair(&memo, &pv->keys, x, rule, key)) ==
+			    RLG_INTERN_FAIL)
+				goto oom;
+			last_rule = rule;
+			last_key = key;
+		}
+		if (row_add(c, &r, kid, err, errlen) == -1)
+			goto out;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory");
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(pst);
+	rowids_memo_free(&memo);
+	free(wanted);
+	return ret;
+}
+
+/* One database, read by ids when its layout allows. */
+static int
+load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
+{
+	struct rowids x;
+	int rc;
+
+	if (d->layout < 2)
+		return load_view(c, d, err, errlen);
+	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
+		rc = load_ids(c, d, &x, err, errlen);
+	else if (rc == 1)
+		rc = load_view(c, d, err, errlen);
+	rowids_free(&x);
+	return rc;
 }
 
 /*

@@ -158,6 +158,36 @@ is "keep_rows longer than keep: rlgate -t names the file, line and key" \
 	"$T/keep.ini:$(grep -n '^keep_rows' "$T/keep.ini" | cut -d: -f1): [audit] keep_rows: must be shorter than keep (3456000000 ms against 2592000000 ms): keep deletes whole files, rows and summaries, keep_rows only the rows before that" \
 	"$("$RLGATE" -t -c "$T/keep.ini" 2>&1)"
 
+# ---- the second layout read by ids: what the first layout's table gives ----
+# rlgate-report reads a second-layout file's rows by id (reports/rowids.c),
+# not through the view: the same rows in each layout give the same reports
+# (--verify, --top, and the reports that read rows).
+# The rows hold what only some readers look at: unchecked admissions,
+# local rows of two processes (and ids without one), rows without a key,
+# unmatched rows, and a rule whose parameters changed.
+"$TOP/tests/tools/gen_audit" -o "$T/ids1.db" -a mix -n 3000 -k 40 -l 5 -w 1000 -c 2 -s 7 > /dev/null
+sqlite3 "$T/ids1.db" "
+UPDATE decisions SET reason = 'redis_error', allowed = 1 WHERE id % 7 = 0;
+UPDATE decisions SET reason = 'local', request_id = (CASE id % 2 WHEN 0 THEN 'aaaa' ELSE 'bbbb' END) || '-' || id WHERE id % 11 = 0;
+UPDATE decisions SET reason = 'local', request_id = 'nodash' || id WHERE id % 29 = 0;
+UPDATE decisions SET key = NULL WHERE id % 13 = 0;
+UPDATE decisions SET rule = NULL, algorithm = NULL, limit_value = NULL, window_ms = NULL, burst = NULL WHERE id % 17 = 0;
+UPDATE decisions SET limit_value = 6 WHERE id % 23 = 0;"
+"$COPY" "$T/ids1.db" "$T/ids2.db" > /dev/null
+is "by ids: the rows hold unchecked, local, denied, keyless and unmatched ones" "377 366 986 230 176" \
+	"$(sqlite3 "$T/ids2.db" "SELECT sum(reason = 'redis_error'), sum(reason = 'local'), sum(allowed = 0), sum(key IS NULL), sum(rule IS NULL) FROM decisions" | tr '|' ' ')"
+# Windows in ms, a key, or a rule per key: read from rows, not summaries.
+for how in "--verify" "--verify --strict" "--verify -r gcra" "--top 100" \
+    "--top 5 -r token_bucket" "--top 5 -k k00007" "-w 250ms" "-w 250ms -f json" \
+    "-w 1s -f csv -r token_bucket" "-w 1ms -f csv -r gcra -k k00004" \
+    "-w 1s -f json -k k00007"; do
+	# shellcheck disable=SC2086
+	"$REPORT" $how "$T/ids1.db" > "$T/ids1.out" 2>&1
+	# shellcheck disable=SC2086
+	"$REPORT" $how "$T/ids2.db" > "$T/ids2.out" 2>&1
+	check "by ids, $how: the report the first layout's rows give" cmp -s "$T/ids1.out" "$T/ids2.out"
+done
+
 # ---- bad input: the report --------------------------------------------------
 "$TOP/tests/tools/gen_audit" -o "$T/big1.db" -a mix -n 3000 > /dev/null
 "$COPY" "$T/big1.db" "$T/big.db" > /dev/null
