@@ -1523,9 +1523,10 @@ assert_same_decisions(const char *want_path, const char *got_path)
 			if (sqlite3_column_type(w, c) != sqlite3_column_type(g,
 			    c) || sqlite3_column_bytes(w, c) !=
 			    sqlite3_column_bytes(g, c) ||
+			    (sqlite3_column_bytes(w, c) > 0 &&
 			    memcmp(sqlite3_column_blob(w, c),
 			    sqlite3_column_blob(g, c),
-			    (size_t)sqlite3_column_bytes(w, c)) != 0)
+			    (size_t)sqlite3_column_bytes(w, c)) != 0))
 				fail_msg("row %d, column %s: \"%s\" against "
 				    "\"%s\"", rows, sqlite3_column_name(w, c),
 				    fixture_text(w, c), fixture_text(g, c));
