@@ -563,17 +563,16 @@ scan_table(struct rdb *d, const struct filter *f)
 }
 
 sqlite3_stmt *
-db_select(struct rdb *d, const struct filter *f, const char *cols,
+db_select_from(struct rdb *d, const struct filter *f, const char *cols,
+    const char *table, const char *rule_is, const char *key_is,
     const char *where, char *err, size_t errlen)
 {
-	char sql[512];
+	char sql[768];
 	sqlite3_stmt *st;
 	int rc = SQLITE_OK;
 
 	snprintf(sql, sizeof(sql), "SELECT %s FROM %s WHERE %s%s%s%s%s", cols,
-	    scan_table(d, f), where,
-	    f->rule ? " AND rule = ?1" : "",
-	    f->key ? " AND key = ?2" : "",
+	    table, where, f->rule ? rule_is : "", f->key ? key_is : "",
 	    f->since_ms != INT64_MIN ? " AND ts_ms >= ?3" : "",
 	    f->until_ms != INT64_MAX ? " AND ts_ms < ?4" : "");
 	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
@@ -592,4 +591,12 @@ db_select(struct rdb *d, const struct filter *f, const char *cols,
 		return NULL;
 	}
 	return st;
+}
+
+sqlite3_stmt *
+db_select(struct rdb *d, const struct filter *f, const char *cols,
+    const char *where, char *err, size_t errlen)
+{
+	return db_select_from(d, f, cols, scan_table(d, f), " AND rule = ?1",
+	    " AND key = ?2", where, err, errlen);
 }

@@ -108,4 +108,13 @@ struct filter {
 sqlite3_stmt	*db_select(struct rdb *d, const struct filter *f, const char *cols,
 		    const char *where, char *err, size_t errlen);
 
+/*
+ * The same from table, where f's rule and key are tested by rule_is and
+ * key_is (SQL that reads ?1 and ?2; the second layout's rows hold ids).
+ */
+sqlite3_stmt	*db_select_from(struct rdb *d, const struct filter *f,
+		    const char *cols, const char *table, const char *rule_is,
+		    const char *key_is, const char *where, char *err,
+		    size_t errlen);
+
 #endif

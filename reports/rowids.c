@@ -229,33 +229,11 @@ sqlite3_stmt *
 rowids_select(struct rdb *d, const struct filter *f, const char *cols,
     const char *where, char *err, size_t errlen)
 {
-	char sql[768];
-	sqlite3_stmt *st;
-	int rc = SQLITE_OK;
-
 	/* rlg_rows has no index: a scan in id order, the view's own order. */
-	snprintf(sql, sizeof(sql), "SELECT %s FROM rlg_rows WHERE %s%s%s%s%s",
-	    cols, where,
-	    f->rule ? " AND rule IN (SELECT id FROM rlg_rules WHERE name = ?1)" : "",
-	    f->key ? " AND key IN (SELECT id FROM rlg_texts WHERE s = ?2)" : "",
-	    f->since_ms != INT64_MIN ? " AND ts_ms >= ?3" : "",
-	    f->until_ms != INT64_MAX ? " AND ts_ms < ?4" : "");
-	if ((st = db_prepare(d, sql, err, errlen)) == NULL)
-		return NULL;
-	if (f->rule)
-		rc = sqlite3_bind_text(st, 1, f->rule, -1, SQLITE_STATIC);
-	if (f->key && rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 2, f->key, -1, SQLITE_STATIC);
-	if (f->since_ms != INT64_MIN && rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 3, f->since_ms);
-	if (f->until_ms != INT64_MAX && rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 4, f->until_ms);
-	if (rc != SQLITE_OK) {
-		snprintf(err, errlen, "%s: cannot bind the filter", d->path);
-		sqlite3_finalize(st);
-		return NULL;
-	}
-	return st;
+	return db_select_from(d, f, cols, "rlg_rows",
+	    " AND rule IN (SELECT id FROM rlg_rules WHERE name = ?1)",
+	    " AND key IN (SELECT id FROM rlg_texts WHERE s = ?2)", where, err,
+	    errlen);
 }
 
 uint32_t
