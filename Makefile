@@ -66,11 +66,12 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # the counters, gateway's numbers and the Redis layer's health); below the
 # counters' shared memory and the audit files, the check that a file
 # another user could have made first is rlgate's own (trust).
-GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
+GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/conns.c \
+	   fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
 	   fcgi/redis_lib.c fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
-	   fcgi/sentinel.c fcgi/respond.c \
+	   fcgi/sentinel.c fcgi/decision.c fcgi/respond.c fcgi/loop.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
 	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/trust.c
 # Every object and test program is built under build/ (B), which mirrors the
@@ -214,7 +215,7 @@ FUZZ_FLAGS	 = -O1 -g -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 FUZZ_SRCS	 = $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS	 = $(FUZZ_SRCS:%.c=$(B)/%)
 fzobj		 = $(patsubst %.c,$(B)/fz/%.o,$(1))
-FUZZ_LIB_OBJS	 = $(call fzobj,$(CONF_SRCS) fcgi/request.c fcgi/rule.c \
+FUZZ_LIB_OBJS	 = $(call fzobj,$(CONF_SRCS) fcgi/request.c fcgi/rule.c fcgi/decision.c \
 		   fcgi/respond.c fcgi/log.c fcgi/wire.c)
 .SECONDARY: $(FUZZ_LIB_OBJS) $(call fzobj,$(FUZZ_SRCS))
 

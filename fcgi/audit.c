@@ -20,6 +20,9 @@
 #include "audit_int.h"
 #include "audit_files.h"
 #include "clock.h"
+#include "conf.h"
+#include "decision.h"
+#include "limiter.h"
 #include "log.h"
 
 /* audit_open()'s arguments: 0, or -1 with a sentence in errbuf. */
@@ -435,4 +438,74 @@ audit_stats(struct audit *a, struct audit_stats *st)
 	if (a->count > 0)
 		st->oldest_ts_ms = a->ring[a->head]->r.ts_ms;
 	pthread_mutex_unlock(&a->mu);
+}
+
+/* The row of a decision with no rule: a bad request, or none matched. */
+static int
+record_ruleless(struct audit *a, const struct decision *d,
+    struct audit_row *row)
+{
+	if (d->bad_detail == NULL && !d->conf->audit_unmatched)
+		return 0;
+	row->rule = d->bad_rule ? d->bad_rule->name : NULL;
+	row->allowed = d->allowed;
+	row->reason = decision_reason_name(d->bad_detail ?
+	    RLG_REASON_BAD_REQUEST : RLG_REASON_UNMATCHED);
+	return audit_push(a, row);
+}
+
+int
+audit_record(struct audit *a, const struct decision *d)
+{
+	struct audit_row row;
+	long long ts_ms;
+	size_t i;
+	int rc = 0;
+
+	if (a == NULL)
+		return 0;
+	memset(&row, 0, sizeof(row));
+	row.request_id = d->req->id;
+	row.method = d->req->method;
+	row.path = d->req->path;
+	row.client_ip = d->req->ip;
+	row.status = d->status;
+	row.latency_us = d->latency_us;
+	row.ts_ms = ts_ms = wall_ms();
+	row.cost = row.limit_value = row.window_ms = row.burst = -1;
+	row.remaining = row.retry_after_ms = row.delay_ms = -1;
+	if (d->n == 0 || d->bad_detail != NULL)
+		return record_ruleless(a, d, &row);
+	for (i = 0; i < d->n; i++) {
+		const struct rule *ru = d->m[i].rule;
+		const struct verdict *v = &d->v[i];
+
+		row.rule = ru->name;
+		row.key = d->m[i].key;
+		row.algorithm = conf_algorithm_name(ru->algorithm);
+		row.allowed = d->rule_allowed[i];
+		row.reason = decision_reason_name(d->rule_reason[i]);
+		row.cost = d->m[i].cost;
+		/* The parameters the decision used: the rule's, or its
+		 * override's in Redis (overrides = redis). */
+		row.limit_value = v->limit;
+		row.window_ms = v->window_ms;
+		row.burst = v->burst;
+		row.ts_ms = ts_ms;
+		row.remaining = row.retry_after_ms = row.delay_ms = -1;
+		if (v->answered) {
+			/* Redis TIME: the clock every gateway shares. */
+			row.ts_ms = v->now_us / 1000;
+			row.remaining = v->remaining;
+			row.retry_after_ms = v->retry_after_ms;
+			row.delay_ms = v->delay_ms;
+		}
+		/* Unlimited: no limit applied, nothing was counted. */
+		if (v->answered && v->override == RLG_OVERRIDE_UNLIMITED)
+			row.limit_value = row.window_ms = row.burst =
+			    row.remaining = -1;
+		if (audit_push(a, &row) == -1 && rc == 0)
+			rc = -1;
+	}
+	return rc;
 }

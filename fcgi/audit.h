@@ -266,6 +266,16 @@ int		 audit_trusted(const char *path, char *errbuf, size_t errlen);
 int		 audit_push(struct audit *a, const struct audit_row *row);
 
 /*
+ * Queues the rows of one settled decision (limiter_decide() done;
+ * latency_us set): one per rule it matched, or one with no rule when it
+ * is a bad request or matched none (and [audit] unmatched = yes). The one
+ * place a decision becomes rows. Thread safe; accepts a NULL a (no audit).
+ * Returns 0, or -1 as audit_push() does for the first row it lost.
+ */
+struct decision;
+int		 audit_record(struct audit *a, const struct decision *d);
+
+/*
  * With a dated database name (strftime %Y %m %d %H, e.g. audit-%Y-%m-%d.db:
  * each row goes to the file of its ts_ms, in UTC, so that every process
  * agrees), files whose period ended more than keep_ms ago are deleted

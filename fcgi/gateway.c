@@ -1,9 +1,10 @@
 /*
- * gateway: what the event loops and CGI mode share. The configuration in use
- * (a generation, swapped by a reload while requests finish with the one
- * they started with), a request's decision in two halves around the Redis
- * round trip and the decide step between them, its audit rows, and this
- * process's numbers for the status endpoint (status.c serves it).
+ * gateway: what the event loops and CGI mode share. The configuration in
+ * use (a generation, swapped by a reload while requests finish with the
+ * one they started with), the jobs of a batch from params to a settled,
+ * recorded decision, and this process's numbers for the status endpoint
+ * (status.c serves it). The verdict is limiter_decide()'s; rendering it is
+ * the caller's (respond.h).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -16,7 +17,6 @@
 #include "denycache.h"
 #include "gateway.h"
 #include "limiter.h"
-#include "local.h"
 #include "log.h"
 #include "metrics.h"
 #include "request.h"
@@ -55,13 +55,15 @@ gen_release(struct generation *g)
 	}
 }
 
-void
+int
 gen_install(struct conf *c)
 {
 	struct generation *g = NULL, *old;
 
-	if (c != NULL && (g = calloc(1, sizeof(*g))) == NULL)
-		fatal("out of memory");
+	if (c != NULL && (g = calloc(1, sizeof(*g))) == NULL) {
+		conf_free(c);
+		return -1;
+	}
 	if (g != NULL) {
 		g->conf = c;
 		g->refs = 1;
@@ -77,70 +79,7 @@ gen_install(struct conf *c)
 		gen_release(old);
 	if (g != NULL)
 		gateway_publish();
-}
-
-/* Writes the audit rows of one decided request. */
-static void
-record(const struct decision *d, long long latency_us)
-{
-	struct audit_row row;
-	long long ts_ms;
-	size_t i;
-
-	if (gateway_audit == NULL)
-		return;
-	memset(&row, 0, sizeof(row));
-	row.request_id = d->req->id;
-	row.method = d->req->method;
-	row.path = d->req->path;
-	row.client_ip = d->req->ip;
-	row.status = d->status;
-	row.latency_us = latency_us;
-	row.ts_ms = ts_ms = wall_ms();
-	row.cost = row.limit_value = row.window_ms = row.burst = -1;
-	row.remaining = row.retry_after_ms = row.delay_ms = -1;
-
-	if (d->n == 0) {
-		if (d->bad_detail == NULL &&
-		    !d->conf->audit_unmatched)
-			return;
-		row.rule = d->bad_rule ? d->bad_rule->name : NULL;
-		row.allowed = d->allowed;
-		row.reason = respond_reason_name(d->bad_detail ?
-		    RLG_REASON_BAD_REQUEST : RLG_REASON_UNMATCHED);
-		audit_push(gateway_audit, &row);
-		return;
-	}
-	for (i = 0; i < d->n; i++) {
-		const struct rule *ru = d->m[i].rule;
-		const struct verdict *v = &d->v[i];
-
-		row.rule = ru->name;
-		row.key = d->m[i].key;
-		row.algorithm = conf_algorithm_name(ru->algorithm);
-		row.allowed = d->rule_allowed[i];
-		row.reason = respond_reason_name(d->rule_reason[i]);
-		row.cost = d->m[i].cost;
-		/* The parameters the decision used: the rule's, or its
-		 * override's in Redis (overrides = redis). */
-		row.limit_value = v->limit;
-		row.window_ms = v->window_ms;
-		row.burst = v->burst;
-		row.ts_ms = ts_ms;
-		row.remaining = row.retry_after_ms = row.delay_ms = -1;
-		if (v->answered) {
-			/* Redis TIME: the clock every gateway shares. */
-			row.ts_ms = v->now_us / 1000;
-			row.remaining = v->remaining;
-			row.retry_after_ms = v->retry_after_ms;
-			row.delay_ms = v->delay_ms;
-		}
-		/* Unlimited: no limit applied, nothing was counted. */
-		if (v->answered && v->override == RLG_OVERRIDE_UNLIMITED)
-			row.limit_value = row.window_ms = row.burst =
-			    row.remaining = -1;
-		audit_push(gateway_audit, &row);
-	}
+	return 0;
 }
 
 /* Is r's path c's status path, or under it? */
@@ -156,9 +95,116 @@ for_status(const struct conf *c, const struct request *r)
 	    (r->path[n] == '\0' || r->path[n] == '/');
 }
 
+/* The jobs of a batch, and their matches: each job's straight after the
+ * one before, at most RLG_MAX_MATCHES each. */
+struct jobs {
+	struct limiter	*lim;
+	struct metrics_worker *metrics;
+	struct job	*j;
+	size_t		 n, cap;
+	struct match	*m;
+	size_t		 mcap;
+	struct decision	**d;		/* the decisions limiter_decide() gets */
+};
+
+struct jobs *
+jobs_new(struct limiter *lim, struct metrics_worker *w)
+{
+	struct jobs *b = calloc(1, sizeof(*b));
+
+	if (b != NULL) {
+		b->lim = lim;
+		b->metrics = w;
+	}
+	return b;
+}
+
 void
-job_begin(struct job *j, const struct conf *c, char **envp, int status,
-    struct match *m)
+jobs_free(struct jobs *b)
+{
+	if (b == NULL)
+		return;
+	free(b->j);
+	free(b->m);
+	free(b->d);
+	free(b);
+}
+
+struct job *
+jobs_add(struct jobs *b)
+{
+	struct job *j;
+
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 16;
+		struct job *p = realloc(b->j, cap * sizeof(*p));
+		struct decision **d;
+
+		if (p == NULL)
+			return NULL;
+		b->j = p;
+		if ((d = realloc(b->d, cap * sizeof(*d))) == NULL)
+			return NULL;
+		b->d = d;
+		b->cap = cap;
+	}
+	j = &b->j[b->n++];
+	j->envp = NULL;
+	j->refused = NULL;
+	j->refused_status = 0;
+	j->owner = NULL;
+	return j;
+}
+
+struct job *
+jobs_list(struct jobs *b, size_t *n)
+{
+	*n = b->n;
+	return b->j;
+}
+
+void
+jobs_clear(struct jobs *b)
+{
+	b->n = 0;
+}
+
+/* Room for n matches. Returns 0 or -1. */
+static int
+room_matches(struct jobs *b, size_t n)
+{
+	size_t cap = b->mcap ? b->mcap : 64;
+	struct match *m;
+
+	if (n <= b->mcap)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	if ((m = realloc(b->m, cap * sizeof(*m))) == NULL)
+		return -1;
+	b->m = m;
+	b->mcap = cap;
+	return 0;
+}
+
+/* Makes j a bad request answered with status (why: a sentence for the
+ * reply, the log and its audit row); no rule decides it. */
+static void
+job_refuse(struct job *j, int status, const char *why)
+{
+	j->status = 0;
+	j->d.bad_status = status;
+	j->d.bad_detail = why;
+	j->d.bad_rule = NULL;
+	j->d.n = 0;
+}
+
+/*
+ * Reads j's request and, unless it is for c's status endpoint and status
+ * is set (j->status), matches it against c's rules into m.
+ */
+static void
+job_begin(struct job *j, const struct conf *c, int status, struct match *m)
 {
 	const char *errstr = NULL;
 	int n = 0;
@@ -167,10 +213,13 @@ job_begin(struct job *j, const struct conf *c, char **envp, int status,
 	j->start_us = mono_us();
 	j->d.conf = c;
 	j->d.req = &j->req;
+	j->d.m = m;
 	j->status = 0;
-	j->bad_status = request_init(&j->req, envp, c, &errstr);
-	if (j->bad_status != 0)
+	j->d.bad_status = request_init(&j->req, j->envp, c, &errstr);
+	if (j->d.bad_status != 0)
 		j->d.bad_detail = errstr;
+	else if (j->refused != NULL)
+		;	/* refused below: no rule decides it */
 	else if (status && for_status(c, &j->req))
 		j->status = 1;
 	else if ((n = rule_match(c, &j->req, m, RLG_MAX_MATCHES,
@@ -179,23 +228,15 @@ job_begin(struct job *j, const struct conf *c, char **envp, int status,
 		n = 0;
 	}
 	j->d.n = (size_t)n;
+	if (j->refused != NULL)
+		job_refuse(j, j->refused_status, j->refused);
 	/* [audit] on_full = deny: a request whose row would be lost is not
 	 * decided (and not counted in Redis). */
 	if (c->audit_on_full == RLG_ON_ERROR_DENY && !j->status &&
-	    (n > 0 || j->d.bad_detail != NULL || c->audit_unmatched) &&
+	    (j->d.n > 0 || j->d.bad_detail != NULL || c->audit_unmatched) &&
 	    audit_full(gateway_audit))
 		job_refuse(j, 503, "the audit database cannot keep up "
 		    "([audit] on_full = deny); try again shortly");
-}
-
-void
-job_refuse(struct job *j, int status, const char *why)
-{
-	j->status = 0;
-	j->bad_status = status;
-	j->d.bad_detail = why;
-	j->d.bad_rule = NULL;
-	j->d.n = 0;
 }
 
 /* log_level = debug: a line per decided request, as its audit rows say. */
@@ -216,7 +257,7 @@ log_decision(const struct decision *d)
 		len += (size_t)snprintf(rules + len, sizeof(rules) - len,
 		    "; rule %s key %.*s: %s (%s)%s", m->rule->name,
 		    (int)m->key_len, m->key, d->rule_allowed[i] ? "allowed" :
-		    "denied", respond_reason_name(d->rule_reason[i]), left);
+		    "denied", decision_reason_name(d->rule_reason[i]), left);
 	}
 	log_debug("request %s: %s %s from %s: %d%s%s%s", d->req->id,
 	    d->req->method, d->req->path, d->req->ip[0] ? d->req->ip : "-",
@@ -225,80 +266,41 @@ log_decision(const struct decision *d)
 	    d->n == 0 && d->bad_detail == NULL ? "; no rule" : rules);
 }
 
-size_t
-job_end(struct job *j, const struct match *m, const struct verdict *v,
-    struct metrics_worker *w, char *out)
-{
-	size_t len;
-
-	j->d.m = m;
-	j->d.v = v;
-	respond_decide(&j->d, j->bad_status);
-	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
-	record(&j->d, mono_us() - j->start_us);
-	if (log_enabled(RLG_LOG_DEBUG))
-		log_decision(&j->d);
-	metrics_decided(w, &j->d);
-	return len;
-}
-
-/*
- * on_error = local: the rules Redis could not decide are decided in this
- * process's memory on [redis] local_share of their limits (local.h), at
- * CLOCK_REALTIME in ms. Only while Redis fails: the next call it answers
- * is Redis's again.
- */
-static void
-decide_locally(const struct conf *c, struct limiter_request *reqs,
-    size_t nreqs)
-{
-	long long now = wall_ms();
-	size_t i, k;
-
-	for (i = 0; i < nreqs; i++)
-		for (k = 0; k < reqs[i].n; k++) {
-			const struct rule *ru = reqs[i].m[k].rule;
-			struct verdict *v = &reqs[i].v[k];
-			if (v->answered || v->skipped ||
-			    conf_on_error(c, ru) != RLG_ON_ERROR_LOCAL)
-				continue;
-			local_decide(&reqs[i].m[k], c->local_share_num,
-			    c->local_share_den, now, v);
-		}
-}
-
 void
-jobs_decide(struct limiter *lim, const struct conf *c, const struct job *jobs,
-    const size_t *first, size_t n, struct match *m, struct verdict *v,
-    struct limiter_request *reqs)
+jobs_decide(struct jobs *b, const struct conf *c, int status)
 {
-	size_t i, nreqs = 0;
+	size_t i, nd = 0, total = 0, room;
+	struct job *j;
 
-	/* The matches stay where job_begin() put them, the verdicts beside
-	 * them: the limiter sees each request's own. */
-	for (i = 0; i < n; i++)
-		if (first[i] != RLG_NO_MATCHES && jobs[i].d.n > 0) {
-			reqs[nreqs].m = m + first[i];
-			reqs[nreqs].n = jobs[i].d.n;
-			reqs[nreqs++].v = v + first[i];
+	/* Each rule matches a request once at most. */
+	room = c->nrules < RLG_MAX_MATCHES ? c->nrules : RLG_MAX_MATCHES;
+	if (room_matches(b, b->n * (room > 0 ? room : 1)) == -1) {
+		/* No room to match: each is refused, none is lost. */
+		for (i = 0; i < b->n; i++) {
+			b->j[i].refused = "out of memory; try again shortly";
+			b->j[i].refused_status = 503;
 		}
-	if (nreqs > 0 && limiter_decide(lim, c, reqs, nreqs) == -1)
-		decide_locally(c, reqs, nreqs);
-}
-
-size_t
-job_serve(const struct conf *c, struct limiter *lim, struct job *j,
-    struct match *m, struct verdict *v, struct metrics_worker *w, char *out)
-{
-	struct limiter_request rq;
-	size_t first = 0, len;
-
-	jobs_decide(lim, c, j, &first, 1, m, v, &rq);
-	len = job_end(j, m, v, w, out);
-	/* leaky_bucket: the consumer waits its turn instead of failing. */
-	if (j->d.allowed && j->d.delay_ms > 0)
-		sleep_ms(j->d.delay_ms);
-	return len;
+	}
+	for (i = 0; i < b->n; i++) {
+		j = &b->j[i];
+		job_begin(j, c, status, b->m + total);
+		if (j->status)
+			continue;
+		total += j->d.n;
+		b->d[nd++] = &j->d;
+	}
+	if (nd > 0 && limiter_decide(b->lim, c, b->d, nd) == -1)
+		log_debug("%s", limiter_errstr(b->lim));
+	for (i = 0; i < b->n; i++) {
+		j = &b->j[i];
+		if (j->status)
+			continue;
+		j->d.latency_us = mono_us() - j->start_us;
+		(void)audit_record(gateway_audit, &j->d);
+		if (log_enabled(RLG_LOG_DEBUG))
+			log_decision(&j->d);
+		metrics_decided(b->metrics, &j->d);
+	}
 }
 
 void

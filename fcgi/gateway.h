@@ -1,8 +1,10 @@
 /*
  * gateway: what the event loops (events.c) and CGI mode share: the
- * configuration in use, a request's decision in two halves around the
- * Redis round trip and the decide step between them, its audit rows, and
- * this process's numbers for the status endpoint (status.h serves it).
+ * configuration generations (a reload swaps them while requests finish on
+ * theirs), the jobs of a batch (one call decides them all: read, match,
+ * limiter_decide(), audit, count), and this process's numbers for the
+ * status endpoint (status.h serves it). Not here: the verdict (limiter.h,
+ * decision.h), the reply's bytes (respond.h), connections (conns.h).
  */
 #ifndef RLG_GATEWAY_H
 #define RLG_GATEWAY_H
@@ -14,7 +16,7 @@
 #include "limiter.h"
 #include "metrics.h"
 #include "request.h"
-#include "respond.h"
+#include "decision.h"
 #include "rule.h"
 #include "version.h"	/* RLG_VERSION, made from debian/changelog */
 
@@ -33,70 +35,54 @@ void		 gen_release(struct generation *g);
 /*
  * Makes c the configuration new requests get (taking it over); the one
  * before is freed when its last request is done. NULL, at exit: no
- * configuration any more.
+ * configuration any more. Returns 0, or -1 when out of memory: c is freed
+ * and the running configuration stays. Thread safe.
  */
-void		 gen_install(struct conf *c);
+int		 gen_install(struct conf *c);
 
-/* One request being decided. */
+/* One request of a batch. */
 struct job {
-	struct request	 req;
-	struct decision	 d;
-	int		 bad_status;	/* request_init()'s */
+	/* In (jobs_add() zeroes them): */
+	char		**envp;		/* its params; outlive the batch */
+	const char	*refused;	/* could not be read whole: why */
+	int		 refused_status;
+	void		*owner;		/* the caller's (a connection) */
+	/* Out, from jobs_decide(): */
 	int		 status;	/* for the status endpoint: answer it
-					 * with status_page() (status.h), no
-					 * decision */
+					 * with status_page(), no decision */
+	struct request	 req;
+	struct decision	 d;		/* settled: render it (respond.h) */
 	long long	 start_us;
 };
 
-/*
- * Reads the request in envp (which must outlive j) and, unless it is for
- * c's status endpoint and status is set (j->status), matches it against
- * c's rules into m[0..RLG_MAX_MATCHES): j->d.n is then the number of
- * matches whose verdicts limiter_decide() must give before job_end().
- */
-void		 job_begin(struct job *j, const struct conf *c, char **envp,
-		    int status, struct match *m);
+/* A loop's batch of jobs, with room for their matches; reused. */
+struct jobs;
 
 /*
- * Makes j (job_begin() done) a bad request answered with status, for a
- * request that could not be read whole (why: a sentence for the reply, the
- * log and its audit row, reason bad_request); no rule decides it.
+ * A batch deciding on lim (borrowed; its loop's), counting into w (NULL:
+ * nowhere). Returns NULL when out of memory. jobs_free() accepts NULL.
  */
-void		 job_refuse(struct job *j, int status, const char *why);
+struct jobs	*jobs_new(struct limiter *lim, struct metrics_worker *w);
+void		 jobs_free(struct jobs *b);
+
+/* A new job at the end of b, its in-fields zeroed, or NULL when out of
+ * memory. Valid until the next jobs_add() or jobs_clear(). */
+struct job	*jobs_add(struct jobs *b);
+
+/* b's jobs: n of them, valid until the next jobs_add() or jobs_clear(). */
+struct job	*jobs_list(struct jobs *b, size_t *n);
+
+/* Empties b (keeping its memory). */
+void		 jobs_clear(struct jobs *b);
 
 /*
- * The decide step, the same for a batch (the event loops) and one request
- * (CGI): asks lim, in one round trip (limiter_decide()), for the verdicts
- * of jobs[0..n) (job_begin() done) that have matches: job i's are at
- * m + first[i], its verdicts go to v + first[i]. A job whose first[i] is
- * RLG_NO_MATCHES (a status page) is not asked. reqs: room for n, the
- * limiter's view of them.
+ * Decides every job of b with c: reads each request (envp), matches its
+ * rules, sets aside those for c's status endpoint when status is set
+ * (job->status), then settles the rest in one limiter_decide(), one round
+ * trip, and queues their audit rows and counts them. Each d is then final;
+ * its verdicts live until the next jobs_decide() on b's limiter.
  */
-#define RLG_NO_MATCHES	SIZE_MAX
-void		 jobs_decide(struct limiter *lim, const struct conf *c,
-		    const struct job *jobs, const size_t *first, size_t n,
-		    struct match *m, struct verdict *v,
-		    struct limiter_request *reqs);
-
-/*
- * Decides j from its matches m[0..j->d.n) and their verdicts v, writes
- * the reply into out (RLG_MAX_RESPONSE bytes), queues its audit rows and
- * counts it into w (NULL: nowhere). Returns the reply's length.
- * j->d.delay_ms is what an allowed request waits before the reply goes out
- * (leaky_bucket).
- */
-size_t		 job_end(struct job *j, const struct match *m,
-		    const struct verdict *v, struct metrics_worker *w,
-		    char *out);
-
-/*
- * Decides j (job_begin() done, its matches in m) with jobs_decide() on
- * lim, then job_end() into out, and waits out a leaky_bucket delay in
- * this thread: CGI mode's way, one request per process.
- */
-size_t		 job_serve(const struct conf *c, struct limiter *lim,
-		    struct job *j, struct match *m, struct verdict *v,
-		    struct metrics_worker *w, char *out);
+void		 jobs_decide(struct jobs *b, const struct conf *c, int status);
 
 /*
  * This process's numbers besides the counters (workers, audit, the
@@ -115,7 +101,7 @@ void		 gateway_publish(void);
 /* How many event loops serve requests; for the status pages. */
 extern int	 gateway_threads;
 
-/* Where job_end() queues audit rows; NULL: no audit. */
+/* Where jobs_decide() queues audit rows; NULL: no audit. */
 extern struct audit *gateway_audit;
 
 #endif

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "denycache.h"
 #include "limiter.h"
+#include "local.h"
 #include "log.h"
 #include "metrics.h"
 #include "redis.h"
@@ -46,6 +47,13 @@
 #define ROW_MAX			9007199254740992LL /* 2^53: a row's
 						 * integers, exact in Lua */
 
+/* One request to decide: its matches, and its verdicts (in l->verdicts). */
+struct limiter_request {
+	const struct match *m;		/* m[0..n): its rules, file order */
+	size_t		 n;
+	struct verdict	*v;		/* out: v[0..n) */
+};
+
 /* A part of a round's call: the rules of one request whose keys are in
  * one group (all of them, but for a cluster's hash slots). A call holds
  * every part of the batch in its group. */
@@ -61,6 +69,15 @@ struct call_info {
 struct limiter {
 	struct redis	*redis;
 	struct metrics_worker *metrics;	/* the loop's counters, or NULL */
+	int		 err;		/* the last limiter_decide() left
+					 * rules to on_error */
+	char		 errstr[256];
+	/* One limiter_decide()'s requests and their verdicts, kept to be
+	 * reused: rcap requests, vcap verdicts. */
+	struct limiter_request *reqs;
+	size_t		 rcap;
+	struct verdict	*verdicts;
+	size_t		 vcap;
 	/* Scratch for one limiter_decide(), kept to be reused, sized for
 	 * cap rules (room()). */
 	size_t		 cap;
@@ -109,6 +126,8 @@ limiter_free(struct limiter *l)
 	free(l->argv);
 	free(l->argvlen);
 	free(l->bytes);
+	free(l->reqs);
+	free(l->verdicts);
 	free(l);
 }
 
@@ -788,13 +807,39 @@ build_calls(struct limiter *l, const struct conf *c,
 	return ncalls;
 }
 
-int
-limiter_decide(struct limiter *l, const struct conf *c,
+/*
+ * Asks Redis for the verdicts of r[0..nr): one <library>_decide call per
+ * request, all sent in one round trip (redis_run). With Redis Cluster a
+ * request's keys may fall in several slots: one call per slot, sent at
+ * once; when one slot's rules deny (or cannot be decided and deny
+ * on_error) the others' counts are taken back with rlgate_undo in a second
+ * round trip, so that nothing is ever over-admitted. Until that undo has
+ * run, a concurrent request may find those counts and be denied: a window
+ * of one round trip, where Redis on one node would admit it.
+ *
+ * A rule with deny_cache (not in dry run) is first looked up in the
+ * process's deny cache: a remembered denial decides its request without
+ * Redis (local = 1), the request's other rules are then skipped (not
+ * counted); denials Redis gives such rules are remembered until their
+ * retry_after. A rule with overrides = redis passes its override hash in
+ * the same call; an ignored (invalid) override is logged, at most once
+ * per 10 s per process. A call that failed (no answer, not sent, or an
+ * error reply) leaves its rules unanswered. So does a call that counted
+ * its request on a master where, with [redis] replicas = N > 0, fewer
+ * than N replicas acknowledged it in time (WAIT after the call in the same
+ * pipeline): it stays counted there (less admitted, never more), is
+ * logged at most once per 10 s and counted in /metrics; a call that only
+ * denied wrote nothing and stands. Returns the number of calls that
+ * failed, or -1 when out of memory (nothing asked).
+ */
+static long
+ask_redis(struct limiter *l, const struct conf *c,
     struct limiter_request *r, size_t nr)
 {
 	size_t i, k, nparts = 0, ncalls, nrix = 0, nrules = 0, a = 0, pos = 0;
 	long long sent;
-	int local, e, rc = 0;
+	long failed = 0;
+	int local, e;
 
 	sent = mono_us();
 	for (k = 0; k < nr; k++) {
@@ -817,11 +862,8 @@ limiter_decide(struct limiter *l, const struct conf *c,
 	}
 	if (nrules == 0)
 		return 0;
-	if (room(l, nrules) == -1) {
-		log_error("limiter: out of memory; %zu rules undecided",
-		    nrules);
+	if (room(l, nrules) == -1)
 		return -1;
-	}
 	for (k = 0; k < nr; k++) {
 		/* Decided by the deny cache: answered or skipped already. */
 		if (r[k].n == 0 || r[k].v[0].answered || r[k].v[0].skipped)
@@ -842,7 +884,7 @@ limiter_decide(struct limiter *l, const struct conf *c,
 		    &r[ci->req])) == -2)
 			metrics_redis_error(l->metrics);
 		if (e != 0)
-			rc = -1;
+			failed++;
 	}
 	/* Only a cluster splits a request: elsewhere a denied request
 	 * counted nothing, and this finds nothing to undo. */
@@ -866,5 +908,99 @@ limiter_decide(struct limiter *l, const struct conf *c,
 				if (r[k].v[i].override ==
 				    RLG_OVERRIDE_UNLIMITED)
 					r[k].v[i].counted = 0;
-	return rc;
+	return failed;
+}
+
+/*
+ * on_error = local: the rules Redis could not decide are decided in this
+ * process's memory on [redis] local_share of their limits (local.h), at
+ * CLOCK_REALTIME in ms. Only while Redis fails: the next call it answers
+ * is Redis's again.
+ */
+static void
+decide_locally(const struct conf *c, struct limiter_request *r, size_t nr)
+{
+	long long now = wall_ms();
+	size_t i, k;
+
+	for (i = 0; i < nr; i++)
+		for (k = 0; k < r[i].n; k++) {
+			const struct rule *ru = r[i].m[k].rule;
+			struct verdict *v = &r[i].v[k];
+
+			if (v->answered || v->skipped ||
+			    conf_on_error(c, ru) != RLG_ON_ERROR_LOCAL)
+				continue;
+			local_decide(&r[i].m[k], c->local_share_num,
+			    c->local_share_den, now, v);
+		}
+}
+
+/* Room for nr requests and nv verdicts. Returns 0 or -1. */
+static int
+room_requests(struct limiter *l, size_t nr, size_t nv)
+{
+	int ok = 1;
+
+	if (nr > l->rcap) {
+		resize(&l->reqs, nr * 2, sizeof(*l->reqs), &ok);
+		if (ok)
+			l->rcap = nr * 2;
+	}
+	if (ok && nv > l->vcap) {
+		resize(&l->verdicts, nv * 2, sizeof(*l->verdicts), &ok);
+		if (ok)
+			l->vcap = nv * 2;
+	}
+	return ok ? 0 : -1;
+}
+
+int
+limiter_decide(struct limiter *l, const struct conf *c,
+    struct decision *const *d, size_t nd)
+{
+	static const struct verdict unasked[RLG_MAX_MATCHES];
+	size_t k, nr = 0, nv = 0;
+	long failed = 0;
+
+	l->err = 0;
+	l->errstr[0] = '\0';
+	for (k = 0; k < nd; k++)
+		nv += d[k]->bad_detail == NULL ? d[k]->n : 0;
+	if (room_requests(l, nd, nv > 0 ? nv : 1) == -1)
+		failed = -1;
+	for (k = 0, nv = 0; k < nd; k++) {
+		/* Out of memory: nothing asked, every rule to on_error. */
+		d[k]->v = failed == -1 ? unasked : l->verdicts + nv;
+		if (failed == -1)
+			continue;
+		if (d[k]->bad_detail != NULL || d[k]->n == 0)
+			continue;
+		l->reqs[nr].m = d[k]->m;
+		l->reqs[nr].n = d[k]->n;
+		l->reqs[nr++].v = l->verdicts + nv;
+		nv += d[k]->n;
+	}
+	if (nr > 0)
+		failed = ask_redis(l, c, l->reqs, nr);
+	if (failed != 0) {
+		l->err = 1;
+		if (failed == -1)
+			snprintf(l->errstr, sizeof(l->errstr), "limiter: out "
+			    "of memory; the batch's rules follow on_error");
+		else
+			snprintf(l->errstr, sizeof(l->errstr), "limiter: %ld "
+			    "Redis calls failed; their rules follow on_error",
+			    failed);
+		decide_locally(c, l->reqs, nr);
+	}
+	for (k = 0; k < nd; k++)
+		decision_settle(d[k]);
+	return failed != 0 ? -1 : 0;
+}
+
+const char *
+limiter_errstr(const struct limiter *l)
+{
+	return l->errstr;
 }

@@ -1,9 +1,10 @@
 /*
- * limiter: asks Redis whether requests may pass. Each request's rules are
- * decided together by one <library>_decide call of the Lua library (lua/),
- * all-or-nothing: a request is counted only when every rule admits it.
- * The requests of a batch go out in one round trip through the Redis
- * layer (redis.h), which alone knows nodes, slots and failover.
+ * limiter: a batch of requests in, their final verdicts out. Each
+ * request's rules are decided together by one <library>_decide call of the
+ * Lua library (lua/), all-or-nothing: a request is counted only when every
+ * rule admits it. The batch goes out in one round trip through the Redis
+ * layer (redis.h), which alone knows nodes, slots and failover; what Redis
+ * cannot answer is settled here too (on_error, local.h, decision.h).
  */
 #ifndef RLG_LIMITER_H
 #define RLG_LIMITER_H
@@ -11,6 +12,7 @@
 #include <stddef.h>
 
 #include "conf.h"
+#include "decision.h"
 #include "rule.h"
 
 /*
@@ -108,13 +110,6 @@ struct verdict {
 	enum rlg_override override;
 };
 
-/* One request to decide: its matches, and room for their verdicts. */
-struct limiter_request {
-	const struct match *m;		/* m[0..n): its rules, file order */
-	size_t		 n;
-	struct verdict	*v;		/* out: v[0..n) */
-};
-
 struct limiter;
 struct metrics_worker;
 struct redis;
@@ -134,35 +129,20 @@ void		 limiter_set_metrics(struct limiter *l,
 		    struct metrics_worker *w);
 
 /*
- * Decides the requests r[0..nr) against Redis as configured in c, filling
- * each one's verdicts: one <library>_decide call per request, all of them
- * sent in one round trip (redis_run). With Redis Cluster a request's keys
- * may fall in several slots: one call per slot, sent at once; when one
- * slot's rules deny (or cannot be decided and deny on_error) the others'
- * counts are taken back with rlgate_undo in a second round trip, so that
- * nothing is ever over-admitted. Until that undo has run, a concurrent
- * request may find those counts and be denied: a window of one round
- * trip, where Redis on one node would admit it.
- *
- * A rule with deny_cache (not in dry run) is first looked up in the
- * process's deny cache: a remembered denial decides its request without
- * Redis (local = 1), the request's other rules are then skipped (not
- * counted); denials Redis gives such rules are remembered until their
- * retry_after. A rule with overrides = redis passes its override hash in
- * the same call, and its verdict carries the parameters used; an ignored
- * (invalid) override is logged, at most once per 10 s per process. A call
- * that failed (no answer, not sent, or an error reply) leaves its rules'
- * verdicts unanswered: the caller applies on_error. So does a call that
- * counted its request on a master where, with [redis] replicas = N > 0,
- * fewer than N replicas acknowledged it in time (WAIT after the call in
- * the same pipeline): it stays counted there (less admitted, never more),
- * is logged at most once per 10 s per process and counted in /metrics
- * (rlgate_redis_replica_timeouts_total); a call that only denied wrote
- * nothing and stands. Returns 0 when every
- * rule was answered or skipped, -1 otherwise. Not thread safe: one
- * limiter per event loop.
+ * Decides d[0..nd) (conf c; each with conf, req, m, n and the bad_ fields
+ * set) and settles each (decision_settle()): on return status, allowed and
+ * every rule's outcome are final. Redis decides first, in one round trip
+ * for the batch, each request all-or-nothing (with a cluster's undo round
+ * when its keys span slots); the deny cache answers before it; rules Redis
+ * could not answer follow on_error (local: local.h). d[k]->v points to the
+ * limiter's verdicts until its next call. Returns 0, or -1 when a rule was
+ * left to on_error (limiter_errstr() says why). One limiter per loop: not
+ * thread safe.
  */
 int		 limiter_decide(struct limiter *l, const struct conf *c,
-		    struct limiter_request *r, size_t nr);
+		    struct decision *const *d, size_t nd);
+
+/* The last error of l, a sentence ("" when none). */
+const char	*limiter_errstr(const struct limiter *l);
 
 #endif

@@ -343,10 +343,17 @@ reload(const char *path)
 	    (old->audit_database != NULL &&
 	    strcmp(old->audit_database, c->audit_database) != 0))
 		log_warn("reload: [audit] database changes only on restart");
+	/* Out of memory: c is freed, the running configuration stays. */
+	if (gen_install(c) == -1) {
+		log_error("reload: out of memory; keeping the running "
+		    "configuration");
+		gen_release(was);
+		return;
+	}
+	/* c is current now: only this thread installs another. */
 	audit_keep(gateway_audit, c->audit_keep_ms);
 	audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	log_set_level(c->log_level);
-	gen_install(c);
 	gen_release(was);
 	log_info("reload: %s loaded, %zu rules", path, c->nrules);
 }
@@ -356,16 +363,15 @@ run_cgi(struct conf *c)
 {
 	struct redis *r = redis_new();
 	struct limiter *lim = r != NULL ? limiter_new(r) : NULL;
-	struct match *m = calloc(RLG_MAX_MATCHES, sizeof(*m));
-	struct verdict *v = calloc(RLG_MAX_MATCHES, sizeof(*v));
+	struct jobs *b = lim != NULL ? jobs_new(lim, NULL) : NULL;
 	char *out = malloc(RLG_MAX_RESPONSE), errbuf[256], num[32];
 	struct respond_summary s;
-	struct job j;
+	struct job *j = b != NULL ? jobs_add(b) : NULL;
 	sigset_t sigs;
-	size_t len;
-	int null_fd;
+	size_t len, n;
+	int null_fd, allowed, summary;
 
-	if (lim == NULL || m == NULL || v == NULL || out == NULL)
+	if (j == NULL || out == NULL)
 		fatal("out of memory");
 	/* No writer thread for one request: its rows are written by
 	 * audit_close(), after the reply. */
@@ -376,16 +382,25 @@ run_cgi(struct conf *c)
 	audit_keep(gateway_audit, c->audit_keep_ms);
 	audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	/* CGI serves no status endpoint: every request is decided. */
-	job_begin(&j, c, environ, 0, m);
-	len = job_serve(c, lim, &j, m, v, NULL, out);
+	j->envp = environ;
+	jobs_decide(b, c, 0);
+	j = jobs_list(b, &n);
+	len = respond_write(&j->d, out, RLG_MAX_RESPONSE);
+	/* d's verdicts are the limiter's: read before it goes. */
+	allowed = j->d.allowed;
+	summary = respond_summary(&j->d, &s);
+	/* leaky_bucket: the consumer waits its turn instead of failing. */
+	if (allowed && j->d.delay_ms > 0)
+		sleep_ms(j->d.delay_ms);
+	jobs_free(b);
 	limiter_free(lim);
 	redis_free(r);
-	if (j.d.allowed && c->cgi_upstream != NULL) {
+	if (allowed && c->cgi_upstream != NULL) {
 		/* The program's output is the reply: the row comes first. */
 		audit_close(gateway_audit, 5000);
 		/* Wrapper mode: become the protected program, which gets
 		 * our environment and the untouched stdin. */
-		if (respond_summary(&j.d, &s) == 0) {
+		if (summary == 0) {
 			setenv("RATELIMIT_POLICY", s.policy, 1);
 			snprintf(num, sizeof(num), "%lld", s.limit);
 			setenv("RATELIMIT_LIMIT", num, 1);
@@ -401,16 +416,11 @@ run_cgi(struct conf *c)
 		    "Content-Type: text/plain\r\n\r\nupstream failed\n",
 		    stdout);
 		free(out);
-		free(v);
-		free(m);
 		return 1;
 	}
 	fwrite(out, 1, len, stdout);
 	fflush(stdout);
-	/* j's reply is out; j.d points into m and v. */
 	free(out);
-	free(v);
-	free(m);
 	/*
 	 * The end of our output is the end of the reply: the server answers
 	 * now, while the row is written. It may then signal us (lighttpd
@@ -539,7 +549,8 @@ main(int argc, char *argv[])
 		audit_keep_rows(gateway_audit, c->audit_keep_rows_ms);
 	}
 	gateway_threads = loops_of(c);
-	gen_install(c);
+	if (gen_install(c) == -1)
+		fatal("out of memory");
 	if (events_start(fds, nfd, gateway_threads) == -1)
 		fatal("cannot start the event loops: %s", strerror(errno));
 	if (listen_addr != NULL || fds[0] == 0)

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "conf.h"
-#include "respond.h"
+#include "decision.h"
 
 #ifndef RLG_METRICS_RULES	/* tests/fuzz/fuzz_metrics.c: a smaller table */
 #define RLG_METRICS_RULES	1024	/* rule names counted, all reloads */
@@ -70,7 +70,7 @@ void	 metrics_unshare(void);
  */
 void	 metrics_register_rules(struct conf *c);
 
-/* One request decided: its rules' outcomes (d as respond_decide() left it). */
+/* One request decided: its rules' outcomes (d as limiter_decide() settled it). */
 void	 metrics_decided(struct metrics_worker *w, const struct decision *d);
 
 /* The worker is serving a request (1) or waiting for one (0). */

@@ -1,7 +1,8 @@
 /*
- * respond: from verdicts to one decision, and from the decision to the
- * bytes the web server reads (CGI-style headers, then the body). No I/O:
- * main writes the buffer to the FastCGI stream or stdout.
+ * respond: from a settled decision to the bytes the web server reads
+ * (CGI-style headers, then the body). Not here: the verdict (decision.c,
+ * through limiter_decide()), any I/O (the caller writes the buffer to the
+ * FastCGI stream or stdout).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,16 +93,6 @@ respond_reason_phrase(int status)
 	}
 }
 
-const char *
-respond_reason_name(enum rlg_reason r)
-{
-	static const char *names[] = { "limit", "unmatched", "redis_error",
-	    "dry_run", "bad_request", "local_cache", "unlimited",
-	    "other_rule", "local" };
-
-	return names[r];
-}
-
 static long long
 ceil_div(long long a, long long b)
 {
@@ -124,64 +115,6 @@ over_limit(const struct decision *d, size_t i)
 	return !d->rule_allowed[i] && (d->rule_reason[i] == RLG_REASON_LIMIT ||
 	    d->rule_reason[i] == RLG_REASON_LOCAL_CACHE ||
 	    d->rule_reason[i] == RLG_REASON_LOCAL);
-}
-
-void
-respond_decide(struct decision *d, int bad_status)
-{
-	int denied = 0, unavailable = 0;
-	size_t i;
-
-	d->retry_after_ms = 0;
-	d->delay_ms = 0;
-	if (d->bad_detail != NULL) {
-		d->status = bad_status > 0 ? bad_status : 400;
-		d->allowed = 0;
-		return;
-	}
-	for (i = 0; i < d->n; i++) {
-		const struct rule *ru = d->m[i].rule;
-		const struct verdict *v = &d->v[i];
-		enum rlg_on_error oe = conf_on_error(d->conf, ru);
-		int dry = ru->dry_run || d->conf->dry_run;
-
-		d->rule_allowed[i] = 0;
-		if (v->skipped) {
-			d->rule_reason[i] = RLG_REASON_OTHER_RULE;
-		} else if (!v->answered) {
-			d->rule_reason[i] = RLG_REASON_REDIS_ERROR;
-			d->rule_allowed[i] = oe != RLG_ON_ERROR_DENY;
-			if (!d->rule_allowed[i] && !dry)
-				unavailable = 1;
-		} else if (!v->allowed) {
-			d->rule_reason[i] = v->local ? RLG_REASON_LOCAL_CACHE :
-			    dry ? RLG_REASON_DRY_RUN : v->by_local ?
-			    RLG_REASON_LOCAL : RLG_REASON_LIMIT;
-			if (!dry) {
-				denied = 1;
-				if (v->retry_after_ms > d->retry_after_ms)
-					d->retry_after_ms = v->retry_after_ms;
-			}
-		} else if (!v->counted) {
-			d->rule_reason[i] = RLG_REASON_OTHER_RULE;
-		} else {
-			d->rule_reason[i] = v->override ==
-			    RLG_OVERRIDE_UNLIMITED ? RLG_REASON_UNLIMITED :
-			    v->by_local ? RLG_REASON_LOCAL : RLG_REASON_LIMIT;
-			d->rule_allowed[i] = 1;
-			if (v->delay_ms > d->delay_ms)
-				d->delay_ms = v->delay_ms;
-		}
-	}
-	if (denied)
-		d->status = d->conf->deny_status;
-	else if (unavailable)
-		d->status = 503;
-	else
-		d->status = 200;
-	d->allowed = d->status == 200;
-	if (!d->allowed)
-		d->delay_ms = 0;
 }
 
 /* The rule whose numbers the single-valued headers show. */
@@ -331,7 +264,7 @@ decision_body(struct out *o, const struct decision *d)
 		put(o, ",\"algorithm\":\"%s\",\"allowed\":%s,\"reason\":\"%s\","
 		    "\"cost\":%lld", conf_algorithm_name(ru->algorithm),
 		    d->rule_allowed[i] ? "true" : "false",
-		    respond_reason_name(d->rule_reason[i]), d->m[i].cost);
+		    decision_reason_name(d->rule_reason[i]), d->m[i].cost);
 		if (d->rule_reason[i] == RLG_REASON_UNLIMITED)
 			put(o, ",\"limit\":null,\"window_ms\":null");
 		else

@@ -3,7 +3,7 @@
  * I/O: request_init() on fuzzed FastCGI params, rule_match() against a
  * fixed set of rules that use every kind of path, method, host, key and
  * cost, verdicts made up from the input (as Redis could answer them, or
- * not), respond_decide() and respond_write(). An input is
+ * not), decision_settle() and respond_write(). An input is
  *
  *   byte 0     which headers setting (ietf, legacy, both, none)
  *   bytes 1-8  one byte per match: answered (bit 0), allowed (bit 1),
@@ -373,7 +373,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		v[i].now_us = 1700000000000000LL;
 	}
 	d.n = (size_t)n;
-	respond_decide(&d, bad_status);
+	d.bad_status = bad_status;
+	decision_settle(&d);
 	if (d.allowed != (d.status == 200))
 		die("allowed and status disagree", NULL, 0);
 	len = respond_write(&d, out, RLG_MAX_RESPONSE);

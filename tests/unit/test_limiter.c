@@ -299,11 +299,12 @@ load_conf(const char *redis_lines)
 /* One request to decide: rule a on key ka, and rule b on kb when given. */
 struct treq {
 	struct match	 m[2];
-	struct verdict	 v[2];
+	struct decision	 d;
+	struct request	 req;
 };
 
 static void
-treq_set(struct treq *t, struct limiter_request *lr, const struct conf *c,
+treq_set(struct treq *t, struct decision **lr, const struct conf *c,
     const char *ka, const char *kb)
 {
 	memset(t, 0, sizeof(*t));
@@ -316,9 +317,11 @@ treq_set(struct treq *t, struct limiter_request *lr, const struct conf *c,
 		memcpy(t->m[1].key, kb, t->m[1].key_len);
 	}
 	t->m[0].cost = t->m[1].cost = 1;
-	lr->m = t->m;
-	lr->n = kb != NULL ? 2 : 1;
-	lr->v = t->v;
+	t->d.conf = c;
+	t->d.req = &t->req;
+	t->d.m = t->m;
+	t->d.n = kb != NULL ? 2 : 1;
+	*lr = &t->d;
 }
 
 /* The count rule ru (index) keeps for key, on the node that holds it. */
@@ -387,7 +390,7 @@ static void
 test_batch_one_node(void **state)
 {
 	struct treq t[6];
-	struct limiter_request lr[6];
+	struct decision *lr[6];
 	struct redis *r;
 	struct limiter *l;
 	struct conf *c;
@@ -403,7 +406,7 @@ test_batch_one_node(void **state)
 	/* The first call loads the library: not this test's count. */
 	treq_set(&t[0], &lr[0], c, "warm", NULL);
 	assert_int_equal(limiter_decide(l, c, lr, 1), 0);
-	ASSERT_V(t[0].v[0], 1, 1);
+	ASSERT_V(t[0].d.v[0], 1, 1);
 	f0 = fcalls();
 	treq_set(&t[0], &lr[0], c, "x", NULL);
 	treq_set(&t[1], &lr[1], c, "x", NULL);
@@ -413,19 +416,19 @@ test_batch_one_node(void **state)
 	treq_set(&t[5], &lr[5], c, "fresh2", NULL);
 	assert_int_equal(limiter_decide(l, c, lr, 6), 0);
 	assert_int_equal(fcalls() - f0, 1);
-	ASSERT_V(t[0].v[0], 1, 1);
-	assert_int_equal(t[0].v[0].remaining, 1);
-	ASSERT_V(t[1].v[0], 1, 1);
-	assert_int_equal(t[1].v[0].remaining, 0);
-	ASSERT_V(t[2].v[0], 0, 0);
-	assert_true(t[2].v[0].retry_after_ms > 0);
-	ASSERT_V(t[2].v[1], 1, 0);	/* b admits; a denied: not counted */
-	ASSERT_V(t[3].v[0], 1, 1);
-	assert_int_equal(t[3].v[0].remaining, 1);
-	ASSERT_V(t[3].v[1], 1, 1);
-	assert_int_equal(t[3].v[1].remaining, 9);
-	ASSERT_V(t[4].v[0], 0, 0);
-	ASSERT_V(t[5].v[0], 1, 1);
+	ASSERT_V(t[0].d.v[0], 1, 1);
+	assert_int_equal(t[0].d.v[0].remaining, 1);
+	ASSERT_V(t[1].d.v[0], 1, 1);
+	assert_int_equal(t[1].d.v[0].remaining, 0);
+	ASSERT_V(t[2].d.v[0], 0, 0);
+	assert_true(t[2].d.v[0].retry_after_ms > 0);
+	ASSERT_V(t[2].d.v[1], 1, 0);	/* b admits; a denied: not counted */
+	ASSERT_V(t[3].d.v[0], 1, 1);
+	assert_int_equal(t[3].d.v[0].remaining, 1);
+	ASSERT_V(t[3].d.v[1], 1, 1);
+	assert_int_equal(t[3].d.v[1].remaining, 9);
+	ASSERT_V(t[4].d.v[0], 0, 0);
+	ASSERT_V(t[5].d.v[0], 1, 1);
 	assert_int_equal(count_of(c, 0, "x"), 2);
 	assert_int_equal(count_of(c, 0, "fresh"), 1);
 	assert_int_equal(count_of(c, 0, "fresh2"), 1);
@@ -459,7 +462,7 @@ keys_apart(const struct conf *c, const char *prefix, char *ka, char *kb,
 
 /* The hash slots the rules of r[0..n) fall in, each counted once. */
 static long long
-slots_of(const struct conf *c, const struct limiter_request *r, size_t n)
+slots_of(const struct conf *c, struct decision *const *r, size_t n)
 {
 	static unsigned char seen[16384];
 	char k[RLG_REDIS_KEY_SIZE];
@@ -469,9 +472,9 @@ slots_of(const struct conf *c, const struct limiter_request *r, size_t n)
 
 	memset(seen, 0, sizeof(seen));
 	for (i = 0; i < n; i++)
-		for (j = 0; j < r[i].n; j++) {
-			len = limiter_key(c, r[i].m[j].rule, r[i].m[j].key,
-			    r[i].m[j].key_len, 0, k, sizeof(k));
+		for (j = 0; j < r[i]->n; j++) {
+			len = limiter_key(c, r[i]->m[j].rule, r[i]->m[j].key,
+			    r[i]->m[j].key_len, 0, k, sizeof(k));
 			s = slot_of(k, len);
 			count += !seen[s];
 			seen[s] = 1;
@@ -491,7 +494,7 @@ test_cluster_undo(void **state)
 	static const char *const ranges[3][2] = { { "0", "5460" },
 	    { "5461", "10922" }, { "10923", "16383" } };
 	struct treq t[3];
-	struct limiter_request lr[3];
+	struct decision *lr[3];
 	char buf[256], xa[32], xb[32], ya[32], yb[32];
 	struct redis *r;
 	struct limiter *l;
@@ -526,10 +529,10 @@ test_cluster_undo(void **state)
 	treq_set(&t[0], &lr[0], c, xa, xb);
 	treq_set(&t[1], &lr[1], c, xa, xb);
 	assert_int_equal(limiter_decide(l, c, lr, 2), 0);
-	ASSERT_V(t[0].v[0], 1, 1);
-	ASSERT_V(t[0].v[1], 1, 1);
-	ASSERT_V(t[1].v[0], 1, 1);
-	ASSERT_V(t[1].v[1], 1, 1);
+	ASSERT_V(t[0].d.v[0], 1, 1);
+	ASSERT_V(t[0].d.v[1], 1, 1);
+	ASSERT_V(t[1].d.v[0], 1, 1);
+	ASSERT_V(t[1].d.v[1], 1, 1);
 	assert_int_equal(count_of(c, 1, xb), 2);
 	/* A batch: x again (a denies in its slot; b's count taken back), then
 	 * y on fresh keys (counted in both): one call per hash slot the batch
@@ -539,10 +542,10 @@ test_cluster_undo(void **state)
 	f0 = fcalls();
 	assert_int_equal(limiter_decide(l, c, lr, 2), 0);
 	assert_int_equal(fcalls() - f0, slots_of(c, lr, 2) + 1);
-	ASSERT_V(t[0].v[0], 0, 0);
-	ASSERT_V(t[0].v[1], 1, 0);
-	ASSERT_V(t[1].v[0], 1, 1);
-	ASSERT_V(t[1].v[1], 1, 1);
+	ASSERT_V(t[0].d.v[0], 0, 0);
+	ASSERT_V(t[0].d.v[1], 1, 0);
+	ASSERT_V(t[1].d.v[0], 1, 1);
+	ASSERT_V(t[1].d.v[1], 1, 1);
 	assert_int_equal(count_of(c, 0, xa), 2);
 	assert_int_equal(count_of(c, 1, xb), 2);	/* 3 counted, 1 undone */
 	assert_int_equal(count_of(c, 0, ya), 1);

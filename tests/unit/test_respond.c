@@ -77,7 +77,7 @@ decide(size_t n)
 	d.m = m;
 	d.v = v;
 	d.n = n;
-	respond_decide(&d, 0);
+	decision_settle(&d);
 	return d;
 }
 
@@ -172,7 +172,7 @@ test_two_policies_one_denies(void **state)
 	/* user_list would have admitted: not counted, says the audit. */
 	assert_int_equal(d.rule_allowed[0], 0);
 	assert_int_equal(d.rule_reason[0], RLG_REASON_OTHER_RULE);
-	assert_string_equal(respond_reason_name(d.rule_reason[0]),
+	assert_string_equal(decision_reason_name(d.rule_reason[0]),
 	    "other_rule");
 	assert_int_equal(d.rule_allowed[1], 0);
 	assert_int_equal(d.rule_reason[1], RLG_REASON_LIMIT);
@@ -353,7 +353,7 @@ test_local_cache_denies_like_redis(void **state)
 	assert_int_equal(d.status, 429);
 	assert_false(d.allowed);
 	assert_int_equal(d.rule_reason[0], RLG_REASON_LOCAL_CACHE);
-	assert_string_equal(respond_reason_name(d.rule_reason[0]),
+	assert_string_equal(decision_reason_name(d.rule_reason[0]),
 	    "local_cache");
 	assert_int_equal(d.retry_after_ms, 420);
 	len = respond_write(&d, out, sizeof(out));
@@ -414,7 +414,7 @@ test_bad_request(void **state)
 	d.req = &req;
 	d.bad_rule = &rules[0];
 	d.bad_detail = "a field the rate-limit key needs is missing";
-	respond_decide(&d, 0);
+	decision_settle(&d);
 	assert_int_equal(d.status, 400);
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';
@@ -469,7 +469,7 @@ test_override_unlimited(void **state)
 	assert_int_equal(d.status, 200);
 	assert_int_equal(d.rule_reason[0], RLG_REASON_UNLIMITED);
 	assert_true(d.rule_allowed[0]);
-	assert_string_equal(respond_reason_name(d.rule_reason[0]), "unlimited");
+	assert_string_equal(decision_reason_name(d.rule_reason[0]), "unlimited");
 	len = respond_write(&d, out, sizeof(out));
 	out[len] = '\0';
 	assert_non_null(strstr(out, "RateLimit-Policy: \"daily\";q=5000;w=86400\r\n"));
@@ -673,7 +673,7 @@ test_names(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		assert_string_equal(respond_reason_name((enum rlg_reason)i),
+		assert_string_equal(decision_reason_name((enum rlg_reason)i),
 		    names[i]);
 	assert_int_equal(RLG_REASON_LOCAL + 1, sizeof(names) / sizeof(names[0]));
 	assert_string_equal(respond_reason_phrase(200), "OK");
