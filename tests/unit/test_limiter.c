@@ -8,6 +8,9 @@
  * per node or slot, each request all or nothing on the state the ones
  * before it left (a denial never leaks into the next request's verdicts),
  * and a cluster's undo of what one slot counted when another denied.
+ * The verdict is final when limiter_decide() returns: on_error allow, deny
+ * and local against a Redis that does not answer, dry run against one
+ * that does.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +34,7 @@
 
 #include "conf.h"
 #include "limiter.h"
+#include "local.h"
 #include "redis.h"
 #include "slot.h"
 
@@ -556,6 +560,133 @@ test_cluster_undo(void **state)
 	stop_nodes();
 }
 
+/* A configuration of four rules on /p, /q, /r and /s, each limit 2 a
+ * minute, with extra lines for [redis]; rule d (/s) is in dry run. */
+static struct conf *
+policy_conf(const char *redis_lines)
+{
+	char path[PATH_MAX], *errors = NULL;
+	struct conf *c;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/policy.ini", rdir);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "[redis]\n%s\ntimeout = 200ms\nconnect_timeout = 100ms\n"
+	    "local_share = 1/2\n[audit]\ndatabase =\n"
+	    "[rule:a]\npath = /p\nlimit = 2\nwindow = 1m\non_error = allow\n"
+	    "[rule:b]\npath = /q\nlimit = 2\nwindow = 1m\non_error = deny\n"
+	    "[rule:c]\npath = /r\nlimit = 2\nwindow = 1m\non_error = local\n"
+	    "[rule:d]\npath = /s\nlimit = 1\nwindow = 1m\non_error = deny\n"
+	    "dry_run = yes\n", redis_lines);
+	fclose(f);
+	chmod(path, 0600);
+	c = conf_load(path, &errors);
+	if (c == NULL)
+		fail_msg("%s", errors);
+	return c;
+}
+
+/* Decides one request of rule ru (index) on key k into t; returns
+ * limiter_decide()'s result. */
+static int
+decide_one(struct limiter *l, const struct conf *c, struct treq *t, size_t ru,
+    const char *k)
+{
+	struct decision *d;
+
+	treq_set(t, &d, c, k, NULL);
+	t->m[0].rule = &c->rules[ru];
+	return limiter_decide(l, c, &d, 1);
+}
+
+#define ASSERT_FINAL(t, st, ok, reason) do {				\
+	assert_int_equal((t).d.status, (st));				\
+	assert_int_equal((t).d.allowed, (ok));				\
+	assert_int_equal((t).d.rule_reason[0], (reason));		\
+} while (0)
+
+/*
+ * Redis does not answer (nothing listens on its socket): what
+ * limiter_decide() returns is final, each rule's on_error applied there.
+ * allow: 200, redis_error; deny: 503; local: decided in memory on half
+ * the limit (one admitted, then deny_status, reason local); deny in dry
+ * run: 200, never 503.
+ */
+static void
+test_verdict_on_error(void **state)
+{
+	struct treq t;
+	struct redis *r;
+	struct limiter *l;
+	struct conf *c;
+	char buf[PATH_MAX + 32];
+
+	(void)state;
+	local_reset();
+	snprintf(buf, sizeof(buf), "address = unix:%s/none.sock", rdir);
+	c = policy_conf(buf);
+	assert_non_null(r = redis_new());
+	assert_non_null(l = limiter_new(r));
+	assert_int_equal(decide_one(l, c, &t, 0, "x"), -1);
+	assert_string_not_equal(limiter_errstr(l), "");
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_REDIS_ERROR);
+	assert_int_equal(t.d.rule_allowed[0], 1);
+	assert_int_equal(decide_one(l, c, &t, 1, "x"), -1);
+	ASSERT_FINAL(t, 503, 0, RLG_REASON_REDIS_ERROR);
+	assert_int_equal(t.d.rule_allowed[0], 0);
+	assert_int_equal(decide_one(l, c, &t, 2, "x"), -1);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_LOCAL);
+	assert_int_equal(t.d.v[0].limit, 1);		/* 2 x 1/2 */
+	assert_int_equal(decide_one(l, c, &t, 2, "x"), -1);
+	ASSERT_FINAL(t, 429, 0, RLG_REASON_LOCAL);
+	assert_true(t.d.retry_after_ms > 0);
+	assert_int_equal(decide_one(l, c, &t, 3, "x"), -1);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_REDIS_ERROR);
+	assert_int_equal(t.d.rule_allowed[0], 0);
+	limiter_free(l);
+	redis_free(r);
+	conf_free(c);
+}
+
+/*
+ * Redis answers: a rule over its limit denies (deny_status, reason limit)
+ * unless in dry run, where the request goes through (200, reason dry_run,
+ * the rule itself not allowed) and nothing is counted.
+ */
+static void
+test_verdict_dry_run(void **state)
+{
+	struct treq t;
+	struct redis *r;
+	struct limiter *l;
+	struct conf *c;
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(start_node(0, 0), 0);
+	snprintf(buf, sizeof(buf), "address = 127.0.0.1:%d", node_port[0]);
+	c = policy_conf(buf);
+	assert_non_null(r = redis_new());
+	assert_non_null(l = limiter_new(r));
+	assert_int_equal(decide_one(l, c, &t, 0, "y"), 0);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_LIMIT);
+	assert_int_equal(decide_one(l, c, &t, 0, "y"), 0);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_LIMIT);
+	assert_int_equal(decide_one(l, c, &t, 0, "y"), 0);
+	ASSERT_FINAL(t, 429, 0, RLG_REASON_LIMIT);
+	assert_int_equal(decide_one(l, c, &t, 3, "y"), 0);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_LIMIT);
+	assert_int_equal(decide_one(l, c, &t, 3, "y"), 0);
+	ASSERT_FINAL(t, 200, 1, RLG_REASON_DRY_RUN);
+	assert_int_equal(t.d.rule_allowed[0], 0);
+	assert_int_equal(t.d.v[0].allowed, 0);
+	assert_string_equal(limiter_errstr(l), "");
+	limiter_free(l);
+	redis_free(r);
+	conf_free(c);
+	stop_nodes();
+}
+
 static int
 group_setup(void **state)
 {
@@ -593,6 +724,8 @@ main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test_teardown(test_batch_one_node, teardown),
 		cmocka_unit_test_teardown(test_cluster_undo, teardown),
+		cmocka_unit_test(test_verdict_on_error),
+		cmocka_unit_test_teardown(test_verdict_dry_run, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
