@@ -52,15 +52,20 @@ CONF_SRCS = fcgi/conf.c fcgi/conf_finish.c fcgi/conf_keys.c fcgi/conf_errors.c \
 AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 	     fcgi/audit_ids.c fcgi/audit_counts.c fcgi/audit_migrate.c \
 	     fcgi/audit_ckpt.c fcgi/audit_files.c
-# The gateway, one file per concern, in the order a request goes through them
-# (limiter over the Redis layer: redis runs the calls, redis_conn holds the
+# The gateway, one file per concern, in the order a request goes through them:
+# the worker threads (events), each an event loop (loop: epoll, timers, the
+# before-sleep hook where a turn's batch is decided; it knows nothing of
+# FastCGI) with its FastCGI connections (conns); the jobs of a batch and the
+# configuration generations (gateway); the request's view (request), its
+# rules (rule); the verdict (limiter, which settles it with decision's
+# policy) over the Redis layer: redis runs the calls, redis_conn holds the
 # connections and each address's health, redis_io the bytes on their
 # sockets (plain, or TLS with OpenSSL), redis_lib the function library on a
 # server (loaded, never replaced), redis_deploy the deployment (slot
 # map, master), with slot for Cluster routing, replicas for the rules of
 # [redis] replicas (WAIT or not) and sentinel for finding the
 # master; redis_admin above them asks the deployment as a whole: status,
-# probe, rlgate-ctl's connections);
+# probe, rlgate-ctl's connections); the reply (respond, rendering only);
 # beside the line: the deny cache (limiter's), the counters (metrics) and
 # the status endpoint (status: /health and /metrics, their texts; it reads
 # the counters, gateway's numbers and the Redis layer's health); below the

@@ -7,6 +7,13 @@
  * (respond.h, or status.h for the status endpoint) and handed back.
  * Nothing waits in a loop but that round trip, the health check's PING
  * and a full audit queue, each bounded (Redis timeouts, the queue's room).
+ *
+ * The round trip is waited for in the Redis layer's own poll() (redis.c),
+ * not in this loop: a batch is decided whole before the next is read, so
+ * the connections that wait meanwhile wait one round trip at most, and
+ * the limiter stays a call that returns final verdicts. Waiting in the
+ * loop would need a limiter that resumes (its undo round, a cluster's
+ * redirects) and several batches in flight to gain anything; not tried.
  */
 #include <errno.h>
 #include <fcntl.h>

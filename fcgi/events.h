@@ -1,10 +1,11 @@
 /*
- * events: how the gateway serves FastCGI. [gateway] workers threads,
- * each an epoll loop that serves any number of FastCGI connections at
- * once. Every request that is complete when the loop wakes is decided in
- * one batch: all their rules' calls go to Redis in one round trip on the
- * loop's connection. leaky_bucket's wait is a timer, not a sleeping
- * thread, and a kept-alive web-server connection pins nothing.
+ * events: the worker threads that serve FastCGI. [gateway] workers
+ * threads, each an event loop (loop.h) with its FastCGI connections
+ * (conns.h) and its own Redis connections. Every request that is complete
+ * when the loop is about to sleep is decided in one batch (gateway.h's
+ * jobs_decide()): all their rules' calls go to Redis in one round trip.
+ * leaky_bucket's wait is a timer, not a sleeping thread, and a kept-alive
+ * web-server connection pins nothing.
  */
 #ifndef RLG_EVENTS_H
 #define RLG_EVENTS_H

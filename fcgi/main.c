@@ -442,6 +442,38 @@ run_cgi(struct conf *c)
 	return 0;
 }
 
+/*
+ * Starts the event loops on fds[0..nfd) with c installed, says so, and
+ * checks Redis once they serve.
+ */
+static void
+serve(const struct conf *c, const int *fds, int nfd, const char *listen_addr)
+{
+	char errbuf[512];
+
+	if (events_start(fds, nfd, gateway_threads) == -1)
+		fatal("cannot start the event loops: %s", strerror(errno));
+	if (listen_addr != NULL || fds[0] == 0)
+		log_info("rlgate %s: %d event loops, %zu rules, listening on "
+		    "%s", RLG_VERSION, gateway_threads, c->nrules,
+		    listen_addr != NULL ? listen_addr : "fd 0");
+	else
+		log_info("rlgate %s: %d event loops, %zu rules, listening on "
+		    "%d socket%s from systemd", RLG_VERSION, gateway_threads,
+		    c->nrules, nfd, nfd == 1 ? "" : "s");
+	/*
+	 * The start-up check runs once the loops serve: the socket accepts
+	 * from the start (a web server's, systemd's), and a request that came
+	 * while a Redis that does not answer held the check would wait for it
+	 * and then for its own round. The loops need nothing from it (a
+	 * missing library is loaded by the first call). c stays installed:
+	 * only this thread reloads, after it.
+	 */
+	if (redis_probe(c, errbuf, sizeof(errbuf)) == -1)
+		log_warn("redis %s: %s; starting anyway (on_error applies "
+		    "until it answers)", c->redis_address, errbuf);
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -551,33 +583,7 @@ main(int argc, char *argv[])
 	gateway_threads = loops_of(c);
 	if (gen_install(c) == -1)
 		fatal("out of memory");
-	if (events_start(fds, nfd, gateway_threads) == -1)
-		fatal("cannot start the event loops: %s", strerror(errno));
-	if (listen_addr != NULL || fds[0] == 0)
-		log_info("rlgate %s: %d event loops, %zu rules, listening on "
-		    "%s", RLG_VERSION, gateway_threads, c->nrules,
-		    listen_addr != NULL ? listen_addr : "fd 0");
-	else
-		log_info("rlgate %s: %d event loops, %zu rules, listening on "
-		    "%d socket%s from systemd", RLG_VERSION, gateway_threads,
-		    c->nrules, nfd, nfd == 1 ? "" : "s");
-	/*
-	 * The start-up check runs once the loops serve: the socket accepts
-	 * from the start (a web server's, systemd's), and a request that came
-	 * while a Redis that does not answer held the check would wait for it
-	 * and then for its own round. The loops need nothing from it (a
-	 * missing library is loaded by the first call). c stays installed:
-	 * only this thread reloads, after it.
-	 */
-	{
-		char errbuf[512];
-
-		if (redis_probe(c, errbuf, sizeof(errbuf)) == -1)
-			log_warn("redis %s: %s; starting anyway (on_error "
-			    "applies until it answers)", c->redis_address,
-			    errbuf);
-	}
-
+	serve(c, fds, nfd, listen_addr);
 	for (;;) {
 		if (sigwait(&sigs, &sig) != 0)
 			continue;

@@ -11,7 +11,7 @@
  * health page is about the nodes, one per master, as the Redis layer
  * alone knows them. That is the status module's job and no other's above
  * the Redis layer. The event loops hand it the requests for its path
- * (job_begin() tells them apart); nothing it calls (gateway, metrics, the
+ * (jobs_decide() tells them apart); nothing it calls (gateway, metrics, the
  * Redis layer) calls back into it.
  */
 #ifndef RLG_STATUS_H
