@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "denycache.h"
 #include "limiter.h"
+#include "limiter_int.h"
 #include "local.h"
 #include "log.h"
 #include "metrics.h"

@@ -40,35 +40,6 @@ enum rlg_override {
 };
 
 /*
- * One row of <library>_decide's reply (lua/decide.lua), a string: "ALLOWED
- * REMAINING LIMIT RESET_MS RETRY_AFTER_MS NOW_US DELAY_MS WINDOW_MS BURST
- * PRECISION_MS OVERRIDE UNDO WHY", 11 decimal integers, the undo token and
- * why joined by single spaces; why is the rest of the string (it may hold
- * spaces), the token holds none. f[] the integers in that order (the
- * RLG_ROW_ indexes); undo and why point into the row, "" when empty.
- */
-enum {
-	RLG_ROW_ALLOWED, RLG_ROW_REMAINING, RLG_ROW_LIMIT, RLG_ROW_RESET_MS,
-	RLG_ROW_RETRY_MS, RLG_ROW_NOW_US, RLG_ROW_DELAY_MS, RLG_ROW_WINDOW_MS,
-	RLG_ROW_BURST, RLG_ROW_PRECISION_MS, RLG_ROW_OVERRIDE, RLG_ROW_INTS
-};
-struct limiter_row {
-	long long	 f[RLG_ROW_INTS];
-	const char	*undo;
-	size_t		 undo_len;
-	const char	*why;
-	size_t		 why_len;
-};
-
-/*
- * Parses the row s[0..len) into *row, strictly: each integer a whole
- * decimal (an optional -, digits) within 2^53 in magnitude, allowed 0 or 1,
- * override an enum rlg_override, every separator one space. Returns 0, or
- * -1 when s is anything else (*row then means nothing). Allocates nothing.
- */
-int		 limiter_row(const char *s, size_t len, struct limiter_row *row);
-
-/*
  * One rule's part in a request's decision. allowed is the rule's own
  * decision on the state it found; counted says whether the request was
  * counted in the rule's state, which happens only when every rule of the

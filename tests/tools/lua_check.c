@@ -25,6 +25,7 @@
 #include <hiredis/hiredis.h>
 
 #include "limiter.h"
+#include "limiter_int.h"
 #include "lua_model.h"
 #include "scripts.h"
 #include "tool.h"

@@ -34,6 +34,7 @@
 
 #include "conf.h"
 #include "limiter.h"
+#include "limiter_int.h"
 #include "local.h"
 #include "redis.h"
 #include "slot.h"
