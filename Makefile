@@ -118,7 +118,9 @@ PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 .PHONY: all deps test unit integration run bench install clean fuzz deb cycles
 all: $(PROGS)
 
-$(B)/%.o: %.c
+# fcgi/facts.h, generated, is included through conf_values.h: before the
+# first build -MMD has not yet said by whom, so every object waits for it.
+$(B)/%.o: %.c | fcgi/facts.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
@@ -131,6 +133,11 @@ $(call obj,fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c fcgi/ctl.c): f
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
+
+# The facts the C shares with the library, written once in lua/ (limits,
+# each algorithm's spec, the reply layouts): lua/README.md, "Facts".
+fcgi/facts.h: $(LUA_LIB) fcgi/embed.sh fcgi/facts.awk
+	sh fcgi/embed.sh -f $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
 # The library as one file: redis-cli -x FUNCTION LOAD < lua/rlgate.lua (its name,
 # rlgate_ and 12 hex digits of the version, is on its first line)
@@ -218,7 +225,7 @@ FUZZ_LIB_OBJS	 = $(call fzobj,$(CONF_SRCS) fcgi/request.c fcgi/rule.c \
 		   fcgi/respond.c fcgi/log.c fcgi/wire.c)
 .SECONDARY: $(FUZZ_LIB_OBJS) $(call fzobj,$(FUZZ_SRCS))
 
-$(B)/fz/%.o: %.c
+$(B)/fz/%.o: %.c | fcgi/facts.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 		$(WARN) -MMD -MP -c -o $@ $<
@@ -282,7 +289,7 @@ deb:
 	@ls -t $(DEB_BUILD)/rlgate_*.deb | head -1
 
 clean:
-	rm -f fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
+	rm -f fcgi/scripts.c fcgi/facts.h fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
 	rm -rf $(B)
 
 -include $(shell find $(B) -name '*.d' -not -path '$(B)/deb/*' 2>/dev/null)

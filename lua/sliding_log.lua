@@ -18,7 +18,7 @@
 -- Undo token "<now_us>:<first seq>:<cost>": the members this admission added
 -- are removed (those that already left the window are gone). Exact.
 do
-	local A = {spec = {limit_max = 100000}, state = 'zset'}
+	local A = {spec = {limit_max = MAX_LOG_LIMIT}, state = 'zset'}
 
 	-- The newest logged time (nil when the log is empty).
 	local function newest(key)

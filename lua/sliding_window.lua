@@ -24,7 +24,7 @@
 -- Undo token "block:cost": that block's counter goes down by cost (never below
 -- 0, deleted at 0). Exact: a block is counted or not whoever came first.
 do
-	local A = {spec = {limit_max = 1e9, precision = true}, state = 'hash'}
+	local A = {spec = {limit_max = MAX_COUNT, precision = true}, state = 'hash'}
 
 	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit
