@@ -205,8 +205,8 @@ bench: deps
 # (fuzz_template), the request path request -> rule -> respond
 # (fuzz_request), the FastCGI records of the events engine
 # (fuzz_wire) and the shared /metrics table filled with random bytes
-# (fuzz_metrics, which includes fcgi/metrics.c itself and links status.c
-# for the texts). They are built with clang and
+# (fuzz_metrics, which links fcgi/metrics.c built with a smaller table and
+# status.c for the texts). They are built with clang and
 # -fsanitize=fuzzer,address,undefined from objects of their own (build/fz/),
 # whatever SANITIZE says, so they never mix with the gateway's build.
 # `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/NAME/
@@ -234,11 +234,18 @@ $(B)/tests/fuzz/fuzz_%: $(B)/fz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
-# fuzz_metrics includes metrics.c; status.c, which writes the texts it
-# checks, links the rest of the gateway.
-FUZZ_METRICS_OBJS = $(call fzobj,fcgi/status.c fcgi/gateway.c \
-		    $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
+# fuzz_metrics links metrics.c built with a smaller table (so that every
+# input fills all of it), the same sizes for the target itself; status.c,
+# which writes the texts it checks, links the rest of the gateway.
+FUZZ_METRICS_SIZES = -DMAX_WORKERS=4 -DMAX_PROCS=8 -DRLG_METRICS_RULES=16
+FUZZ_METRICS_OBJS = $(B)/fz/small/fcgi/metrics.o $(call fzobj,fcgi/status.c \
+		    fcgi/gateway.c $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
 .SECONDARY: $(FUZZ_METRICS_OBJS)
+$(B)/fz/small/%.o: %.c | fcgi/facts.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_METRICS_SIZES) $(FUZZ_FLAGS) \
+		-fsanitize=fuzzer-no-link,address,undefined $(WARN) -MMD -MP -c -o $@ $<
+$(B)/fz/tests/fuzz/fuzz_metrics.o: CPPFLAGS += $(FUZZ_METRICS_SIZES)
 $(B)/tests/fuzz/fuzz_metrics: $(B)/fz/tests/fuzz/fuzz_metrics.o $(FUZZ_METRICS_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
