@@ -163,7 +163,7 @@ is "${L}_override of fields: sliding_log above its limit, ignored, and why" \
 	"$(ov 0 sliding_log 1 3 1000 '' '' 100001 '' '' '' '')"
 is "${L}_override of fields: unlimited" "2|3|1000|0|0|" "$(ov 0 fixed_window 1 3 1000 '' '' '' '' '' '' 1)"
 is "${L}_override: the arguments themselves wrong, an error" "rlgate: cost is missing (ARGV[2])" \
-	"$(ov 0 fixed_window '' 3 1000 '' '')"
+	"$(rcli FCALL_RO "${L}_override" 0 fixed_window '' 3 1000 '' '' 2>&1)"
 err=$(rcli FCALL ${L}_gcra 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
 is "an argument error is one sentence" "rlgate: cost 2 is above burst 1: such a request could never be admitted" "$err"
 is "${L}_gcra with 3 keys: an error" "rlgate: ${L}_gcra takes 1 key (the state) or 2 (and its override), got 3" \
