@@ -196,19 +196,12 @@ struct redisContext *redis_dial(const char *address, const char *username,
 
 /*
  * Makes sure this build's function library (rlg_library, scripts.h) is on
- * the server of a blocking ctx; the one routine for the gateway (a node
- * that answered "Function not found"), the start-up probe and rlgate-ctl.
- * Asks its version function (FCALL_RO, which a user without FUNCTION LOAD
- * may run); where it is not found, FUNCTION LOAD, never REPLACE: a library
- * of this name that rlgate did not write stays as it is. "Already exists"
- * is this build's when its version function now answers (another gateway
- * was first). A library of this name is this build's when its version
- * function answers this build's version and, with check_code (needs
- * FUNCTION LIST), its code is this build's. Returns 1 when it loaded it, 0
- * when it was there, -1 with a sentence in err (this build's library
- * missing and the user may not load it: what to run; another library under
- * this name: not replaced; Redis before 7.0; the connection failed, then
- * ctx->err is set). Thread safe (ctx is the caller's).
+ * the server of a blocking ctx, never replacing one (redis_lib.c says how
+ * it tells its own); the one routine for the gateway, the probe and
+ * rlgate-ctl. check_code: compare the code too (needs FUNCTION LIST).
+ * Returns 1 when it loaded it, 0 when it was there, -1 with a sentence in
+ * err (then ctx->err is set if the connection failed). Thread safe (ctx is
+ * the caller's).
  */
 int		 redis_library(struct redisContext *ctx, long long timeout_ms,
 		    int check_code, char *err, size_t errlen);
