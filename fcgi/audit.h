@@ -159,11 +159,13 @@ struct audit;
  * Opens (creating if needed) the database at path in WAL mode with the
  * schema above, and starts the writer thread. queue_max rows are held in
  * memory at most; a batch of rows (at most queue_max) is written as soon as
- * it waits, or flush_interval_ms (0: at once) after the first row came. The opening waits up to AUDIT_OPEN_BUSY_MS
- * for another process's lock (schema, the switch to WAL). path may be a dated name (audit_keep()): the file of the
- * present is opened. Returns NULL with a sentence naming path in errbuf on
- * failure (bad arguments, cannot open or create, not a database, read-only,
- * WAL refused, not to be trusted: audit_trusted()). Each handle has its own connection and writer thread.
+ * it waits, or flush_interval_ms (0: at once) after the first row came. The
+ * opening waits up to AUDIT_OPEN_BUSY_MS for another process's lock
+ * (schema, the switch to WAL). path may be a dated name (audit_keep()): the
+ * file of the present is opened. Returns NULL with a sentence naming path
+ * in errbuf on failure (bad arguments, cannot open or create, not a
+ * database, read-only, WAL refused, not to be trusted: audit_trusted()).
+ * Each handle has its own connection and writer thread.
  */
 #define AUDIT_OPEN_BUSY_MS	2000
 struct audit	*audit_open(const char *path, int queue_max, int batch,

@@ -131,10 +131,11 @@ conf_format_duration(long long ms, char *buf, size_t len)
 }
 
 /* Each algorithm's spec in lua/<algorithm>.lua, as facts.h carries it. */
-#define SPEC(A)	{ RLG_##A##_LIMIT_MAX, RLG_##A##_BURST, RLG_##A##_PRECISION }
+#define SPEC(A) \
+	{ RLG_##A##_LIMIT_MAX, RLG_##A##_BURST, RLG_##A##_PRECISION }
 static const struct spec {
 	long long	 limit_max;
-	int		 burst;		/* RLG_BURST_NONE, _BUCKET, _QUEUE */
+	int		 burst;	/* RLG_BURST_NONE, _BUCKET, _QUEUE */
 	int		 precision;	/* takes precision_ms */
 } specs[RLG_ALGORITHM_COUNT] = {
 	[RLG_FIXED_WINDOW] = SPEC(FIXED_WINDOW),

@@ -99,8 +99,9 @@ long long	 conf_default_precision(long long window_ms);
  * of params() in lua/prelude.lua, in its order, on the limits and spec it
  * exports (facts.h): cost, limit, window_ms, burst and precision_ms
  * (burst and precision_ms RLG_PARAM_UNSET when empty, then the library's
- * default; each ignored by the algorithms that do not take it). Returns RLG_PARAM_OK, or the parameter to blame with a sentence
- * in why (len bytes) saying what is wrong and what would do, naming values
+ * default; each ignored by the algorithms that do not take it). Returns
+ * RLG_PARAM_OK, or the parameter to blame with a sentence in why (len
+ * bytes) saying what is wrong and what would do, naming values
  * as the configuration file writes them (durations as "1s"), without the
  * parameter's name (conf_param_name()).
  */

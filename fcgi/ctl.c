@@ -153,8 +153,8 @@ ask_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		f[i] = el[i]->integer;
 	}
 	if (i != RLG_OVERRIDE_REPLY_FIELDS) {
-		ctl_complain("redis %s: %s: unexpected reply (is this build's library "
-		    "there?)", c->redis_address, fn);
+		ctl_complain("redis %s: %s: unexpected reply (is this build's "
+		    "library there?)", c->redis_address, fn);
 		freeReplyObject(r);
 		return -1;
 	}
@@ -272,8 +272,8 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	if ((r = ctl_fcall_ro(rc, c, argc, argv)) == NULL)
 		return EXIT_REDIS;
 	el = r->element;
-	for (i = 0; r->type == REDIS_REPLY_ARRAY && r->elements == RLG_PEEK_FIELDS &&
-	    i < RLG_PEEK_FIELDS; i++) {
+	for (i = 0; r->type == REDIS_REPLY_ARRAY &&
+	    r->elements == RLG_PEEK_FIELDS && i < RLG_PEEK_FIELDS; i++) {
 		if (el[i]->type != (i == RLG_PEEK_WHY || i == RLG_PEEK_STATE ?
 		    REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
 			break;
@@ -442,8 +442,8 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		if ((r = ctl_call(rc, c, 2, del)) == NULL)
 			return EXIT_REDIS;
 		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
-			printf("%s: cleared; the rule's %s applies from the next "
-			    "request\n", okey, was);
+			printf("%s: cleared; the rule's %s applies from the "
+			    "next request\n", okey, was);
 		else
 			printf("%s: no override, nothing cleared\n", okey);
 		freeReplyObject(r);

@@ -39,7 +39,7 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"local_cache", "other_rule"
 };
 
-#ifndef MAX_WORKERS		/* the Makefile's fuzz_metrics: a smaller table */
+#ifndef MAX_WORKERS	/* the Makefile's fuzz_metrics: a smaller table */
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
 #define MAX_PROCS	256	/* processes sharing */
 #endif

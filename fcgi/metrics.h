@@ -16,7 +16,7 @@
 #include "conf.h"
 #include "respond.h"
 
-#ifndef RLG_METRICS_RULES	/* the Makefile's fuzz_metrics: a smaller table */
+#ifndef RLG_METRICS_RULES	/* the Makefile's fuzz_metrics: fewer */
 #define RLG_METRICS_RULES	1024	/* rule names counted, all reloads */
 #endif
 

@@ -686,39 +686,38 @@ all_unsent(struct redis *r, struct redis_call *calls, size_t n,
 }
 
 /*
- * redis_run(): calls[0..n) go pipelined per node, written to every node first and
- * then read from all at once (one round trip however many nodes). Routes
- * each call by the slot of its key (cluster), follows MOVED (fixes that
- * slot, refreshes the whole map at the next run) and ASK (with ASKING,
+ * redis_run(): calls[0..n) go pipelined per node, written to every node
+ * first and then read from all at once (one round trip however many nodes).
+ * Routes each call by the slot of its key (cluster), follows MOVED (fixes
+ * that slot, refreshes the whole map at the next run) and ASK (with ASKING,
  * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
  * has passed, at most 5 redirects per call. Where a node answers "ERR
  * Function not found" (that call did not run), makes sure of rlg_library
  * there with redis_library() before the next round trip and runs the call
  * once more; where the library cannot be there (the user may not load it,
- * another library holds its name), the node is down: its calls are
- * unsent, why is logged once per outage. A call that timed out or lost its
- * connection is never sent again. With [redis] replicas = N > 0, each
- * node whose pipeline holds a call with wait set gets WAIT N T after it,
- * T half of c's timeout (never 0, with which WAIT would block): its reply
- * fills those calls' acked; the layer does not judge it. Not where the
- * master has fewer than N replicas connected (ROLE, first in that node's
- * pipeline once a second per master and process, so within the round's
- * timeout; logged once when fewer, once when back): acked is then that
- * number, and a WAIT sent before the count was known is not awaited. A
- * WAIT not answered by the round's deadline (Redis ends it at a cron
- * tick) leaves acked -1 and closes that connection; it is no outage: the
- * calls' replies came. Follows a Sentinel failover (+switch-master, a
- * lost connection, READONLY). A call whose node cannot
- * be reached before sending (it did not run) is routed again after the
- * slot map is read (the master asked for) once more in the same run, at
- * most once per run and per 100 ms: after a failover the first request
- * is decided, not on_error. A node that fails is
- * backed off process-wide (50 ms doubling to 500 ms; one loop probes):
- * only the calls for it fail, the others go on. Each outage is logged
- * once per node with its address and why ("timed out after 100 ms"), its
- * end once. Connects as needed, and again after a reload changed the
- * addresses, credentials or mode. Waits at most c's connect timeout plus
- * timeout per attempt. Returns the number of calls not RLG_CALL_OK.
+ * another library holds its name), the node is down: its calls are unsent,
+ * why is logged once per outage. A call that timed out or lost its
+ * connection is never sent again. With [redis] replicas = N > 0, each node
+ * whose pipeline holds a call with wait set gets WAIT N T after it, T half
+ * of c's timeout (never 0, with which WAIT would block): its reply fills
+ * those calls' acked; the layer does not judge it. Not where the master has
+ * fewer than N replicas connected (ROLE, first in that node's pipeline once
+ * a second per master and process, so within the round's timeout; logged
+ * once when fewer, once when back): acked is then that number, and a WAIT
+ * sent before the count was known is not awaited. A WAIT not answered by
+ * the round's deadline (Redis ends it at a cron tick) leaves acked -1 and
+ * closes that connection; it is no outage: the calls' replies came. Follows
+ * a Sentinel failover (+switch-master, a lost connection, READONLY). A call
+ * whose node cannot be reached before sending (it did not run) is routed
+ * again after the slot map is read (the master asked for) once more in the
+ * same run, at most once per run and per 100 ms: after a failover the first
+ * request is decided, not on_error. A node that fails is backed off
+ * process-wide (50 ms doubling to 500 ms; one loop probes): only the calls
+ * for it fail, the others go on. Each outage is logged once per node with
+ * its address and why ("timed out after 100 ms"), its end once. Connects as
+ * needed, and again after a reload changed the addresses, credentials or
+ * mode. Waits at most c's connect timeout plus timeout per attempt. Returns
+ * the number of calls not RLG_CALL_OK.
  */
 int
 redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,

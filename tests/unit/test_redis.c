@@ -423,11 +423,13 @@ test_unreachable(void **state)
 	    "127.0.0.1:1");
 	/* Why, on the handle, naming the node. */
 	printf("# redis_errstr: %s\n", redis_errstr(r));
-	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19), 0);
+	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19),
+	    0);
 	assert_non_null(strstr(redis_errstr(r), "refused"));
 	/* Backed off: not tried again (one error counted, not two). */
 	assert_int_equal(redis_run(r, c, calls, 1), 1);
-	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19), 0);
+	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19),
+	    0);
 	n = redis_counters(nc, 8);
 	for (i = 0; i < n && i < 8; i++)
 		if (strcmp(nc[i].address, "127.0.0.1:1") == 0)
