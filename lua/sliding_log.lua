@@ -3,7 +3,7 @@
 --
 -- State: a sorted set of members "<now_us>:<seq>" scored <now_us>; seq counts
 -- from 0 among the members of one microsecond.
--- Arguments: cost <= limit; limit <= 100000 (use sliding_window above that);
+-- Arguments: cost <= limit; limit <= MAX_LOG_LIMIT (use sliding_window above);
 -- window_ms (burst, precision_ms unused).
 -- Reply fields:
 --   remaining       limit - cost logged in (now - window, now]
