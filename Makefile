@@ -124,7 +124,9 @@ PROGS	= fcgi/rlgate fcgi/rlgate-ctl cgi-bin/rlgate.cgi \
 .PHONY: all deps test unit integration run bench install clean fuzz deb cycles
 all: $(PROGS)
 
-$(B)/%.o: %.c
+# fcgi/facts.h, generated, is included through conf_values.h: before the
+# first build -MMD has not yet said by whom, so every object waits for it.
+$(B)/%.o: %.c | fcgi/facts.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
@@ -137,6 +139,11 @@ $(call obj,fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c fcgi/ctl.c): f
 
 fcgi/scripts.c: $(LUA_LIB) fcgi/embed.sh
 	sh fcgi/embed.sh $(LUA_LIB) > $@.tmp && mv $@.tmp $@
+
+# The facts the C shares with the library, written once in lua/ (limits,
+# each algorithm's spec, the reply layouts): lua/README.md, "Facts".
+fcgi/facts.h: $(LUA_LIB) fcgi/embed.sh fcgi/facts.awk
+	sh fcgi/embed.sh -f $(LUA_LIB) > $@.tmp && mv $@.tmp $@
 
 # The library as one file: redis-cli -x FUNCTION LOAD < lua/rlgate.lua (its name,
 # rlgate_ and 12 hex digits of the version, is on its first line)
@@ -204,8 +211,8 @@ bench: deps
 # (fuzz_template), the request path request -> rule -> respond
 # (fuzz_request), the FastCGI records of the events engine
 # (fuzz_wire) and the shared /metrics table filled with random bytes
-# (fuzz_metrics, which includes fcgi/metrics.c itself and links status.c
-# for the texts). They are built with clang and
+# (fuzz_metrics, which links fcgi/metrics.c built with a smaller table and
+# status.c for the texts). They are built with clang and
 # -fsanitize=fuzzer,address,undefined from objects of their own (build/fz/),
 # whatever SANITIZE says, so they never mix with the gateway's build.
 # `make fuzz` runs each for FUZZ_SECONDS from its seed corpus tests/fuzz/corpus/NAME/
@@ -224,7 +231,7 @@ FUZZ_LIB_OBJS	 = $(call fzobj,$(CONF_SRCS) fcgi/request.c fcgi/rule.c fcgi/decis
 		   fcgi/respond.c fcgi/log.c fcgi/wire.c)
 .SECONDARY: $(FUZZ_LIB_OBJS) $(call fzobj,$(FUZZ_SRCS))
 
-$(B)/fz/%.o: %.c
+$(B)/fz/%.o: %.c | fcgi/facts.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined \
 		$(WARN) -MMD -MP -c -o $@ $<
@@ -233,11 +240,18 @@ $(B)/tests/fuzz/fuzz_%: $(B)/fz/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
 
-# fuzz_metrics includes metrics.c; status.c, which writes the texts it
-# checks, links the rest of the gateway.
-FUZZ_METRICS_OBJS = $(call fzobj,fcgi/status.c fcgi/gateway.c \
-		    $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
+# fuzz_metrics links metrics.c built with a smaller table (so that every
+# input fills all of it), the same sizes for the target itself; status.c,
+# which writes the texts it checks, links the rest of the gateway.
+FUZZ_METRICS_SIZES = -DMAX_WORKERS=4 -DMAX_PROCS=8 -DRLG_METRICS_RULES=16
+FUZZ_METRICS_OBJS = $(B)/fz/small/fcgi/metrics.o $(call fzobj,fcgi/status.c \
+		    fcgi/gateway.c $(filter-out fcgi/metrics.c,$(LIB_SRCS)))
 .SECONDARY: $(FUZZ_METRICS_OBJS)
+$(B)/fz/small/%.o: %.c | fcgi/facts.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_METRICS_SIZES) $(FUZZ_FLAGS) \
+		-fsanitize=fuzzer-no-link,address,undefined $(WARN) -MMD -MP -c -o $@ $<
+$(B)/fz/tests/fuzz/fuzz_metrics.o: CPPFLAGS += $(FUZZ_METRICS_SIZES)
 $(B)/tests/fuzz/fuzz_metrics: $(B)/fz/tests/fuzz/fuzz_metrics.o $(FUZZ_METRICS_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS)
@@ -288,7 +302,7 @@ deb:
 	@ls -t $(DEB_BUILD)/rlgate_*.deb | head -1
 
 clean:
-	rm -f fcgi/scripts.c fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
+	rm -f fcgi/scripts.c fcgi/facts.h fcgi/version.h lua/rlgate.lua $(PROGS) $(TOOL_BINS)
 	rm -rf $(B)
 
 -include $(shell find $(B) -name '*.d' -not -path '$(B)/deb/*' 2>/dev/null)

@@ -18,6 +18,71 @@
 
 #include "audit.h"
 
+/*
+ * How the writer behaves (DESIGN.md section 7; the numbers are the
+ * constants below; test_audit.c checks them):
+ *
+ * - One writer thread per struct audit (all signals blocked in it). Rows
+ *   wait in a queue of queue_max rows. They are written as soon as batch
+ *   rows wait, or flush_interval_ms after the first of them arrived (plus
+ *   the time of the write in progress). One transaction (BEGIN IMMEDIATE
+ *   ... COMMIT) takes every row waiting, up to AUDIT_TXN_ROWS rows (or
+ *   batch, if larger) or about AUDIT_TXN_MS of work, so that other
+ *   processes sharing the file (each with its own writer; WAL) get the
+ *   lock in time. A writer waits up to AUDIT_BUSY_MS for the lock,
+ *   polling every AUDIT_BUSY_POLL_MS, and leaves AUDIT_GAP_US between
+ *   back-to-back transactions, so that busy writers take turns instead of
+ *   one starving the others.
+ * - A row leaves the queue only when its transaction has committed. When a
+ *   write fails (locked by another writer for longer than the busy
+ *   timeout, read-only, disk full, I/O error, directory gone), the
+ *   transaction is rolled back, the rows stay queued, and the write is
+ *   retried with a backoff that doubles from AUDIT_BACKOFF_MIN_MS up to
+ *   AUDIT_BACKOFF_MAX_MS; after any failure but a lock the connection is
+ *   reopened. An episode is logged once (log_error: the path, SQLite's
+ *   message and code, the rows waiting): at its first failure, or, for
+ *   another writer's lock, once that has lasted AUDIT_BUSY_REPORT_MS
+ *   (shorter waits are other writers' turns); the first success after it
+ *   is logged with log_info ("recovered, N rows written"). A write that
+ *   failed for want of space (disk full, quota, file-size limit) is
+ *   retried with half the rows, down to one, and first checkpoints and
+ *   truncates the WAL, which gives its space back once there is room for
+ *   the pages it copies: freeing space is enough to recover.
+ *   journal_size_limit cuts a WAL that grew past AUDIT_WAL_LIMIT back to
+ *   that.
+ * - A database file removed or renamed (rotated) while open is noticed
+ *   before the next write (log_warn), and the rows go to a new file
+ *   created at the path.
+ * - No request waits for the disk: while the database stays unwritable
+ *   the queue fills (queue_max rows of memory, each about 200 bytes plus
+ *   its strings, is the time it buys), and then audit_push() refuses
+ *   rows: they are lost, counted (audit_stats()), and logged by the writer
+ *   in one line every AUDIT_LOST_LOG_MS at most. Whether such requests are
+ *   served is the caller's choice (audit_full(); [audit] on_full).
+ * - Checkpoints (PASSIVE, when the WAL passes AUDIT_CHECKPOINT_PAGES) are
+ *   run by a thread of their own, on its own connection, never inside a
+ *   COMMIT; the writer checkpoints itself when the WAL reaches
+ *   AUDIT_CHECKPOINT_MAX (a starved or failing checkpointer), and after
+ *   any commit that leaves less free space on the file system than twice
+ *   the WAL: the room a checkpoint may need is kept.
+ */
+#define AUDIT_TXN_ROWS		16384
+#define AUDIT_TXN_MS		100
+#define AUDIT_BUSY_MS		250
+#define AUDIT_BUSY_POLL_MS	1
+#define AUDIT_GAP_US		2000
+#define AUDIT_BACKOFF_MIN_MS	25
+#define AUDIT_BACKOFF_MAX_MS	1000
+#define AUDIT_BUSY_REPORT_MS	1000
+#define AUDIT_LOST_LOG_MS	1000
+#define AUDIT_WAL_LIMIT		(64 << 20)	/* bytes: above AUDIT_CHECKPOINT_MAX */
+#define AUDIT_CHECKPOINT_PAGES	4000	/* WAL pages (16 MB) */
+#define AUDIT_CHECKPOINT_MAX	(4 * AUDIT_CHECKPOINT_PAGES)
+/* Rows written by one INSERT statement; a transaction's rows after its last
+ * full group go one to a statement. */
+#define AUDIT_INSERT_ROWS	16
+
+
 /* The strings of a row, in the order they are packed. */
 enum {
 	T_REQUEST_ID, T_RULE, T_KEY, T_ALGORITHM, T_REASON, T_METHOD, T_PATH,

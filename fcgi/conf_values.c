@@ -130,11 +130,27 @@ conf_format_duration(long long ms, char *buf, size_t len)
 	return buf;
 }
 
+/* Each algorithm's spec in lua/<algorithm>.lua, as facts.h carries it. */
+#define SPEC(A) \
+	{ RLG_##A##_LIMIT_MAX, RLG_##A##_BURST, RLG_##A##_PRECISION }
+static const struct spec {
+	long long	 limit_max;
+	int		 burst;	/* RLG_BURST_NONE, _BUCKET, _QUEUE */
+	int		 precision;	/* takes precision_ms */
+} specs[RLG_ALGORITHM_COUNT] = {
+	[RLG_FIXED_WINDOW] = SPEC(FIXED_WINDOW),
+	[RLG_SLIDING_WINDOW] = SPEC(SLIDING_WINDOW),
+	[RLG_SLIDING_LOG] = SPEC(SLIDING_LOG),
+	[RLG_TOKEN_BUCKET] = SPEC(TOKEN_BUCKET),
+	[RLG_GCRA] = SPEC(GCRA),
+	[RLG_LEAKY_BUCKET] = SPEC(LEAKY_BUCKET),
+};
+
 int
 conf_algorithm_has_burst(enum rlg_algorithm a)
 {
-	return a == RLG_TOKEN_BUCKET || a == RLG_GCRA ||
-	    a == RLG_LEAKY_BUCKET;
+	return (unsigned)a < RLG_ALGORITHM_COUNT &&
+	    specs[a].burst != RLG_BURST_NONE;
 }
 
 long long
@@ -145,9 +161,10 @@ conf_default_precision(long long window_ms)
 	for (i = 1; i <= window_ms / i; i++) {
 		if (window_ms % i != 0)
 			continue;
-		if (i * 10 <= window_ms && i > best)
+		if (i * RLG_DEFAULT_BLOCKS <= window_ms && i > best)
 			best = i;
-		if (window_ms / i * 10 <= window_ms && window_ms / i > best)
+		if (window_ms / i * RLG_DEFAULT_BLOCKS <= window_ms &&
+		    window_ms / i > best)
 			best = window_ms / i;
 	}
 	return best;
@@ -180,116 +197,70 @@ conf_param_name(enum rlg_param p)
 	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "";
 }
 
-/*
- * The scripts keep exact integer arithmetic in Lua numbers (doubles) and
- * bound what they store; they refuse other arguments per request. This is
- * each script's args(), check for check: what it refuses is refused here
- * (at load time, by rlgate-ctl before it writes an override), and nothing
- * else. The products below are exact in __int128; the scripts' are exact
- * too below 2^53 and round to at least 2^53 above, so the comparisons agree.
- */
-enum rlg_param
-conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
-    long long burst, long long precision_ms, long long cost, char *why,
+/* The precision checks of params() for sliding_window (precision_ms, or
+ * RLG_PARAM_UNSET: the library's default), into why. */
+static enum rlg_param
+check_precision(long long window_ms, long long precision_ms, char *why,
     size_t len)
 {
-	const char *name = conf_algorithm_name(alg);
-	long long max_limit = alg == RLG_SLIDING_LOG ? RLG_MAX_LOG_LIMIT :
-	    RLG_MAX_COUNT;
-	long long window_us, scale, cap;
-	char a[32], b[32], c[48], hint[32];
+	char a[32], b[32], hint[32];
 
-	if (cost < 1 || cost > RLG_MAX_COUNT) {
-		snprintf(why, len, "%lld is out of range (use 1 to %lld)", cost,
-		    RLG_MAX_COUNT);
-		return RLG_PARAM_COST;
-	}
-	if (alg == RLG_SLIDING_LOG && limit > max_limit) {
-		snprintf(why, len, "%lld is more than sliding_log keeps (one "
-		    "entry per admitted unit, at most %lld); use sliding_window "
-		    "or gcra for large limits", limit, max_limit);
-		return RLG_PARAM_LIMIT;
-	}
-	if (limit < 1 || limit > max_limit) {
-		snprintf(why, len, "%lld is out of range (use 1 to %lld)", limit,
-		    max_limit);
-		return RLG_PARAM_LIMIT;
-	}
-	if (window_ms < 1 || window_ms > RLG_MAX_WINDOW_MS) {
-		snprintf(why, len, "%lld ms is out of range (use 1ms to %s)",
-		    window_ms, conf_format_duration(RLG_MAX_WINDOW_MS, a,
-		    sizeof(a)));
-		return RLG_PARAM_WINDOW;
-	}
 	conf_format_duration(window_ms, b, sizeof(b));
-	switch (alg) {
-	case RLG_FIXED_WINDOW:
-	case RLG_SLIDING_LOG:
-	case RLG_SLIDING_WINDOW:
-		if (alg == RLG_SLIDING_WINDOW) {
-			conf_format_duration(conf_default_precision(window_ms),
-			    hint, sizeof(hint));
-			if (precision_ms == RLG_PARAM_UNSET &&
-			    window_ms % 10 != 0) {
-				snprintf(why, len, "is not set and the window "
-				    "(%s) is not a multiple of 10ms; use a "
-				    "divisor of the window, e.g. %s", b, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (precision_ms == RLG_PARAM_UNSET)
-				precision_ms = window_ms / 10;
-			if (precision_ms < 1) {
-				snprintf(why, len, "%lld ms is too small; use "
-				    "a divisor of the window, e.g. %s",
-				    precision_ms, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			conf_format_duration(precision_ms, a, sizeof(a));
-			if (precision_ms > window_ms) {
-				snprintf(why, len, "%s is longer than the "
-				    "window (%s); use a divisor of the window, "
-				    "e.g. %s", a, b, hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (window_ms % precision_ms != 0) {
-				snprintf(why, len, "the window (%s) is not a "
-				    "whole number of blocks of %s; use a "
-				    "divisor of the window, e.g. %s", b, a,
-				    hint);
-				return RLG_PARAM_PRECISION;
-			}
-			if (window_ms / precision_ms > RLG_MAX_BLOCKS) {
-				snprintf(why, len, "%s makes %lld blocks per "
-				    "window; at most %lld are kept (set a "
-				    "coarser precision that divides the "
-				    "window)", a, window_ms / precision_ms,
-				    RLG_MAX_BLOCKS);
-				return RLG_PARAM_PRECISION;
-			}
-		}
-		if (cost > limit) {
-			snprintf(why, len, "%lld is more than the rule can ever "
-			    "admit (limit = %lld), so every request would be "
-			    "denied; lower the cost or raise limit", cost, limit);
-			return RLG_PARAM_COST;
-		}
-		return RLG_PARAM_OK;
-	case RLG_TOKEN_BUCKET:
-	case RLG_GCRA:
-	case RLG_LEAKY_BUCKET:
-		break;
-	default:
-		snprintf(why, len, "algorithm %d is unknown", (int)alg);
-		return RLG_PARAM_LIMIT;
+	conf_format_duration(conf_default_precision(window_ms), hint,
+	    sizeof(hint));
+	if (precision_ms == RLG_PARAM_UNSET &&
+	    window_ms % RLG_DEFAULT_BLOCKS != 0) {
+		snprintf(why, len, "is not set and the window (%s) is not a "
+		    "multiple of %lldms; use a divisor of the window, e.g. %s",
+		    b, RLG_DEFAULT_BLOCKS, hint);
+		return RLG_PARAM_PRECISION;
 	}
-	cap = burst == RLG_PARAM_UNSET ? limit : burst;
-	if (cap < (alg == RLG_LEAKY_BUCKET ? 0 : 1) || cap > RLG_MAX_COUNT) {
+	if (precision_ms == RLG_PARAM_UNSET)
+		precision_ms = window_ms / RLG_DEFAULT_BLOCKS;
+	if (precision_ms < 1) {
+		snprintf(why, len, "%lld ms is too small; use a divisor of the "
+		    "window, e.g. %s", precision_ms, hint);
+		return RLG_PARAM_PRECISION;
+	}
+	conf_format_duration(precision_ms, a, sizeof(a));
+	if (precision_ms > window_ms) {
+		snprintf(why, len, "%s is longer than the window (%s); use a "
+		    "divisor of the window, e.g. %s", a, b, hint);
+		return RLG_PARAM_PRECISION;
+	}
+	if (window_ms % precision_ms != 0) {
+		snprintf(why, len, "the window (%s) is not a whole number of "
+		    "blocks of %s; use a divisor of the window, e.g. %s", b, a,
+		    hint);
+		return RLG_PARAM_PRECISION;
+	}
+	if (window_ms / precision_ms > RLG_MAX_BLOCKS) {
+		snprintf(why, len, "%s makes %lld blocks per window; at most "
+		    "%lld are kept (set a coarser precision that divides the "
+		    "window)", a, window_ms / precision_ms, RLG_MAX_BLOCKS);
+		return RLG_PARAM_PRECISION;
+	}
+	return RLG_PARAM_OK;
+}
+
+/* The burst checks of params() for an algorithm with a burst (sp), cap
+ * the burst in use, into why. */
+static enum rlg_param
+check_burst(enum rlg_algorithm alg, const struct spec *sp, long long limit,
+    long long window_ms, long long cap, long long cost, char *why,
+    size_t len)
+{
+	int queue = sp->burst == RLG_BURST_QUEUE;
+	long long window_us, scale;
+	char b[32], c[48];
+
+	if (cap < (queue ? 0 : 1) || cap > RLG_MAX_COUNT) {
 		snprintf(why, len, "%lld is out of range (use %d to %lld)", cap,
-		    alg == RLG_LEAKY_BUCKET ? 0 : 1, RLG_MAX_COUNT);
+		    queue ? 0 : 1, RLG_MAX_COUNT);
 		return RLG_PARAM_BURST;
 	}
-	/* leaky_bucket admits any cost into an empty queue. */
-	if (alg != RLG_LEAKY_BUCKET && cost > cap) {
+	/* A queue admits any cost when it is empty. */
+	if (!queue && cost > cap) {
 		snprintf(why, len, "%lld is more than the rule can ever admit "
 		    "(burst = %lld), so every request would be denied; lower "
 		    "the cost or raise burst", cost, cap);
@@ -300,21 +271,78 @@ conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
 	 * gcd/window_us, must stay exact. */
 	window_us = window_ms * 1000;
 	scale = window_us / conf_gcd(limit, window_us);
-	if (alg == RLG_LEAKY_BUCKET ?
-	    (__int128)(cap + cost) * scale >= RLG_EXACT_MAX :
-	    (__int128)cap * scale >= RLG_EXACT) {
-		if (alg == RLG_LEAKY_BUCKET)
-			snprintf(c, sizeof(c), " and a cost of %lld", cost);
-		else
-			c[0] = '\0';
-		snprintf(why, len, "%lld per %s cannot be kept exactly by %s "
-		    "with a capacity of %lld%s (the time per unit is too fine "
-		    "a fraction: %s * window_us / gcd(limit, window_us) must "
-		    "stay below 2^%d); use a limit that divides the window in "
-		    "microseconds, e.g. a round number", limit, b, name, cap,
-		    c, alg == RLG_LEAKY_BUCKET ? "(burst + cost)" : "burst",
-		    alg == RLG_LEAKY_BUCKET ? 52 : 53);
+	if (queue ? (__int128)(cap + cost) * scale < RLG_EXACT_MAX :
+	    (__int128)cap * scale < RLG_EXACT)
+		return RLG_PARAM_OK;
+	if (queue)
+		snprintf(c, sizeof(c), " and a cost of %lld", cost);
+	else
+		c[0] = '\0';
+	snprintf(why, len, "%lld per %s cannot be kept exactly by %s with a "
+	    "capacity of %lld%s (the time per unit is too fine a fraction: %s "
+	    "* window_us / gcd(limit, window_us) must stay below 2^%d); use a "
+	    "limit that divides the window in microseconds, e.g. a round "
+	    "number", limit, conf_format_duration(window_ms, b, sizeof(b)),
+	    conf_algorithm_name(alg), cap, c, queue ? "(burst + cost)" :
+	    "burst", queue ? 52 : 53);
+	return RLG_PARAM_LIMIT;
+}
+
+/*
+ * The library keeps exact integer arithmetic in Lua numbers (doubles) and
+ * bounds what it stores; it refuses other arguments per request. This is
+ * its params(), check for check, on the limits and specs it exports
+ * (facts.h): what it refuses is refused here (at load time), and nothing
+ * else. The products are exact in __int128; the library's are exact too
+ * below 2^53 and round to at least 2^53 above, so the comparisons agree.
+ */
+enum rlg_param
+conf_check_params(enum rlg_algorithm alg, long long limit, long long window_ms,
+    long long burst, long long precision_ms, long long cost, char *why,
+    size_t len)
+{
+	const struct spec *sp;
+	enum rlg_param p;
+	char a[32];
+
+	if ((unsigned)alg >= RLG_ALGORITHM_COUNT) {
+		snprintf(why, len, "algorithm %d is unknown", (int)alg);
 		return RLG_PARAM_LIMIT;
+	}
+	sp = &specs[alg];
+	if (cost < 1 || cost > RLG_MAX_COUNT) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", cost,
+		    RLG_MAX_COUNT);
+		return RLG_PARAM_COST;
+	}
+	if (alg == RLG_SLIDING_LOG && limit > sp->limit_max) {
+		snprintf(why, len, "%lld is more than sliding_log keeps (one "
+		    "entry per admitted unit, at most %lld); use sliding_window "
+		    "or gcra for large limits", limit, sp->limit_max);
+		return RLG_PARAM_LIMIT;
+	}
+	if (limit < 1 || limit > sp->limit_max) {
+		snprintf(why, len, "%lld is out of range (use 1 to %lld)", limit,
+		    sp->limit_max);
+		return RLG_PARAM_LIMIT;
+	}
+	if (window_ms < 1 || window_ms > RLG_MAX_WINDOW_MS) {
+		snprintf(why, len, "%lld ms is out of range (use 1ms to %s)",
+		    window_ms, conf_format_duration(RLG_MAX_WINDOW_MS, a,
+		    sizeof(a)));
+		return RLG_PARAM_WINDOW;
+	}
+	if (sp->precision && (p = check_precision(window_ms, precision_ms,
+	    why, len)) != RLG_PARAM_OK)
+		return p;
+	if (sp->burst != RLG_BURST_NONE)
+		return check_burst(alg, sp, limit, window_ms,
+		    burst == RLG_PARAM_UNSET ? limit : burst, cost, why, len);
+	if (cost > limit) {
+		snprintf(why, len, "%lld is more than the rule can ever admit "
+		    "(limit = %lld), so every request would be denied; lower "
+		    "the cost or raise limit", cost, limit);
+		return RLG_PARAM_COST;
 	}
 	return RLG_PARAM_OK;
 }

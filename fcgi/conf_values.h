@@ -26,15 +26,13 @@ enum rlg_algorithm {
 };
 
 /*
- * What the scripts in lua/ accept (their args() functions are the contract;
- * conf_check_params() mirrors them).
+ * What the library in lua/ accepts: its limits (RLG_MAX_COUNT,
+ * RLG_MAX_WINDOW_MS, RLG_MAX_BLOCKS, RLG_EXACT, ...), the default precision
+ * (RLG_DEFAULT_BLOCKS) and each algorithm's spec, generated from lua/ into
+ * facts.h (fcgi/embed.sh -f): written once, there.
  */
-#define RLG_MAX_COUNT		1000000000LL	/* limit, burst, cost: 1e9 */
-#define RLG_MAX_LOG_LIMIT	100000LL	/* sliding_log's limit */
-#define RLG_MAX_WINDOW_MS	100000000000LL	/* window_ms: 1e11 */
-#define RLG_MAX_BLOCKS		10000LL		/* sliding_window blocks */
-#define RLG_EXACT_MAX		(1LL << 52)	/* the scripts' MAX */
-#define RLG_EXACT		(1LL << 53)	/* the scripts' EXACT */
+#include "facts.h"
+
 #define RLG_PARAM_UNSET		(-1LL)		/* an empty burst or precision */
 
 /* The parameter a refusal of conf_check_params() is about. */
@@ -63,7 +61,8 @@ extern const struct enum_name conf_algorithms[];
 /* Name of an algorithm as written in the file ("token_bucket"). */
 const char	*conf_algorithm_name(enum rlg_algorithm a);
 
-/* Does the algorithm take a burst (token_bucket, gcra, leaky_bucket)? */
+/* Does the algorithm take a burst (token_bucket, gcra, leaky_bucket: its
+ * spec in lua/ says so)? */
 int		 conf_algorithm_has_burst(enum rlg_algorithm a);
 
 /*
@@ -88,19 +87,21 @@ int		 conf_parse_duration(const char *s, long long *out_ms,
 char		*conf_format_duration(long long ms, char *buf, size_t len);
 
 /*
- * The sliding_window precision a rule gets when it sets none: window/10
- * when that divides the window, else the largest divisor of the window
- * below window/10 (at least 1 ms), so that the blocks tile the window.
+ * The sliding_window precision a rule gets when it sets none: the
+ * library's, window / RLG_DEFAULT_BLOCKS, when that divides the window,
+ * else the largest divisor of the window below it (at least 1 ms), so that
+ * the blocks tile the window.
  */
 long long	 conf_default_precision(long long window_ms);
 
 /*
- * Would the algorithm's script accept these arguments? The very checks of
- * its args() in lua/, in its order: cost, limit, window_ms, burst and
- * precision_ms (ARGV[2..6]; burst and precision_ms RLG_PARAM_UNSET when
- * empty, then the script's default; each ignored by the scripts that do not
- * take it). Returns RLG_PARAM_OK, or the parameter to blame with a sentence
- * in why (len bytes) saying what is wrong and what would do, naming values
+ * Would the library accept these arguments for the algorithm? The checks
+ * of params() in lua/prelude.lua, in its order, on the limits and spec it
+ * exports (facts.h): cost, limit, window_ms, burst and precision_ms
+ * (burst and precision_ms RLG_PARAM_UNSET when empty, then the library's
+ * default; each ignored by the algorithms that do not take it). Returns
+ * RLG_PARAM_OK, or the parameter to blame with a sentence in why (len
+ * bytes) saying what is wrong and what would do, naming values
  * as the configuration file writes them (durations as "1s"), without the
  * parameter's name (conf_param_name()).
  */

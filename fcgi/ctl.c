@@ -33,8 +33,6 @@
 #define EXIT_USAGE	1	/* bad command line, configuration or rule */
 #define EXIT_REDIS	2	/* Redis cannot be reached or failed */
 
-#define TICKS_MAX	RLG_EXACT_MAX	/* 2^52, the library's cap */
-
 static const char *progname = "rlgate-ctl";
 
 static void
@@ -71,20 +69,18 @@ usage(FILE *f)
 
 /* ---- overrides ------------------------------------------------------- */
 
+/*
+ * The fields of an override hash that rlgate-ctl sets: their names on the
+ * command line and in the hash, and whether each is a duration (in ms in
+ * the hash). What the library makes of them it says itself (LIB_override):
+ * rlgate-ctl checks nothing of the library's rules twice.
+ */
 enum { OV_LIMIT, OV_WINDOW, OV_BURST, OV_PRECISION, OV_COUNT };
 
-/*
- * An override as the library reads it from <key>:override: each of limit,
- * window_ms, burst, precision_ms stands in for the rule's own when set
- * (-1: not set); unlimited admits without counting.
- */
 struct override {
-	long long	 v[OV_COUNT];
-	int		 unlimited;
+	long long	 v[OV_COUNT];	/* -1: not given */
 };
 
-/* Each field: its name on the command line and in the hash, and whether
- * it is a duration (in ms in the hash). */
 static const struct {
 	const char	*arg, *hash;
 	int		 duration;
@@ -95,107 +91,82 @@ static const struct {
 	[OV_PRECISION] = { "precision", "precision_ms", 1 },
 };
 
-/*
- * Fills eff with ru's parameters replaced by o's, checked as the rule's
- * function checks its arguments (cost: the rule's, 1 for a cost template).
- * Returns 0, or -1 with why (then the library ignores the override).
- */
-static int
-apply_override(const struct rule *ru, const struct override *o,
-    struct rule *eff, char *why, size_t whylen)
+/* The rule's COST LIMIT WINDOW_MS BURST PRECISION_MS as the gateway sends
+ * them (burst and precision "" when unset; a cost template's cost 1). */
+static void
+rule_args(const struct rule *ru, char num[5][24])
 {
 	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	int burst = conf_algorithm_has_burst(ru->algorithm);
-	enum rlg_param p;
-	char msg[512];
 
-	*eff = *ru;
-	if (o->v[OV_LIMIT] != -1)
-		eff->limit = o->v[OV_LIMIT];
-	if (o->v[OV_WINDOW] != -1)
-		eff->window_ms = o->v[OV_WINDOW];
-	if (o->v[OV_BURST] != -1 && burst)
-		eff->burst = o->v[OV_BURST];
-	if (o->v[OV_PRECISION] != -1 && ru->algorithm == RLG_SLIDING_WINDOW)
-		eff->precision_ms = o->v[OV_PRECISION];
-	/* Unset (the rule's 0), the library's burst is the limit in use. */
-	if (burst && o->v[OV_BURST] == -1 && ru->burst <= 0)
-		eff->burst = RLG_PARAM_UNSET;
-	p = conf_check_params(ru->algorithm, eff->limit, eff->window_ms,
-	    burst ? eff->burst : RLG_PARAM_UNSET,
-	    ru->algorithm == RLG_SLIDING_WINDOW ? eff->precision_ms :
-	    RLG_PARAM_UNSET, cost, msg, sizeof(msg));
-	if (p != RLG_PARAM_OK) {
-		snprintf(why, whylen, "%s: %s", conf_param_name(p), msg);
-		return -1;
-	}
-	if (burst && eff->burst == RLG_PARAM_UNSET)
-		eff->burst = eff->limit;
-	if (!burst)
-		eff->burst = 0;
-	return 0;
-}
-
-/* A field of the override hash as the library reads it: "" is unset. */
-static int
-hash_number(const redisReply *h, const char *name, long long *out,
-    char *why, size_t whylen)
-{
-	const redisReply *f = ctl_hfield(h, name);
-	const char *e;
-
-	*out = -1;
-	if (f == NULL || f->type != REDIS_REPLY_STRING || f->len == 0)
-		return 0;
-	if (conf_parse_int(f->str, -TICKS_MAX, TICKS_MAX, out, &e) == -1) {
-		snprintf(why, whylen, "%s must be an integer, got \"%.40s\"", name,
-		    f->str);
-		return -1;
-	}
-	return 0;
+	snprintf(num[0], sizeof(num[0]), "%lld", cost);
+	snprintf(num[1], sizeof(num[1]), "%lld", ru->limit);
+	snprintf(num[2], sizeof(num[2]), "%lld", ru->window_ms);
+	snprintf(num[3], sizeof(num[3]), ru->burst > 0 ? "%lld" : "",
+	    ru->burst);
+	snprintf(num[4], sizeof(num[4]), ru->precision_ms > 0 ? "%lld" : "",
+	    ru->precision_ms);
 }
 
 /*
- * What the library makes of the override hash h (HGETALL; NULL or empty:
- * none): sets *o and returns RLG_OVERRIDE_NONE, _APPLIED, _UNLIMITED, or
- * _IGNORED with why.
+ * Asks the library what a decision of ru makes of an override
+ * (FCALL_RO LIB_override): the hash at okey, or, okey NULL, one holding
+ * o's fields. Returns its code (enum rlg_override), with *eff the
+ * parameters a decision would use and why (whylen bytes) its sentence when
+ * it is ignored; or -1 after complaining (Redis failed or answered
+ * otherwise).
  */
-static enum rlg_override
-read_override(const struct rule *ru, const redisReply *h, struct override *o,
-    struct rule *eff, char *why, size_t whylen)
+static int
+ask_override(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *okey, const struct override *o, struct rule *eff, char *why,
+    size_t whylen)
 {
-	const redisReply *u = ctl_hfield(h, "unlimited");
-	int i, set = 0;
+	char fn[64], num[5][24], ov[OV_COUNT][24];
+	const char *argv[4 + 6 + OV_COUNT + 1];
+	long long f[RLG_OVERRIDE_REPLY_FIELDS];
+	redisReply *r, **el;
+	int argc = 0, i, code;
 
-	memset(o, 0, sizeof(*o));
+	snprintf(fn, sizeof(fn), "%s_override", rlg_library_name);
+	rule_args(ru, num);
+	argv[argc++] = "FCALL_RO";
+	argv[argc++] = fn;
+	argv[argc++] = okey != NULL ? "1" : "0";
+	if (okey != NULL)
+		argv[argc++] = okey;
+	argv[argc++] = conf_algorithm_name(ru->algorithm);
+	for (i = 0; i < 5; i++)
+		argv[argc++] = num[i];
+	for (i = 0; okey == NULL && i < OV_COUNT; i++) {
+		snprintf(ov[i], sizeof(ov[i]), o->v[i] == -1 ? "" : "%lld",
+		    o->v[i]);
+		argv[argc++] = ov[i];
+	}
+	if ((r = ctl_fcall_ro(rc, c, argc, argv)) == NULL)
+		return -1;
+	el = r->element;
+	for (i = 0; r->type == REDIS_REPLY_ARRAY &&
+	    r->elements == RLG_OVERRIDE_REPLY_FIELDS &&
+	    i < RLG_OVERRIDE_REPLY_FIELDS; i++) {
+		if (el[i]->type != (i == RLG_OVERRIDE_REPLY_WHY ?
+		    REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
+			break;
+		f[i] = el[i]->integer;
+	}
+	if (i != RLG_OVERRIDE_REPLY_FIELDS) {
+		ctl_complain("redis %s: %s: unexpected reply (is this build's "
+		    "library there?)", c->redis_address, fn);
+		freeReplyObject(r);
+		return -1;
+	}
 	*eff = *ru;
-	if (h != NULL && h->type != REDIS_REPLY_ARRAY) {
-		snprintf(why, whylen, "the override key is not a hash");
-		return RLG_OVERRIDE_IGNORED;
-	}
-	if (u != NULL && u->type == REDIS_REPLY_STRING && u->len > 0 &&
-	    strcmp(u->str, "0") != 0) {
-		if (strcmp(u->str, "1") == 0) {
-			o->unlimited = 1;
-			return RLG_OVERRIDE_UNLIMITED;
-		}
-		snprintf(why, whylen, "unlimited must be 1 or 0, got \"%.40s\"",
-		    u->str);
-		return RLG_OVERRIDE_IGNORED;
-	}
-	for (i = 0; i < OV_COUNT; i++) {
-		if (hash_number(h, ov_field[i].hash, &o->v[i], why,
-		    whylen) == -1)
-			return RLG_OVERRIDE_IGNORED;
-		set |= o->v[i] != -1;
-	}
-	if (!set)
-		return RLG_OVERRIDE_NONE;
-	if (apply_override(ru, o, eff, why, whylen) == -1) {
-		*eff = *ru;
-		return RLG_OVERRIDE_IGNORED;
-	}
-	return RLG_OVERRIDE_APPLIED;
+	eff->limit = f[RLG_OVERRIDE_REPLY_LIMIT];
+	eff->window_ms = f[RLG_OVERRIDE_REPLY_WINDOW_MS];
+	eff->burst = f[RLG_OVERRIDE_REPLY_BURST];
+	eff->precision_ms = f[RLG_OVERRIDE_REPLY_PRECISION_MS];
+	snprintf(why, whylen, "%s", el[RLG_OVERRIDE_REPLY_WHY]->str);
+	code = (int)f[RLG_OVERRIDE_REPLY_OVERRIDE];
+	freeReplyObject(r);
+	return code;
 }
 
 /* "limit 200 per 1000 ms, burst 300, precision 100 ms" for r. */
@@ -265,11 +236,6 @@ parse_assignment(const struct rule *ru, const char *arg, struct override *o)
 	return 0;
 }
 
-/* The fields of LIB_peek's reply, in order (lua/decide.lua). */
-enum { PK_ALLOWED, PK_REMAINING, PK_LIMIT, PK_RESET, PK_RETRY, PK_NOW,
-    PK_DELAY, PK_WINDOW, PK_BURST, PK_PRECISION, PK_OVERRIDE, PK_WHY,
-    PK_TTL, PK_STATE, PK_COUNT };
-
 /*
  * peek: the library's LIB_peek (FCALL_RO) with the rule's arguments, as
  * the gateway sends them; it runs the algorithm's own check on the state
@@ -283,7 +249,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	char num[5][24], lim[96], own[96];
 	const char *argv[12];
 	long long cost = ru->cost_tmpl.nparts == 0 ? ru->cost : 1;
-	long long f[PK_COUNT];
+	long long f[RLG_PEEK_FIELDS];
 	const char *why, *state;
 	struct rule eff = *ru;
 	redisReply *r, **el;
@@ -292,13 +258,7 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	limiter_key(c, ru, key, strlen(key), 0, rkey, sizeof(rkey));
 	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
 	snprintf(fn, sizeof(fn), "%s_peek", rlg_library_name);
-	snprintf(num[0], sizeof(num[0]), "%lld", cost);
-	snprintf(num[1], sizeof(num[1]), "%lld", ru->limit);
-	snprintf(num[2], sizeof(num[2]), "%lld", ru->window_ms);
-	snprintf(num[3], sizeof(num[3]), ru->burst > 0 ? "%lld" : "",
-	    ru->burst);
-	snprintf(num[4], sizeof(num[4]), ru->precision_ms > 0 ? "%lld" : "",
-	    ru->precision_ms);
+	rule_args(ru, num);
 	argv[argc++] = "FCALL_RO";
 	argv[argc++] = fn;
 	argv[argc++] = ru->overrides ? "2" : "1";
@@ -312,27 +272,27 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	if ((r = ctl_fcall_ro(rc, c, argc, argv)) == NULL)
 		return EXIT_REDIS;
 	el = r->element;
-	for (i = 0; r->type == REDIS_REPLY_ARRAY && r->elements == PK_COUNT &&
-	    i < PK_COUNT; i++) {
-		if (el[i]->type != (i == PK_WHY || i == PK_STATE ?
+	for (i = 0; r->type == REDIS_REPLY_ARRAY &&
+	    r->elements == RLG_PEEK_FIELDS && i < RLG_PEEK_FIELDS; i++) {
+		if (el[i]->type != (i == RLG_PEEK_WHY || i == RLG_PEEK_STATE ?
 		    REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
 			break;
 		f[i] = el[i]->integer;
 	}
-	if (i != PK_COUNT) {
+	if (i != RLG_PEEK_FIELDS) {
 		ctl_complain("redis %s: %s: unexpected reply (is this build's library "
 		    "there?)", c->redis_address, fn);
 		freeReplyObject(r);
 		return EXIT_REDIS;
 	}
-	why = el[PK_WHY]->str;
-	state = el[PK_STATE]->str;
+	why = el[RLG_PEEK_WHY]->str;
+	state = el[RLG_PEEK_STATE]->str;
 	describe_limit(ru, own, sizeof(own));
-	if (f[PK_OVERRIDE] == RLG_OVERRIDE_APPLIED) {
-		eff.limit = f[PK_LIMIT];
-		eff.window_ms = f[PK_WINDOW];
-		eff.burst = f[PK_BURST];
-		eff.precision_ms = f[PK_PRECISION];
+	if (f[RLG_PEEK_OVERRIDE] == RLG_OVERRIDE_APPLIED) {
+		eff.limit = f[RLG_PEEK_LIMIT];
+		eff.window_ms = f[RLG_PEEK_WINDOW_MS];
+		eff.burst = f[RLG_PEEK_BURST];
+		eff.precision_ms = f[RLG_PEEK_PRECISION_MS];
 	}
 	describe_limit(&eff, lim, sizeof(lim));
 	printf("rule            %s\n", ru->name);
@@ -341,28 +301,28 @@ cmd_peek(redisContext *rc, const struct conf *c, const struct rule *ru,
 	printf("algorithm       %s\n", conf_algorithm_name(ru->algorithm));
 	printf("limit           %s\n", lim);
 	if (ru->overrides) {
-		if (f[PK_OVERRIDE] == RLG_OVERRIDE_NONE)
+		if (f[RLG_PEEK_OVERRIDE] == RLG_OVERRIDE_NONE)
 			printf("override        none\n");
-		else if (f[PK_OVERRIDE] == RLG_OVERRIDE_APPLIED)
+		else if (f[RLG_PEEK_OVERRIDE] == RLG_OVERRIDE_APPLIED)
 			printf("override        applied (the rule: %s)\n", own);
-		else if (f[PK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
+		else if (f[RLG_PEEK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
 			printf("override        unlimited: admitted, nothing "
 			    "counted\n");
 		else
 			printf("override        ignored: %s\n", why);
 	}
-	printf("now_us          %lld\n", f[PK_NOW]);
+	printf("now_us          %lld\n", f[RLG_PEEK_NOW_US]);
 	printf("state           %s\n", state);
-	printf("ttl_ms          %lld\n", f[PK_TTL]);
-	if (f[PK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
+	printf("ttl_ms          %lld\n", f[RLG_PEEK_TTL_MS]);
+	if (f[RLG_PEEK_OVERRIDE] == RLG_OVERRIDE_UNLIMITED)
 		printf("remaining       unlimited\n");
 	else
-		printf("remaining       %lld\n", f[PK_REMAINING]);
-	printf("reset_ms        %lld\n", f[PK_RESET]);
-	printf("retry_after_ms  %lld\n", f[PK_RETRY]);
+		printf("remaining       %lld\n", f[RLG_PEEK_REMAINING]);
+	printf("reset_ms        %lld\n", f[RLG_PEEK_RESET_MS]);
+	printf("retry_after_ms  %lld\n", f[RLG_PEEK_RETRY_AFTER_MS]);
 	printf("cost            %lld\n", cost);
 	if (ru->algorithm == RLG_LEAKY_BUCKET)
-		printf("delay_ms        %lld\n", f[PK_DELAY]);
+		printf("delay_ms        %lld\n", f[RLG_PEEK_DELAY_MS]);
 	freeReplyObject(r);
 	return EXIT_DONE;
 }
@@ -386,63 +346,49 @@ cmd_reset(redisContext *rc, const struct conf *c, const struct rule *ru,
 	return EXIT_DONE;
 }
 
+/* override RULE KEY: what applies to the key, as the library reads it. */
 static int
-cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
-    const char *key, int argc, char **argv)
+show_override(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *okey)
 {
-	char okey[RLG_REDIS_KEY_SIZE], why[640], was[96], now[96];
-	char num[OV_COUNT][24];
+	char why[512], was[96], now[96];
+	struct rule eff;
+	int st;
+
+	if ((st = ask_override(rc, c, ru, okey, NULL, &eff, why,
+	    sizeof(why))) == -1)
+		return EXIT_REDIS;
+	describe_limit(ru, was, sizeof(was));
+	describe_limit(&eff, now, sizeof(now));
+	if (st == RLG_OVERRIDE_NONE)
+		printf("%s: none; the rule's %s applies\n", okey, was);
+	else if (st == RLG_OVERRIDE_UNLIMITED)
+		printf("%s: unlimited (admitted, nothing counted)\n", okey);
+	else if (st == RLG_OVERRIDE_APPLIED)
+		printf("%s: %s (the rule: %s)\n", okey, now, was);
+	else
+		printf("%s: ignored, %s; the rule's %s applies\n", okey, why,
+		    was);
+	return EXIT_DONE;
+}
+
+/*
+ * override RULE KEY NAME=VALUE...: the fields replace the hash, in one
+ * transaction, once the library says a decision would apply them (what
+ * it would ignore is refused here, not silently per request).
+ */
+static int
+set_override(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *okey, int argc, char **argv)
+{
+	char why[512], was[96], now[96], num[OV_COUNT][24];
 	const char *hset[2 + 2 * OV_COUNT + 1] = { "HSET", okey };
 	const char *del[] = { "DEL", okey, NULL };
 	const char *const *cmds[2] = { del, hset };
-	struct override o = { { -1, -1, -1, -1 }, 0 };
+	struct override o = { { -1, -1, -1, -1 } };
 	struct rule eff;
-	redisReply *r;
-	int i, n = 2;
+	int i, n = 2, st;
 
-	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
-	describe_limit(ru, was, sizeof(was));
-	if (argc == 0) {		/* show it */
-		const char *get[] = { "HGETALL", okey };
-		enum rlg_override st;
-
-		if ((r = ctl_call(rc, c, 2, get)) == NULL)
-			return EXIT_REDIS;
-		st = read_override(ru, r, &o, &eff, why, sizeof(why));
-		describe_limit(&eff, now, sizeof(now));
-		if (st == RLG_OVERRIDE_NONE)
-			printf("%s: none; the rule's %s applies\n", okey, was);
-		else if (st == RLG_OVERRIDE_UNLIMITED)
-			printf("%s: unlimited (admitted, nothing counted)\n", okey);
-		else if (st == RLG_OVERRIDE_APPLIED)
-			printf("%s: %s (the rule: %s)\n", okey, now, was);
-		else
-			printf("%s: ignored, %s; the rule's %s applies\n", okey,
-			    why, was);
-		freeReplyObject(r);
-		return EXIT_DONE;
-	}
-	if (argc == 1 && strcmp(argv[0], "clear") == 0) {
-		if ((r = ctl_call(rc, c, 2, del)) == NULL)
-			return EXIT_REDIS;
-		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
-			printf("%s: cleared; the rule's %s applies from the next "
-			    "request\n", okey, was);
-		else
-			printf("%s: no override, nothing cleared\n", okey);
-		freeReplyObject(r);
-		return EXIT_DONE;
-	}
-	if (argc == 1 && strcmp(argv[0], "unlimited") == 0) {
-		hset[2] = "unlimited";
-		hset[3] = "1";
-		hset[4] = NULL;
-		if (ctl_transaction(rc, c, cmds, 2, NULL) == -1)
-			return EXIT_REDIS;
-		printf("%s: unlimited from the next request (admitted, nothing "
-		    "counted; the rule: %s)\n", okey, was);
-		return EXIT_DONE;
-	}
 	for (i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "clear") == 0 ||
 		    strcmp(argv[i], "unlimited") == 0) {
@@ -452,9 +398,10 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 		if (parse_assignment(ru, argv[i], &o) == -1)
 			return EXIT_USAGE;
 	}
-	/* What the library will check, checked first: refused here, not
-	 * silently ignored per request. */
-	if (apply_override(ru, &o, &eff, why, sizeof(why)) == -1) {
+	if ((st = ask_override(rc, c, ru, NULL, &o, &eff, why,
+	    sizeof(why))) == -1)
+		return EXIT_REDIS;
+	if (st != RLG_OVERRIDE_APPLIED) {
 		ctl_complain("rule %s: %s%s", ru->name, why,
 		    ru->algorithm == RLG_SLIDING_WINDOW && o.v[OV_WINDOW] != -1 &&
 		    o.v[OV_PRECISION] == -1 ? " (give precision= as well)" : "");
@@ -471,9 +418,45 @@ cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
 	/* One transaction: a replaced override, never a mix of two. */
 	if (ctl_transaction(rc, c, cmds, 2, NULL) == -1)
 		return EXIT_REDIS;
+	describe_limit(ru, was, sizeof(was));
 	describe_limit(&eff, now, sizeof(now));
 	printf("%s: %s from the next request (the rule: %s)\n", okey, now, was);
 	return EXIT_DONE;
+}
+
+static int
+cmd_override(redisContext *rc, const struct conf *c, const struct rule *ru,
+    const char *key, int argc, char **argv)
+{
+	char okey[RLG_REDIS_KEY_SIZE], was[96];
+	const char *hset[] = { "HSET", okey, "unlimited", "1", NULL };
+	const char *del[] = { "DEL", okey, NULL };
+	const char *const *cmds[2] = { del, hset };
+	redisReply *r;
+
+	limiter_key(c, ru, key, strlen(key), 1, okey, sizeof(okey));
+	describe_limit(ru, was, sizeof(was));
+	if (argc == 0)
+		return show_override(rc, c, ru, okey);
+	if (argc == 1 && strcmp(argv[0], "clear") == 0) {
+		if ((r = ctl_call(rc, c, 2, del)) == NULL)
+			return EXIT_REDIS;
+		if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+			printf("%s: cleared; the rule's %s applies from the "
+			    "next request\n", okey, was);
+		else
+			printf("%s: no override, nothing cleared\n", okey);
+		freeReplyObject(r);
+		return EXIT_DONE;
+	}
+	if (argc == 1 && strcmp(argv[0], "unlimited") == 0) {
+		if (ctl_transaction(rc, c, cmds, 2, NULL) == -1)
+			return EXIT_REDIS;
+		printf("%s: unlimited from the next request (admitted, nothing "
+		    "counted; the rule: %s)\n", okey, was);
+		return EXIT_DONE;
+	}
+	return set_override(rc, c, ru, okey, argc, argv);
 }
 
 static int

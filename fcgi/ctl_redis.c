@@ -28,21 +28,6 @@ ctl_complain(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* The value of field name in an HGETALL reply, or NULL. */
-const redisReply *
-ctl_hfield(const redisReply *h, const char *name)
-{
-	size_t i;
-
-	if (h == NULL || h->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (i = 0; i + 1 < h->elements; i += 2)
-		if (h->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(h->element[i]->str, name) == 0)
-			return h->element[i + 1];
-	return NULL;
-}
-
 /* r, the reply to command what; NULL (and a message) when Redis failed. */
 static redisReply *
 checked(redisContext *rc, const struct conf *c, const char *what,

@@ -17,11 +17,6 @@ struct redisReply;
 void	ctl_complain(const char *fmt, ...)
 	    __attribute__((format(printf, 1, 2)));
 
-/* The value of field name in an HGETALL reply h (may be NULL), or NULL.
- * Borrowed from h. */
-const struct redisReply *ctl_hfield(const struct redisReply *h,
-	    const char *name);
-
 /* Sends argv[0..argc) and reads the reply: the reply (the caller frees
  * it), or NULL with a message when Redis failed or answered an error. */
 struct redisReply *ctl_call(struct redisContext *rc, const struct conf *c,

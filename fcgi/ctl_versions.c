@@ -160,6 +160,19 @@ master_fn(const char *cmd)
 	return delete_master;
 }
 
+/*
+ * cmd "versions": prints each rlgate library (rlgate_ and 12 hex digits)
+ * on the masters c names, one line each: name, a tab, "N/M masters", and
+ * a tab and "this build" for the library this binary carries; when there
+ * is none, one line that says so.
+ * cmd "unload" with lib: FUNCTION DELETE of lib on every master holding
+ * it; "prune" (lib NULL): of every rlgate library but this build's. Each
+ * deletion is printed "address: unloaded name".
+ * cmd "load": this build's library on every master (redis_library(), its
+ * code compared): "address: loaded name", or "address: name is there
+ * already"; a library of its name that is not this build's is left as it
+ * is, and said.
+ */
 int
 ctl_versions(const struct conf *c, const char *cmd, const char *lib,
     char *err, size_t errlen)

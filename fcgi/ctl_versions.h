@@ -11,21 +11,12 @@
 struct conf;
 
 /*
- * cmd "versions": prints each rlgate library (rlgate_ and 12 hex digits)
- * on the masters c names, one line each: name, a tab, "N/M masters", and
- * a tab and "this build" for the library this binary carries; when there
- * is none, one line that says so.
- * cmd "unload" with lib: FUNCTION DELETE of lib on every master holding
- * it; "prune" (lib NULL): of every rlgate library but this build's. Each
- * deletion is printed "address: unloaded name". Never deletes this build's
- * library.
- * cmd "load": this build's library on every master (redis_library(), its
- * code compared): "address: loaded name", or "address: name is there
- * already"; a library of its name that is not this build's is left as it
- * is, and said.
- * Returns 0; -1 for a usage error (lib not a library name, this build's,
- * or on no master); -2 when Redis fails (load: on any master). On -1 or
- * -2 err holds a sentence (empty when one was printed on stderr already).
+ * Runs cmd ("versions", "load", "prune", or "unload" with lib) on every
+ * master of c, printing on stdout what it found or did (ctl_versions.c
+ * and rlgate-ctl(8) give the lines); never deletes this build's library,
+ * never replaces one. Returns 0; -1 for a usage error (lib not a library,
+ * this build's, or on no master); -2 when Redis fails; then err holds a
+ * sentence (empty when one went to stderr already). Blocking; one thread.
  */
 int	ctl_versions(const struct conf *c, const char *cmd, const char *lib,
 	    char *err, size_t errlen);

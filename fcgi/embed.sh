@@ -7,6 +7,15 @@
 #       the library as one file, for FUNCTION LOAD
 #   sh fcgi/embed.sh lua/prelude.lua ALGORITHMS... lua/decide.lua > fcgi/scripts.c
 #       the C file of fcgi/scripts.h
+#   sh fcgi/embed.sh -f lua/prelude.lua ALGORITHMS... lua/decide.lua > fcgi/facts.h
+#       the facts the C shares with the library, written once in the Lua
+#       (lua/README.md, "Facts"): each `local NAME = <integer>	-- fact: ...`
+#       as RLG_NAME; each algorithm's spec (lua/<algorithm>.lua: `spec =
+#       {limit_max = ..., burst = ..., precision = ...}`) as
+#       RLG_<ALGORITHM>_LIMIT_MAX, _BURST (RLG_BURST_NONE, _BUCKET, _QUEUE)
+#       and _PRECISION (1 or 0); each reply layout `local NAME =
+#       fields{'a', 'b', ...}` as enum rlg_<name>_field, RLG_NAME_A = 0, ...,
+#       RLG_NAME_FIELDS. A fact the C needs and the Lua lacks fails the build.
 #
 # The version is the sha1 of the concatenated sources (with the placeholders
 # @RLGATE_VERSION@ and @RLGATE_LIB@ in prelude.lua), then put in the first
@@ -16,10 +25,12 @@
 set -e
 lua=0
 if [ "$1" = -l ]; then lua=1; shift; fi
+if [ "$1" = -f ]; then lua=2; shift; fi
 case "$1:$(eval echo \${$#})" in
 */prelude.lua:*/decide.lua) ;;
-*) echo "usage: embed.sh [-l] lua/prelude.lua ALGORITHMS... lua/decide.lua" >&2; exit 2 ;;
+*) echo "usage: embed.sh [-l | -f] lua/prelude.lua ALGORITHMS... lua/decide.lua" >&2; exit 2 ;;
 esac
+if [ $lua = 2 ]; then exec awk -f "$(dirname "$0")/facts.awk" "$@"; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -474,6 +474,53 @@ serve(const struct conf *c, const int *fds, int nfd, const char *listen_addr)
 		    "until it answers)", c->redis_address, errbuf);
 }
 
+/* rlgate -t: c checked as a start would (the group of a unix socket
+ * too); frees c. Returns main's exit status. */
+static int
+check_only(struct conf *c, const char *listen_addr)
+{
+	const char *addr = listen_addr != NULL ? listen_addr : c->listen;
+	char why[512];
+
+	if (addr != NULL && strncmp(addr, "unix:", 5) == 0 &&
+	    socket_group_ok(c, why, sizeof(why)) == -1) {
+		fprintf(stderr, "%s\n", why);
+		conf_free(c);
+		return 1;
+	}
+	show_warnings(c, stderr, "warning: ");
+	printf("configuration OK\n");
+	conf_free(c);
+	return 0;
+}
+
+/* After SIGTERM or SIGINT: the loops finish what is in flight, the audit
+ * writes what it holds. Returns main's exit status: 1 when rows were
+ * lost. */
+static int
+stop(void)
+{
+	long long lost;
+
+	/* A slow web-server connection can hold a loop: do not let it hold
+	 * the exit forever. */
+	if (events_stop(10) == 0)
+		gen_install(NULL);
+	else {
+		/* A late loop may still push rows: refuse them (the queued
+		 * rows are still written), and give it a moment before the
+		 * audit handle goes away. */
+		audit_stop(gateway_audit);
+		sleep_ms(1000);
+	}
+	/* audit_close() logs what it could not write. */
+	lost = audit_close(gateway_audit, 30000);
+	metrics_unshare();
+	remove_bound_socket();
+	log_info("stopped");
+	return lost > 0 ? 1 : 0;
+}
+
 int
 main(int argc, char *argv[])
 {
@@ -481,7 +528,6 @@ main(int argc, char *argv[])
 	struct conf *c;
 	sigset_t sigs;
 	int ch, test = 0, sig, i, cgi;
-	long long lost;
 	int fds[RLG_MAX_LISTENERS], nfd;
 
 	if (path == NULL || *path == '\0')
@@ -507,22 +553,8 @@ main(int argc, char *argv[])
 	}
 	if ((c = load(path, stderr)) == NULL)
 		return 1;
-	if (test) {
-		char why[512];
-		const char *addr = listen_addr != NULL ? listen_addr :
-		    c->listen;
-
-		if (addr != NULL && strncmp(addr, "unix:", 5) == 0 &&
-		    socket_group_ok(c, why, sizeof(why)) == -1) {
-			fprintf(stderr, "%s\n", why);
-			conf_free(c);
-			return 1;
-		}
-		show_warnings(c, stderr, "warning: ");
-		printf("configuration OK\n");
-		conf_free(c);
-		return 0;
-	}
+	if (test)
+		return check_only(c, listen_addr);
 	log_set_level(c->log_level);
 	show_warnings(c, NULL, "");
 	/* Sockets systemd passes come first: the socket units say where
@@ -594,21 +626,5 @@ main(int argc, char *argv[])
 		break;
 	}
 	log_info("signal %d: finishing requests in flight", sig);
-	/* A slow web-server connection can hold a loop: do not let it hold
-	 * the exit forever. */
-	if (events_stop(10) == 0)
-		gen_install(NULL);
-	else {
-		/* A late loop may still push rows: refuse them (the queued
-		 * rows are still written), and give it a moment before the
-		 * audit handle goes away. */
-		audit_stop(gateway_audit);
-		sleep_ms(1000);
-	}
-	/* audit_close() logs what it could not write. */
-	lost = audit_close(gateway_audit, 30000);
-	metrics_unshare();
-	remove_bound_socket();
-	log_info("stopped");
-	return lost > 0 ? 1 : 0;
+	return stop();
 }

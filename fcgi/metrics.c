@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "metrics_int.h"
 #include "trust.h"
 
 const long long metrics_bounds_us[RLG_METRICS_BOUNDS] = {
@@ -38,7 +39,7 @@ static const char *const outcome_names[RLG_OUT_COUNT] = {
 	"local_cache", "other_rule"
 };
 
-#ifndef MAX_WORKERS		/* tests/fuzz/fuzz_metrics.c: a smaller table */
+#ifndef MAX_WORKERS	/* the Makefile's fuzz_metrics: a smaller table */
 #define MAX_WORKERS	1024	/* worker slots of every process sharing */
 #define MAX_PROCS	256	/* processes sharing */
 #endif
@@ -136,6 +137,32 @@ table_get(void)
 		return NULL;
 	table = p;
 	return table;
+}
+
+int
+metrics_fill_table(const unsigned char *data, size_t size)
+{
+	struct table *t;
+	size_t span = sizeof(struct table), i, len;
+
+	pthread_mutex_lock(&reg_lock);
+	t = table_get();
+	pthread_mutex_unlock(&reg_lock);
+	if (t == NULL || size == 0)
+		return -1;
+	for (i = 0; i < span; i += len) {
+		len = span - i < size ? span - i : size;
+		memcpy((char *)t + i, data, len);
+	}
+	self_proc = &t->procs[data[0] % MAX_PROCS];
+	atomic_store(&self_proc->pid, getpid());
+	return 0;
+}
+
+int
+metrics_sharing(void)
+{
+	return self_proc != NULL;
 }
 
 /*

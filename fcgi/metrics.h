@@ -16,7 +16,7 @@
 #include "conf.h"
 #include "decision.h"
 
-#ifndef RLG_METRICS_RULES	/* tests/fuzz/fuzz_metrics.c: a smaller table */
+#ifndef RLG_METRICS_RULES	/* the Makefile's fuzz_metrics: fewer */
 #define RLG_METRICS_RULES	1024	/* rule names counted, all reloads */
 #endif
 
@@ -70,20 +70,20 @@ void	 metrics_unshare(void);
  */
 void	 metrics_register_rules(struct conf *c);
 
-/* One request decided: its rules' outcomes (d as limiter_decide() settled it). */
+/*
+ * Counting, into w (NULL: nowhere), by w's own thread only, lock free:
+ * metrics_decided(), one request decided (its rules' outcomes, d as
+ * limiter_decide() settled it; d borrowed); metrics_busy(), serving a request
+ * (1) or waiting (0); metrics_redis_latency(), one pipelined round trip that
+ * answered and its duration; metrics_redis_error(), one call that failed
+ * (connect, timeout, error reply); metrics_replica_timeout(), one call
+ * counted on a master where fewer than [redis] replicas acknowledged it in
+ * time (its rules followed on_error).
+ */
 void	 metrics_decided(struct metrics_worker *w, const struct decision *d);
-
-/* The worker is serving a request (1) or waiting for one (0). */
 void	 metrics_busy(struct metrics_worker *w, int busy);
-
-/* One pipelined round trip to Redis that answered, and its duration. */
 void	 metrics_redis_latency(struct metrics_worker *w, long long us);
-
-/* One call to Redis that failed (connect, timeout, error reply). */
 void	 metrics_redis_error(struct metrics_worker *w);
-
-/* One decision call that counted on a master where fewer than [redis]
- * replicas acknowledged it in time (its rules followed on_error). */
 void	 metrics_replica_timeout(struct metrics_worker *w);
 
 /* What the process knows beyond the counters, for a scrape. */

@@ -632,6 +632,43 @@ route_all(struct redis *r, const struct conf *c, struct redis_call *calls,
 	return lost;
 }
 
+/* r's err and errstr for a run of calls[0..n) of which bad were not
+ * answered: why the first was not, naming its node. Returns bad. */
+static int
+run_err(struct redis *r, const struct redis_call *calls, size_t n, int bad)
+{
+	const struct redis_call *call = NULL;
+	char why[256];
+	size_t i;
+
+	r->err = bad;
+	r->errstr[0] = '\0';
+	for (i = 0; i < n && call == NULL; i++)
+		if (calls[i].status != RLG_CALL_OK)
+			call = &calls[i];
+	if (call == NULL)
+		return bad;
+	if (call->reply != NULL && call->reply->type == REDIS_REPLY_ERROR)
+		snprintf(why, sizeof(why), "%s", call->reply->str);
+	else if (call->node >= 0)
+		redis_conn_health_why(r->nodes[call->node]->h, why,
+		    sizeof(why));
+	else if (r->deploy != NULL)
+		redis_conn_health_why(r->deploy, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "no node to send it to");
+	snprintf(r->errstr, sizeof(r->errstr), "redis %s: %s",
+	    call->node >= 0 ? r->nodes[call->node]->h->addr :
+	    r->deploy != NULL ? r->deploy->addr : "", why);
+	return bad;
+}
+
+const char *
+redis_errstr(const struct redis *r)
+{
+	return r->errstr;
+}
+
 /* The deployment cannot be reached at all: every call unsent, said once. */
 static int
 all_unsent(struct redis *r, struct redis_call *calls, size_t n,
@@ -648,6 +685,40 @@ all_unsent(struct redis *r, struct redis_call *calls, size_t n,
 	return (int)n;
 }
 
+/*
+ * redis_run(): calls[0..n) go pipelined per node, written to every node
+ * first and then read from all at once (one round trip however many nodes).
+ * Routes each call by the slot of its key (cluster), follows MOVED (fixes
+ * that slot, refreshes the whole map at the next run) and ASK (with ASKING,
+ * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
+ * has passed, at most 5 redirects per call. Where a node answers "ERR
+ * Function not found" (that call did not run), makes sure of rlg_library
+ * there with redis_library() before the next round trip and runs the call
+ * once more; where the library cannot be there (the user may not load it,
+ * another library holds its name), the node is down: its calls are unsent,
+ * why is logged once per outage. A call that timed out or lost its
+ * connection is never sent again. With [redis] replicas = N > 0, each node
+ * whose pipeline holds a call with wait set gets WAIT N T after it, T half
+ * of c's timeout (never 0, with which WAIT would block): its reply fills
+ * those calls' acked; the layer does not judge it. Not where the master has
+ * fewer than N replicas connected (ROLE, first in that node's pipeline once
+ * a second per master and process, so within the round's timeout; logged
+ * once when fewer, once when back): acked is then that number, and a WAIT
+ * sent before the count was known is not awaited. A WAIT not answered by
+ * the round's deadline (Redis ends it at a cron tick) leaves acked -1 and
+ * closes that connection; it is no outage: the calls' replies came. Follows
+ * a Sentinel failover (+switch-master, a lost connection, READONLY). A call
+ * whose node cannot be reached before sending (it did not run) is routed
+ * again after the slot map is read (the master asked for) once more in the
+ * same run, at most once per run and per 100 ms: after a failover the first
+ * request is decided, not on_error. A node that fails is backed off
+ * process-wide (50 ms doubling to 500 ms; one loop probes): only the calls
+ * for it fail, the others go on. Each outage is logged once per node with
+ * its address and why ("timed out after 100 ms"), its end once. Connects as
+ * needed, and again after a reload changed the addresses, credentials or
+ * mode. Waits at most c's connect timeout plus timeout per attempt. Returns
+ * the number of calls not RLG_CALL_OK.
+ */
 int
 redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
     size_t n)
@@ -665,7 +736,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		calls[i].waited = 0;
 	}
 	if (n == 0)
-		return 0;
+		return run_err(r, calls, 0, 0);
 	/* Half the timeout: WAIT answers (0 acknowledged, at worst) while
 	 * the round still waits for it, when Redis's cron tick comes in
 	 * time (else wait_late()); conf makes it 1 ms at least. */
@@ -675,7 +746,7 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 		    c->redis_timeout_ms / 2);
 	}
 	if (redis_deploy_prepare(r, c) == -1 || room(r, n) == -1)
-		return all_unsent(r, calls, n, NULL);
+		return run_err(r, calls, n, all_unsent(r, calls, n, NULL));
 	memset(r->pend, 0, n * sizeof(*r->pend));
 	for (i = 0; i < n; i++)
 		r->pend[i].target = -1;
@@ -769,5 +840,5 @@ redis_run(struct redis *r, const struct conf *c, struct redis_call *calls,
 	}
 	if (answered && bad < (int)n)
 		metrics_redis_latency(r->metrics, mono_us() - t0);
-	return bad;
+	return bad == 0 && r->err == 0 ? 0 : run_err(r, calls, n, bad);
 }

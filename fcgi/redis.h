@@ -77,43 +77,24 @@ struct redis_call {
 };
 
 /*
- * Runs calls[0..n): pipelined per node, written to every node first and
- * then read from all at once (one round trip however many nodes). Routes
- * each call by the slot of its key (cluster), follows MOVED (fixes that
- * slot, refreshes the whole map at the next run) and ASK (with ASKING,
- * the map unchanged), retries TRYAGAIN and CLUSTERDOWN until c's timeout
- * has passed, at most 5 redirects per call. Where a node answers "ERR
- * Function not found" (that call did not run), makes sure of rlg_library
- * there with redis_library() before the next round trip and runs the call
- * once more; where the library cannot be there (the user may not load it,
- * another library holds its name), the node is down: its calls are
- * unsent, why is logged once per outage. A call that timed out or lost its
- * connection is never sent again. With [redis] replicas = N > 0, each
- * node whose pipeline holds a call with wait set gets WAIT N T after it,
- * T half of c's timeout (never 0, with which WAIT would block): its reply
- * fills those calls' acked; the layer does not judge it. Not where the
- * master has fewer than N replicas connected (ROLE, first in that node's
- * pipeline once a second per master and process, so within the round's
- * timeout; logged once when fewer, once when back): acked is then that
- * number, and a WAIT sent before the count was known is not awaited. A
- * WAIT not answered by the round's deadline (Redis ends it at a cron
- * tick) leaves acked -1 and closes that connection; it is no outage: the
- * calls' replies came. Follows a Sentinel failover (+switch-master, a
- * lost connection, READONLY). A call whose node cannot
- * be reached before sending (it did not run) is routed again after the
- * slot map is read (the master asked for) once more in the same run, at
- * most once per run and per 100 ms: after a failover the first request
- * is decided, not on_error. A node that fails is
- * backed off process-wide (50 ms doubling to 500 ms; one loop probes):
- * only the calls for it fail, the others go on. Each outage is logged
- * once per node with its address and why ("timed out after 100 ms"), its
- * end once. Connects as needed, and again after a reload changed the
- * addresses, credentials or mode. Waits at most c's connect timeout plus
- * timeout per attempt. Returns the number of calls not RLG_CALL_OK.
- * Not thread safe: r's loop only.
+ * Runs calls[0..n) (their in: fields, borrowed for the call) and fills
+ * their out: fields: one round trip to every node at once, routed by key,
+ * redirects, a missing library, TRYAGAIN and failover handled inside
+ * (redis.c says how); waits at most c's connect timeout plus timeout per
+ * attempt. Returns how many calls are not RLG_CALL_OK, and then
+ * redis_errstr() says why. Not thread safe: r's loop only.
  */
 int		 redis_run(struct redis *r, const struct conf *c,
 		    struct redis_call *calls, size_t n);
+
+/*
+ * Why the last redis_run() on r left a call unanswered, in one sentence
+ * naming the node ("redis 127.0.0.1:6379: timed out after 100 ms"); ""
+ * when it answered them all. Owned by r, valid until its next run. The
+ * layer has logged an outage once already: the caller decides whether to
+ * log this. r's loop only.
+ */
+const char	*redis_errstr(const struct redis *r);
 
 /* Node i's address (i from a redis_call's node), or "" if unknown. */
 const char	*redis_node_address(const struct redis *r, int i);
@@ -215,19 +196,12 @@ struct redisContext *redis_dial(const char *address, const char *username,
 
 /*
  * Makes sure this build's function library (rlg_library, scripts.h) is on
- * the server of a blocking ctx; the one routine for the gateway (a node
- * that answered "Function not found"), the start-up probe and rlgate-ctl.
- * Asks its version function (FCALL_RO, which a user without FUNCTION LOAD
- * may run); where it is not found, FUNCTION LOAD, never REPLACE: a library
- * of this name that rlgate did not write stays as it is. "Already exists"
- * is this build's when its version function now answers (another gateway
- * was first). A library of this name is this build's when its version
- * function answers this build's version and, with check_code (needs
- * FUNCTION LIST), its code is this build's. Returns 1 when it loaded it, 0
- * when it was there, -1 with a sentence in err (this build's library
- * missing and the user may not load it: what to run; another library under
- * this name: not replaced; Redis before 7.0; the connection failed, then
- * ctx->err is set). Thread safe (ctx is the caller's).
+ * the server of a blocking ctx, never replacing one (redis_lib.c says how
+ * it tells its own); the one routine for the gateway, the probe and
+ * rlgate-ctl. check_code: compare the code too (needs FUNCTION LIST).
+ * Returns 1 when it loaded it, 0 when it was there, -1 with a sentence in
+ * err (then ctx->err is set if the connection failed). Thread safe (ctx is
+ * the caller's).
  */
 int		 redis_library(struct redisContext *ctx, long long timeout_ms,
 		    int check_code, char *err, size_t errlen);

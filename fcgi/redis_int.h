@@ -99,6 +99,10 @@ struct redis {
 	struct pollfd	*pfd;
 	int		*pfdnode;
 	int		 cappfd;
+	/* The last run's: how many calls were not answered, and why the
+	 * first was not (redis_errstr()). */
+	int		 err;
+	char		 errstr[RLG_REDIS_ADDR_SIZE + 256 + 16];
 };
 
 /* ---- redis_conn.c: health, connections, nodes ----------------------- */

@@ -124,6 +124,18 @@ found(redisContext *ctx, long long timeout_ms, const char *ver,
 	return same == 1 ? 0 : -1;
 }
 
+/*
+ * redis_library(): asks the version function (FCALL_RO, which a user
+ * without FUNCTION LOAD may run); where it is not found, FUNCTION LOAD,
+ * never REPLACE: a library of this name that rlgate did not write stays as
+ * it is. "Already exists" is this build's when its version function now
+ * answers (another gateway was first). A library of this name is this
+ * build's when its version function answers this build's version and,
+ * with check_code, its code is this build's. Its errors: this build's
+ * library missing and the user may not load it (what to run); another
+ * library under this name (not replaced); Redis before 7.0; the
+ * connection failed.
+ */
 int
 redis_library(redisContext *ctx, long long timeout_ms, int check_code,
     char *err, size_t errlen)

@@ -4,6 +4,14 @@
  * themselves. The counters are metrics.c's, this process's numbers
  * gateway.c's, each master's health the Redis layer's; nothing here counts,
  * decides or writes an audit row.
+ *
+ * It asks the Redis layer itself (redis_health()), not the limiter: the
+ * limiter is what a decision asks of Redis and never sees a node, while a
+ * health page is about the nodes, one per master, as the Redis layer
+ * alone knows them. That is the status module's job and no other's above
+ * the Redis layer. The event loops hand it the requests for its path
+ * (job_begin() tells them apart); nothing it calls (gateway, metrics, the
+ * Redis layer) calls back into it.
  */
 #include <stdarg.h>
 #include <stdio.h>

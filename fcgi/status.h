@@ -4,15 +4,9 @@
  * framing, and the texts it serves (the Prometheus text exposition format
  * 0.0.4, the health JSON). It reads the counters (metrics.h), this
  * process's numbers (gateway.h) and each Redis master's health; it counts
- * nothing, decides nothing and writes no audit row.
- *
- * It asks the Redis layer itself (redis_health()), not the limiter: the
- * limiter is what a decision asks of Redis and never sees a node, while a
- * health page is about the nodes, one per master, as the Redis layer
- * alone knows them. That is the status module's job and no other's above
- * the Redis layer. The event loops hand it the requests for its path
- * (jobs_decide() tells them apart); nothing it calls (gateway, metrics, the
- * Redis layer) calls back into it.
+ * nothing, decides nothing and writes no audit row. The event loops hand
+ * it the requests for its path (jobs_decide() tells them apart); nothing
+ * it calls calls back into it.
  */
 #ifndef RLG_STATUS_H
 #define RLG_STATUS_H

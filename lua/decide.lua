@@ -47,6 +47,16 @@
 --   and its why (without its "override ignored: "), but remaining and
 --   reset_ms of the state as it is (the decision's, when it denies); ttl_ms the key's
 --   TTL at NOW_US (-1: none, -2: no key); state the stored state in words.
+-- FCALL_RO LIB_override 1 OVERRIDE_KEY ALGORITHM COST LIMIT WINDOW_MS BURST
+--     PRECISION_MS, or
+--   FCALL_RO LIB_override 0 ALGORITHM COST LIMIT WINDOW_MS BURST PRECISION_MS
+--     LIMIT WINDOW_MS BURST PRECISION_MS UNLIMITED: what a decision with the
+--   arguments makes of the override hash at OVERRIDE_KEY, or of one holding
+--   the five fields given after them (empty: absent); writes nothing.
+--   Reply {override, limit, window_ms, burst, precision_ms, why}: the code
+--   (0 none, 1 applied, 2 unlimited, 3 ignored), the parameters a decision
+--   would use (burst and precision_ms 0 where the algorithm has none), why
+--   "" unless the code is 3.
 -- FCALL_RO LIB_version 0: the library version.
 -- FCALL_RO LIB_acl 0 KEY: the commands the library runs that the caller's
 --   user may not run on KEY, space separated ("" when none).
@@ -322,8 +332,43 @@ local function peek(keys, args)
 	-- PTTL would be one more command for the gateway's ACL user to allow.
 	local ttl = redis.call('PEXPIRETIME', key)
 	if ttl >= 0 then ttl = ttl - fdiv(now, 1000) end
-	return {allowed, remaining, a.limit, reset_ms, retry_ms, now, delay_ms, a.window_ms,
-	    a.burst or 0, a.precision_ms or 0, code, why or '', ttl, state}
+	local P, r = PEEK, {}
+	r[P.allowed], r[P.remaining], r[P.limit], r[P.reset_ms] = allowed, remaining, a.limit,
+	    reset_ms
+	r[P.retry_after_ms], r[P.now_us], r[P.delay_ms] = retry_ms, now, delay_ms
+	r[P.window_ms], r[P.burst], r[P.precision_ms] = a.window_ms, a.burst or 0,
+	    a.precision_ms or 0
+	r[P.override], r[P.why], r[P.ttl_ms], r[P.state] = code, why or '', ttl, state
+	return r
+end
+
+-- What a decision of the arguments makes of an override (see LIB_override
+-- above): the hash at keys[1], or one holding args[7..11]; reads only.
+-- rlgate-ctl shows and checks overrides with it.
+local function override(keys, args)
+	if #keys > 1 then
+		return redis.error_reply('rlgate: ' .. LIB .. '_override takes 0 keys or 1 (the ' ..
+		    'override), got ' .. #keys)
+	end
+	local name = args[1] or ''
+	local alg = algorithms[name]
+	if alg == nil then
+		return redis.error_reply('rlgate: unknown algorithm "' .. shown(name) .. '": use ' ..
+		    ALGORITHM_NAMES)
+	end
+	local a, err = params_of(alg.spec, args[2], args[3], args[4], args[5], args[6], 0)
+	if not a then return redis.error_reply('rlgate: ' .. err) end
+	local code, why
+	if keys[1] then
+		a, code, why = apply_override(alg.spec, a, args, 0, keys[1])
+	else
+		a, code, why = override_of(alg.spec, a, args, 0, {args[7] or false,
+		    args[8] or false, args[9] or false, args[10] or false, args[11] or false})
+	end
+	local O, r = OVERRIDE_REPLY, {}
+	r[O.override], r[O.limit], r[O.window_ms] = code, a.limit, a.window_ms
+	r[O.burst], r[O.precision_ms], r[O.why] = a.burst or 0, a.precision_ms or 0, why or ''
+	return r
 end
 
 -- Every command the library runs, with arguments of its shape (K: the
@@ -360,6 +405,8 @@ redis.register_function{function_name = LIB .. '_acl', flags = {'no-writes'},
     callback = acl}
 redis.register_function{function_name = LIB .. '_peek', flags = {'no-writes'},
     callback = peek}
+redis.register_function{function_name = LIB .. '_override', flags = {'no-writes'},
+    callback = override}
 -- (A numeric loop: pairs is not there while a library loads.)
 for i = 1, #algorithm_names do
 	local name = algorithm_names[i]

@@ -30,7 +30,7 @@
 -- window keeps its start where, without the request, the next one would
 -- have opened it.
 do
-	local A = {spec = {limit_max = 1e9}, state = 'hash'}
+	local A = {spec = {limit_max = MAX_COUNT}, state = 'hash'}
 
 	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit

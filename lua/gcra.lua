@@ -24,7 +24,7 @@
 -- Undo token "A:R:D:ticks" (the TAT the admission set, the ticks it added):
 -- see undo_at in the prelude.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'bucket'}, state = 'string'}
+	local A = {spec = {limit_max = MAX_COUNT, burst = 'bucket'}, state = 'string'}
 
 	function A.check(a, key, d)
 		local now, cost = a.now, a.cost

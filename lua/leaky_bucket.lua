@@ -31,7 +31,7 @@
 -- Undo token "A:R:D:ticks" (the Q the admission set, the ticks it added): see
 -- undo_at in the prelude.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'queue'}, state = 'string'}
+	local A = {spec = {limit_max = MAX_COUNT, burst = 'queue'}, state = 'string'}
 
 	function A.check(a, key, d)
 		local now, cost = a.now, a.cost
@@ -42,7 +42,7 @@ do
 		-- ticks; the cap at 2^52 only guards against a Q written with
 		-- others. A key of another type (the rule changed algorithm) counts
 		-- as missing.
-		local w = ticks_ahead(key, now, ticks_per_us, MAX)
+		local w = ticks_ahead(key, now, ticks_per_us, EXACT_MAX)
 		local per_ms = ticks_per_us * 1000
 		local kept_remaining = w <= max_wait and math.max(0, fdiv(max_wait - w, interval) + 1) or 0
 		local kept_reset_ms = cdiv(w, per_ms)

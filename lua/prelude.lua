@@ -35,8 +35,40 @@
 -- between calls (params_of): only now is set, per call; nothing else
 -- writes it.
 
-local MAX = 4503599627370496	-- 2^52: integers below are exact in a Lua number
-local EXACT = 9007199254740992	-- 2^53
+-- The facts the gateway's C shares with the library, written here once:
+-- fcgi/embed.sh -f writes each line `local NAME = <integer>	-- fact: ...`
+-- into fcgi/facts.h as RLG_NAME, each algorithm's spec as
+-- RLG_<ALGORITHM>_LIMIT_MAX, _BURST and _PRECISION, and each reply layout
+-- `local NAME = fields{...}` as an enum (lua/README.md, "Facts").
+local EXACT_MAX = 4503599627370496	-- fact: 2^52: integers below are exact in a Lua number
+local EXACT = 9007199254740992	-- fact: 2^53
+local MAX_COUNT = 1000000000	-- fact: cost, limit and burst at most
+local MAX_LOG_LIMIT = 100000	-- fact: sliding_log's limit at most (a member per unit)
+local MAX_WINDOW_MS = 100000000000	-- fact: window_ms at most
+local MAX_BLOCKS = 10000	-- fact: sliding_window's blocks per window at most
+local DEFAULT_BLOCKS = 10	-- fact: an empty precision_ms is window_ms / DEFAULT_BLOCKS
+
+-- A reply's layout: its fields' names in order, as name -> position (from
+-- 1). fcgi/embed.sh -f writes `local NAME = fields{...}` into fcgi/facts.h
+-- as enum rlg_<name>_field: RLG_NAME_<FIELD>, from 0, and RLG_NAME_FIELDS.
+local function fields(names)
+	local t = {}
+	for i = 1, #names do t[names[i]] = i end
+	return t
+end
+-- LIB_<algorithm>'s reply (7 fields without an override key, 11 with one,
+-- 12 when the override was ignored).
+local REPLY = fields{'allowed', 'remaining', 'limit', 'reset_ms', 'retry_after_ms',
+    'now_us', 'delay_ms', 'window_ms', 'burst', 'precision_ms', 'override', 'why'}
+-- LIB_decide's row of a rule: one string, these fields joined by spaces.
+local DECIDE_ROW = fields{'allowed', 'remaining', 'limit', 'reset_ms', 'retry_after_ms',
+    'now_us', 'delay_ms', 'window_ms', 'burst', 'precision_ms', 'override', 'undo', 'why'}
+-- LIB_peek's reply.
+local PEEK = fields{'allowed', 'remaining', 'limit', 'reset_ms', 'retry_after_ms',
+    'now_us', 'delay_ms', 'window_ms', 'burst', 'precision_ms', 'override', 'why',
+    'ttl_ms', 'state'}
+-- LIB_override's reply.
+local OVERRIDE_REPLY = fields{'override', 'limit', 'window_ms', 'burst', 'precision_ms', 'why'}
 
 -- The library's version, the sha1 of its source, and its name, rlgate_ and
 -- the version's first 12 hex digits (fcgi/embed.sh puts them here). Every
@@ -96,22 +128,24 @@ end
 -- result a, or nil and a sentence.
 local function params(spec, argv, off)
 	local a, err = {}, nil
-	a.cost, err = arg_int(argv, 2, 'cost', 1, 1e9, nil, off)
+	a.cost, err = arg_int(argv, 2, 'cost', 1, MAX_COUNT, nil, off)
 	if err then return nil, err end
 	a.cost_s = num(a.cost)	-- as commands take it: a Lua number costs Redis a %.17g
 	a.limit, err = arg_int(argv, 3, 'limit', 1, spec.limit_max, nil, off)
 	if err then return nil, err end
-	a.window_ms, err = arg_int(argv, 4, 'window_ms', 1, 1e11, nil, off)
+	a.window_ms, err = arg_int(argv, 4, 'window_ms', 1, MAX_WINDOW_MS, nil, off)
 	if err then return nil, err end
 	if spec.precision then
 		local p = argv[6]
-		if a.window_ms % 10 == 0 then
-			a.precision_ms, err = arg_int(argv, 6, 'precision_ms', 1, a.window_ms, a.window_ms / 10, off)
+		if a.window_ms % DEFAULT_BLOCKS == 0 then
+			a.precision_ms, err = arg_int(argv, 6, 'precision_ms', 1, a.window_ms,
+			    a.window_ms / DEFAULT_BLOCKS, off)
 		else
 			a.precision_ms, err = arg_int(argv, 6, 'precision_ms', 1, a.window_ms, nil, off)
 			if err and (p == nil or p == '') then
 				err = 'precision_ms is empty and window_ms ' .. num(a.window_ms) ..
-				    ' is not a multiple of 10: give a precision that divides the window'
+				    ' is not a multiple of ' .. num(DEFAULT_BLOCKS) ..
+				    ': give a precision that divides the window'
 			end
 		end
 		if err then return nil, err end
@@ -119,9 +153,10 @@ local function params(spec, argv, off)
 			return nil, 'precision_ms ' .. num(a.precision_ms) .. ' does not divide window_ms ' ..
 			    num(a.window_ms) .. ': blocks must tile the window'
 		end
-		if a.window_ms / a.precision_ms > 10000 then
+		if a.window_ms / a.precision_ms > MAX_BLOCKS then
 			return nil, 'window_ms ' .. num(a.window_ms) .. ' / precision_ms ' ..
-			    num(a.precision_ms) .. ' is more than 10000 blocks: use a coarser precision'
+			    num(a.precision_ms) .. ' is more than ' .. num(MAX_BLOCKS) ..
+			    ' blocks: use a coarser precision'
 		end
 	end
 	if spec.burst == nil then
@@ -131,7 +166,8 @@ local function params(spec, argv, off)
 		end
 		return a
 	end
-	a.burst, err = arg_int(argv, 5, 'burst', spec.burst == 'queue' and 0 or 1, 1e9, a.limit, off)
+	a.burst, err = arg_int(argv, 5, 'burst', spec.burst == 'queue' and 0 or 1, MAX_COUNT,
+	    a.limit, off)
 	if err then return nil, err end
 	if spec.burst == 'bucket' and a.cost > a.burst then
 		return nil, 'cost ' .. num(a.cost) .. ' is above burst ' .. num(a.burst) ..
@@ -148,7 +184,7 @@ local function params(spec, argv, off)
 		    'gcd(limit, window_us) must stay below 2^53 (use a shorter window or ' ..
 		    'a limit sharing more factors with it)'
 	end
-	if spec.burst == 'queue' and (a.burst + a.cost) * a.scale >= MAX then
+	if spec.burst == 'queue' and (a.burst + a.cost) * a.scale >= EXACT_MAX then
 		return nil, 'burst ' .. num(a.burst) .. ' and cost ' .. num(a.cost) ..
 		    ' are too large for limit ' .. num(a.limit) .. ' per ' .. num(a.window_ms) ..
 		    ' ms: (burst + cost) * window_us / gcd(limit, window_us) must stay below ' ..
@@ -198,7 +234,7 @@ end
 -- every rule of a call decides at the same instant; Redis TIME, not the
 -- gateway's clock, so that several gateways agree.
 local function clock(s, off)
-	if s ~= nil and s ~= '' then return arg_int({s}, 1, 'now (microseconds)', 0, MAX, nil, off) end
+	if s ~= nil and s ~= '' then return arg_int({s}, 1, 'now (microseconds)', 0, EXACT_MAX, nil, off) end
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
@@ -266,7 +302,7 @@ local function undo_at(key, u, now)
 	if type(s) ~= 'string' then return false end
 	local at, r, d = parse_at(s)
 	-- Another denominator: the parameters changed since; far ahead: not ours.
-	if at == nil or (d ~= nil and d ~= u.d) or at < now or at - now > fdiv(MAX, u.d) then
+	if at == nil or (d ~= nil and d ~= u.d) or at < now or at - now > fdiv(EXACT_MAX, u.d) then
 		return false
 	end
 	local mine = u.need
@@ -280,15 +316,14 @@ local function undo_at(key, u, now)
 	return true
 end
 
--- The override hash okey applied to a (the arguments COST LIMIT WINDOW_MS
--- BURST PRECISION_MS = argv[base + 2 .. base + 6], parsed): the arguments
--- to use, the code (0 none, 1 applied, 2 unlimited, 3 ignored) and, when
--- ignored, why. Its fields stand in for argv's and go through the same
--- checks with this request's cost; a set that fails is ignored as a whole.
-local function apply_override(spec, a, argv, base, okey)
-	local f = redis.pcall('HMGET', okey, 'limit', 'window_ms', 'burst',
-	    'precision_ms', 'unlimited')
-	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
+-- The fields of an override (limit, window_ms, burst, precision_ms,
+-- unlimited: f[1..5], false or '' when absent) applied to a (the arguments
+-- COST LIMIT WINDOW_MS BURST PRECISION_MS = argv[base + 2 .. base + 6],
+-- parsed): the arguments to use, the code (0 none, 1 applied, 2 unlimited,
+-- 3 ignored) and, when ignored, why. The fields stand in for argv's and go
+-- through the same checks with this request's cost; a set that fails is
+-- ignored as a whole. (LIB_override asks this for rlgate-ctl.)
+local function override_of(spec, a, argv, base, f)
 	for i = 1, 5 do
 		if f[i] == '' then f[i] = false end
 	end
@@ -302,6 +337,15 @@ local function apply_override(spec, a, argv, base, okey)
 	if not o then return a, 3, why end
 	o.now = a.now
 	return o, 1
+end
+
+-- override_of the hash okey, as every decision with an override key reads
+-- it (a key of another type is an ignored override).
+local function apply_override(spec, a, argv, base, okey)
+	local f = redis.pcall('HMGET', okey, 'limit', 'window_ms', 'burst',
+	    'precision_ms', 'unlimited')
+	if f.err then return a, 3, 'the override key (KEYS[2]) is not a hash' end
+	return override_of(spec, a, argv, base, f)
 end
 
 -- d, a table kept from call to call, as a decision: whether it admits, its
@@ -326,20 +370,23 @@ local function shown_fields(a, d, counted)
 	return 1, d.remaining, d.reset_ms, d.retry_ms, d.delay_ms
 end
 
--- t as the reply fields 1-7 of a decision d under a (shown_fields), and
--- the parameters used, fields 8-10; fields 11 and 12 are code and why (why
--- nil: the reply ends at 11). A standalone call's reply.
-local function row(t, a, d, counted, code, why)
+-- A standalone call's reply (REPLY): the fields of a decision d under a
+-- (shown_fields) and the parameters used; code and why (why nil: the
+-- reply ends at override).
+local function row(a, d, counted, code, why)
 	local allowed, remaining, reset_ms, retry_ms, delay_ms = shown_fields(a, d, counted)
-	t[1], t[2], t[3], t[4], t[5], t[6], t[7] = allowed, remaining, a.limit, reset_ms,
-	    retry_ms, a.now, delay_ms
-	t[8], t[9], t[10], t[11], t[12] = a.window_ms, a.burst or 0, a.precision_ms or 0,
-	    code, why
+	local R, t = REPLY, {}
+	t[R.allowed], t[R.remaining], t[R.limit], t[R.reset_ms] = allowed, remaining, a.limit,
+	    reset_ms
+	t[R.retry_after_ms], t[R.now_us], t[R.delay_ms] = retry_ms, a.now, delay_ms
+	t[R.window_ms], t[R.burst], t[R.precision_ms] = a.window_ms, a.burst or 0,
+	    a.precision_ms or 0
+	t[R.override], t[R.why] = code, why
 	return t
 end
 
--- The same decision as LIB_decide's row: one string, the 11 integers of
--- row() in decimal, then the undo token and why ("" for none), joined by
+-- The same decision as LIB_decide's row, DECIDE_ROW: one string, the 11
+-- integers of row() in decimal, then the undo token and why ("" for none), joined by
 -- single spaces; why, last, is the rest of the string (it may hold
 -- spaces, a token never does). One string, not 13 fields: Redis converts
 -- each field of a reply on its own (tests/bench/README.md). now_s is
@@ -371,8 +418,10 @@ local function standalone(alg, keys, argv)
 		d = alg.check(a, keys[1], {})
 		if d.allowed then alg.commit(a, keys[1], d) end
 	end
-	local t = row({}, a, d, true, code, why and 'override ignored: ' .. why)
-	if not keys[2] then t[8], t[9], t[10], t[11] = nil, nil, nil, nil end	-- 7 fields
+	local t = row(a, d, true, code, why and 'override ignored: ' .. why)
+	if not keys[2] then	-- up to delay_ms
+		for i = REPLY.delay_ms + 1, REPLY.override do t[i] = nil end
+	end
 	return t
 end
 

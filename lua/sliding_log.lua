@@ -3,7 +3,7 @@
 --
 -- State: a sorted set of members "<now_us>:<seq>" scored <now_us>; seq counts
 -- from 0 among the members of one microsecond.
--- Arguments: cost <= limit; limit <= 100000 (use sliding_window above that);
+-- Arguments: cost <= limit; limit <= MAX_LOG_LIMIT (use sliding_window above);
 -- window_ms (burst, precision_ms unused).
 -- Reply fields:
 --   remaining       limit - cost logged in (now - window, now]
@@ -18,7 +18,7 @@
 -- Undo token "<now_us>:<first seq>:<cost>": the members this admission added
 -- are removed (those that already left the window are gone). Exact.
 do
-	local A = {spec = {limit_max = 100000}, state = 'zset'}
+	local A = {spec = {limit_max = MAX_LOG_LIMIT}, state = 'zset'}
 
 	-- The newest logged time (nil when the log is empty).
 	local function newest(key)

@@ -5,7 +5,8 @@
 -- [j * precision, (j + 1) * precision) (us since the epoch).
 -- Arguments: cost <= limit; limit: cost admitted in any n = window / precision
 -- consecutive blocks; window_ms; precision_ms: block width, dividing the
--- window, at most 10000 blocks; empty: window / 10 (burst unused).
+-- window, at most MAX_BLOCKS blocks; empty: window / DEFAULT_BLOCKS (burst
+-- unused).
 -- Reply fields:
 --   remaining       limit - cost counted in the current n blocks
 --   reset_ms        ms until the newest counted block drops out (ceil): then the
@@ -24,7 +25,7 @@
 -- Undo token "block:cost": that block's counter goes down by cost (never below
 -- 0, deleted at 0). Exact: a block is counted or not whoever came first.
 do
-	local A = {spec = {limit_max = 1e9, precision = true}, state = 'hash'}
+	local A = {spec = {limit_max = MAX_COUNT, precision = true}, state = 'hash'}
 
 	function A.check(a, key, d)
 		local now, cost, limit = a.now, a.cost, a.limit

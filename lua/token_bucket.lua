@@ -24,7 +24,7 @@
 -- (never more, nothing once the bucket would be full again). Exact when no
 -- other request came in between.
 do
-	local A = {spec = {limit_max = 1e9, burst = 'bucket'}, state = 'hash'}
+	local A = {spec = {limit_max = MAX_COUNT, burst = 'bucket'}, state = 'hash'}
 
 	-- Stored tokens "Q" or "Q+R/S" as units of scale (rounded down if the
 	-- parameters changed since it was written); nil when neither. (tonumber

@@ -2,16 +2,18 @@
  * fuzz_metrics: libFuzzer target for the shared counter table of
  * metrics.c, filled with whatever bytes another process (or memory gone
  * bad) could leave in it, read as the status endpoint reads it (status.c
- * writes the texts). metrics.c is included, not linked: the target
- * puts the input in the table itself, then runs every reader and writer
+ * writes the texts). It links metrics.c built with a smaller table (the
+ * Makefile: MAX_WORKERS, MAX_PROCS and RLG_METRICS_RULES, the same
+ * -D for this file and that object, so that
+ * every input can fill all of it and a scrape of a full table stays fast),
+ * puts the input in the table (metrics_fill_table(), metrics_int.h), then
+ * runs every reader and writer
  * of it as a process sharing it would: a slot taken, counted into and
  * given back, the rules registered, the totals summed, the /metrics text
  * and the health JSON written, the table left.
  *
- * The table is the same code with fewer slots (MAX_WORKERS, MAX_PROCS
- * and RLG_METRICS_RULES below), so that every input can fill all of it
- * and a scrape of a full table stays fast: the input is tiled over the
- * whole table, header (magic, size, the counts of workers and names),
+ * The input is tiled over the whole table, header (magic, size, the
+ * counts of workers and names),
  * names, every process's entry and every worker's slot. Beyond "no crash, no out-of-bounds access,
  * no undefined behaviour": a rule's slot is -1 or below
  * RLG_METRICS_RULES, the counts stay within the table, the sums within
@@ -19,10 +21,14 @@
  *
  * Build and run: make fuzz (tests/fuzz/corpus/metrics/ is the seed corpus).
  */
-#define MAX_WORKERS		4
-#define MAX_PROCS		8
-#define RLG_METRICS_RULES	16
-#include "metrics.c"
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "metrics.h"
+#include "metrics_int.h"
 #include "status.h"
 
 #define NRULES	3
@@ -37,19 +43,6 @@ die(const char *what)
 	abort();
 }
 
-/* A private table in place of the shared one, as metrics_share() leaves
- * it: this process entry 0. */
-static struct table *
-fuzz_table(void)
-{
-	pthread_mutex_lock(&reg_lock);
-	table_get();
-	pthread_mutex_unlock(&reg_lock);
-	if (table == NULL)
-		die("no table");
-	return table;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -61,19 +54,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct metrics_process p;
 	struct status_health h;
 	struct metrics_worker *w;
-	struct table *t = fuzz_table();
-	size_t span, i, len;
+	size_t i, len;
 	int healthy;
 
 	if (size == 0)
 		return 0;
-	span = sizeof(struct table);
-	for (i = 0; i < span; i += len) {
-		len = span - i < size ? span - i : size;
-		memcpy((char *)t + i, data, len);
-	}
-	self_proc = &t->procs[data[0] % MAX_PROCS];
-	atomic_store(&self_proc->pid, getpid());
+	if (metrics_fill_table(data, size) == -1)
+		die("no table");
 
 	memset(&c, 0, sizeof(c));
 	memset(rules, 0, sizeof(rules));
@@ -122,7 +109,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	metrics_worker_free(w);
 	metrics_unshare();
-	if (self_proc != NULL)
+	if (metrics_sharing())
 		die("still sharing after metrics_unshare()");
 	return 0;
 }

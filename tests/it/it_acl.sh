@@ -167,6 +167,32 @@ stop_rlgate; RLGATE_PORT=
 check "single: and logged that Redis answers again" grep -q "redis 127.0.0.1:$REDIS_PORT answers again" "$T/single-nolib.log"
 is "single: audit: the 6 without the library by on_error, the 4 after by Redis" "6 3 1" \
 	"$(rows "key = '/nolib' AND reason = 'redis_error'") $(rows "key = '/later' AND allowed = 1 AND reason = 'limit'") $(rows "key = '/later' AND allowed = 0 AND reason = 'limit'")"
+# rlgate-ctl with an operator's user of exactly the README's commands (on
+# rl:*): every command on a rule of each algorithm, an override set,
+# shown, refused, made unlimited and cleared, and not one command refused.
+acl_ctl=$(sed -n 's/.*(rlgate-ctl needs `\([^`]*\)`).*/\1/p' <<<"$readme")
+check "README gives rlgate-ctl's commands ($(echo $acl_ctl | wc -w) words)" [ "$(echo $acl_ctl | wc -w)" -ge 10 ]
+# shellcheck disable=SC2086
+redis-cli -p "$REDIS_PORT" ACL SETUSER ops reset on '>opw' '~rl:*' $acl_ctl > /dev/null
+{
+	printf '[redis]\naddress = 127.0.0.1:%s\nusername = ops\npassword = opw\n' "$REDIS_PORT"
+	for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
+		printf '[rule:%s]\npath = /%s\nalgorithm = %s\nlimit = 5\nwindow = 1s\noverrides = redis\n' "$a" "$a" "$a"
+	done
+} > "$T/ctl-ops.ini"
+chmod 600 "$T/ctl-ops.ini"
+acl_log_reset "$REDIS_PORT"
+ctl_ok=
+ctl() { "$CTL" -c "$T/ctl-ops.ini" "$@" > /dev/null 2>> "$T/ctl-ops.err" || ctl_ok="$ctl_ok [$*: $?]"; }
+for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
+	ctl peek "$a" k; ctl override "$a" k limit=7; ctl override "$a" k; ctl peek "$a" k
+	ctl override "$a" k unlimited; ctl override "$a" k clear; ctl reset "$a" k; ctl list "$a"
+done
+"$CTL" -c "$T/ctl-ops.ini" override fixed_window k window=2000d > /dev/null 2>> "$T/ctl-ops.err"
+is "rlgate-ctl as that user: an override the library would ignore is refused (exit 1)" 1 $?
+ctl versions; ctl load
+is "rlgate-ctl as that user: peek, override, reset, list, versions, load all exit 0" "" "$ctl_ok"
+check "rlgate-ctl as that user: no command refused (ACL LOG empty)" acl_log_empty "$REDIS_PORT"
 # Self-loading: the README's addition, and the user loads it itself.
 flush_lib "$REDIS_PORT"
 # shellcheck disable=SC2086

@@ -145,6 +145,25 @@ rcli hset 'rl:{user_list:org1}:override' unlimited 1 > /dev/null
 is "README override: unlimited, not counted" "1 3 3 0 0 1700000000000000 0 1000 0 0 2" "$(evalo)"
 rcli del 'rl:{user_list:org1}:override' > /dev/null
 is "README override: cleared, ARGV's limit: the third admission" "1 0 3 1000 0 1700000000000000 0 1000 0 0 0" "$(evalo)"
+# LIB_override, as lua/README.md shows it: what a decision makes of an
+# override, from the hash or from fields given (rlgate-ctl asks it).
+ov() { rcli FCALL_RO "${L}_override" "$@" 2>&1 | paste -sd'|'; }
+rcli hset 'rl:{user_list:org1}:override' limit 5 window_ms 2000 > /dev/null
+is "${L}_override of the hash: applied, its limit and window" "1|5|2000|0|0|" \
+	"$(ov 1 'rl:{user_list:org1}:override' fixed_window 1 3 1000 '' '')"
+rcli del 'rl:{user_list:org1}:override' > /dev/null
+is "${L}_override of no hash: none, the arguments'" "0|3|1000|0|0|" \
+	"$(ov 1 'rl:{user_list:org1}:override' fixed_window 1 3 1000 '' '')"
+is "${L}_override of fields: gcra's unset burst follows the override's limit" "1|7|1000|7|0|" \
+	"$(ov 0 gcra 1 3 1000 '' '' 7 '' '' '' '')"
+is "${L}_override of fields: sliding_window keeps the arguments' default precision" "1|3|2000|0|200|" \
+	"$(ov 0 sliding_window 1 3 1000 '' '' '' 2000 '' '' '')"
+is "${L}_override of fields: sliding_log above its limit, ignored, and why" \
+	"3|3|1000|0|0|limit must be at most 100000, got 100001" \
+	"$(ov 0 sliding_log 1 3 1000 '' '' 100001 '' '' '' '')"
+is "${L}_override of fields: unlimited" "2|3|1000|0|0|" "$(ov 0 fixed_window 1 3 1000 '' '' '' '' '' '' 1)"
+is "${L}_override: the arguments themselves wrong, an error" "rlgate: cost is missing (ARGV[2])" \
+	"$(rcli FCALL_RO "${L}_override" 0 fixed_window '' 3 1000 '' '' 2>&1)"
 err=$(rcli FCALL ${L}_gcra 1 'rl:{readme:err}' '' 2 1 1000 1 '' 2>&1)
 is "an argument error is one sentence" "rlgate: cost 2 is above burst 1: such a request could never be admitted" "$err"
 is "${L}_gcra with 3 keys: an error" "rlgate: ${L}_gcra takes 1 key (the state) or 2 (and its override), got 3" \

@@ -257,6 +257,7 @@ colour=red|"colour" is not an override (use limit, window, burst or precision)
 limit=5 limit=6|limit is given twice
 unlimited limit=5|unlimited stands alone
 limit=1000000001|limit=1000000001: "1000000001" is too large
+window=2000d|rule api: window_ms must be at most 100000000000, got 172800000000
 EOF
 is "refused values wrote nothing" 0 "$(rcli EXISTS 'rl:{api:acme}:override')"
 dead=$(free_port)

@@ -36,6 +36,7 @@
 #include <sqlite3.h>
 
 #include "audit.h"
+#include "audit_int.h"	/* the writer's constants */
 #include "clock.h"
 #include "log.h"
 

@@ -421,8 +421,15 @@ test_unreachable(void **state)
 	assert_null(calls[0].reply);
 	assert_string_equal(redis_node_address(r, calls[0].node),
 	    "127.0.0.1:1");
+	/* Why, on the handle, naming the node. */
+	printf("# redis_errstr: %s\n", redis_errstr(r));
+	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19),
+	    0);
+	assert_non_null(strstr(redis_errstr(r), "refused"));
 	/* Backed off: not tried again (one error counted, not two). */
 	assert_int_equal(redis_run(r, c, calls, 1), 1);
+	assert_int_equal(strncmp(redis_errstr(r), "redis 127.0.0.1:1: ", 19),
+	    0);
 	n = redis_counters(nc, 8);
 	for (i = 0; i < n && i < 8; i++)
 		if (strcmp(nc[i].address, "127.0.0.1:1") == 0)
@@ -431,6 +438,7 @@ test_unreachable(void **state)
 	assert_int_equal(nc[i].errors, 1);
 	assert_int_equal(nc[i].redirects, 0);
 	assert_int_equal(redis_run(r, c, calls, 0), 0);
+	assert_string_equal(redis_errstr(r), "");
 	redis_free(r);
 	conf_free(c);
 }
@@ -476,6 +484,9 @@ test_deployment_record(void **state)
 	call.argv = argv;
 	assert_int_equal(redis_run(r, c, &call, 1), 1);
 	assert_int_equal(call.status, RLG_CALL_UNSENT);
+	printf("# redis_errstr: %s\n", redis_errstr(r));
+	assert_int_equal(strncmp(redis_errstr(r),
+	    "redis cluster 127.0.0.1:2: ", 27), 0);
 	assert_int_equal(errors_of("cluster 127.0.0.1:2"), 1);
 	/* A seed is only tried: no outage of its own. */
 	assert_int_equal(errors_of("127.0.0.1:2"), 0);
