@@ -91,10 +91,14 @@ LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema. main
 # over the results (agg with window, top, verify over its loader
-# verify_load) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page), over the
-# names of a series (label), over the escapers (escape).
+# verify_load, whatif over its reader whatif_read and NEW.ini's checks
+# whatif_conf) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page;
+# whatif_out, whatif_html), over the
+# names of a series (label), over the escapers (escape). --what-if also
+# links the gateway's rule matching (rule, request) and the C twin (algo).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
-REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS))
+REPORT_GW   = fcgi/rule.c fcgi/request.c fcgi/algo.c
+REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS) $(REPORT_GW))
 
 # The tests by kind (tests/README.md); each directory is globbed, so a new
 # file there is built without editing this list.
@@ -154,7 +158,7 @@ reports/rlgate-report: $(REPORT_OBJS)
 $(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 # The report's unit test links its modules too (all but its main).
-$(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
+$(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)) $(REPORT_GW))
 
 tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
