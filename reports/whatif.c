@@ -779,6 +779,13 @@ results(struct ctx *c, size_t ntop)
 	return 0;
 }
 
+static int
+cmp_rule(const void *x, const void *y)
+{
+	return strcmp(((const struct whatif_rule *)x)->rule,
+	    ((const struct whatif_rule *)y)->rule);
+}
+
 static void
 ctx_free(struct ctx *c)
 {
@@ -851,6 +858,8 @@ whatif_run(struct whatif *w, const struct whatif_conf *wc, struct rdbs *dbs,
 	w->late = whatif_late(c->rd);
 	if (results(c, ntop) == -1)
 		goto oom;
+	if (w->nrules > 1)
+		qsort(w->rules, w->nrules, sizeof(*w->rules), cmp_rule);
 	rc = 0;
 	goto out;
 oom:

@@ -69,7 +69,7 @@ struct whatif_rule {
 struct whatif {
 	const char	*conf_path;
 	int64_t		 width_ms;
-	struct whatif_rule *rules;	/* rules of the audit, then NEW.ini's new ones */
+	struct whatif_rule *rules;	/* by name: the record's and NEW.ini's */
 	size_t		 nrules;
 	int64_t		 requests;	/* requests replayed (in range) */
 	int64_t		 rows;		/* attempts counted (in range) */
