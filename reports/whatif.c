@@ -25,6 +25,7 @@
 /* A key in flight: its state and its counts since it came. */
 struct wkey {
 	char		*key;
+	const char	*seen;		/* the text it was last found by */
 	uint64_t	 hash;
 	uint32_t	 rule;		/* result rule */
 	uint32_t	 hnext;		/* bucket chain: index + 1 */
@@ -56,6 +57,7 @@ struct attempt {
 	uint32_t	 rule;
 	const struct wrow *row;		/* NULL: a NEW.ini rule the record lacks */
 	const char	*key;
+	int		 stable;	/* key is the row's text (key_get()) */
 	long long	 cost;
 	const struct algo_params *p;	/* NULL: the parameters refuse it */
 	int		 dry;
@@ -89,6 +91,7 @@ struct ctx {
 	struct changed		*cv;
 	size_t			 ccap;
 	struct request		 req;
+	int			 fields;	/* NEW.ini needs req's fields */
 	int			 req_admitted;	/* as recorded */
 	unsigned char		 seen[RLG_MAX_RULES];
 	struct attempt		 at[RLG_MAX_MATCHES + RLG_MAX_RULES];
@@ -337,9 +340,10 @@ keys_expire(struct ctx *c, long long now_us)
 	return 0;
 }
 
-/* The entry of (rule, key), made when new; NONE out of memory. */
+/* The entry of (rule, key), made when new; NONE out of memory. stable:
+ * key is a file's text, whose pointer says which key it is. */
 static uint32_t
-key_get(struct ctx *c, uint32_t rule, const char *key)
+key_get(struct ctx *c, uint32_t rule, const char *key, int stable)
 {
 	uint64_t h = key_hash(rule, key);
 	uint32_t i;
@@ -348,7 +352,11 @@ key_get(struct ctx *c, uint32_t rule, const char *key)
 	if (c->bcap > 0)
 		for (i = c->buckets[h & (c->bcap - 1)]; i; i = c->keys[i - 1].hnext) {
 			k = &c->keys[i - 1];
-			if (k->hash == h && k->rule == rule && strcmp(k->key, key) == 0) {
+			/* A file's texts stay put: the same pointer is the
+			 * same key, no compare. */
+			if (k->hash == h && k->rule == rule && ((stable &&
+			    k->seen == key) || strcmp(k->key, key) == 0)) {
+				k->seen = stable ? key : NULL;
 				lru_unlink(c, i - 1);
 				lru_append(c, i - 1);
 				return i - 1;
@@ -379,6 +387,7 @@ key_get(struct ctx *c, uint32_t rule, const char *key)
 	}
 	k->hash = h;
 	k->rule = rule;
+	k->seen = stable ? key : NULL;
 	k->idle_us = LLONG_MIN;
 	algo_state_init(&k->st, NULL, 0);
 	k->hnext = c->buckets[h & (c->bcap - 1)];
@@ -538,6 +547,7 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 		if (key == NULL)
 			return -1;
 		a->key = key;
+		a->stable = 1;
 		a->cost = cost;
 		a->dry = rr->dry;
 		a->p = params_for(c, r, whatif_params(c->rd, row), row->params,
@@ -547,10 +557,12 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 	c->seen[rr->conf_i] = 1;
 	if (c->wc->match_kept[rr->conf_i] && !rule_fits(ru, &c->req))
 		return 0;
+	a->stable = 1;
 	if (c->wc->key_kept[rr->conf_i]) {
 		if (rule_expand(&ru->key, ru, &c->req, kbuf, RLG_MAX_KEY) < 0)
 			return 0;
 		key = kbuf;
+		a->stable = 0;
 	}
 	if (key == NULL)
 		return -1;
@@ -598,7 +610,7 @@ decide(struct ctx *c, size_t n, int64_t ts)
 		struct attempt *a = &c->at[i];
 		long long t = a->row ? (long long)a->row->ts_ms * 1000 : now_us;
 
-		if ((a->k = key_get(c, a->rule, a->key)) == NONE)
+		if ((a->k = key_get(c, a->rule, a->key, a->stable)) == NONE)
 			return -1;
 		if (a->p == NULL) {
 			c->w->bad++;
@@ -650,7 +662,8 @@ replay(struct ctx *c, const struct wrow *const *rows, size_t n)
 		}
 	if (c->wc->c->nrules > 0)
 		memset(c->seen, 0, c->wc->c->nrules);
-	request_fields(c, rows[0]);
+	if (c->fields)
+		request_fields(c, rows[0]);
 	c->req_admitted = 1;
 	for (size_t i = 0; i < n; i++)
 		if (!rows[i]->allowed && rows[i]->reason != WR_DRY_RUN)
@@ -843,7 +856,9 @@ whatif_run(struct whatif *w, const struct whatif_conf *wc, struct rdbs *dbs,
 	for (size_t i = 0; i < wc->c->nrules; i++)
 		c->c2r[i] = NONE;
 	/* NEW.ini's rules the record lacks come last, in file order. */
-	if ((c->rd = whatif_read_open(dbs, f->until_ms, needs_fields(wc), err,
+	c->fields = needs_fields(wc);
+	c->req.method = "GET";
+	if ((c->rd = whatif_read_open(dbs, f->until_ms, c->fields, err,
 	    errlen)) == NULL)
 		goto out;
 	for (size_t i = 0; i < wc->c->nrules; i++)

@@ -182,6 +182,17 @@ is "JSON, exactly" \
        {\"start\": \"2025-11-22 10:00:00.000\", \"start_ms\": $BASE, \"recorded\": {\"allowed\": 100, \"denied\": 10}, \"what_if\": {\"allowed\": 50, \"denied\": 60}}
      ]}
   ]}" "$("$REPORT" --what-if "$T/fifty.ini" -f json "$DEMO")"
+# Two event loops wrote the demonstration's rows of one ms in another
+# order than Redis decided them (the denials first): within a ms the
+# admitted are replayed first, so the same file still says 100 + 10.
+newdb "$T/swapped.db"
+sqlite3 "$T/swapped.db" "ATTACH '$DEMO' AS d; INSERT INTO decisions (ts_ms, request_id,
+  rule, key, algorithm, allowed, reason, cost, limit_value, window_ms, burst, method,
+  path, client_ip, status) SELECT $BASE, request_id, rule, key, algorithm, allowed,
+  reason, cost, limit_value, window_ms, burst, method, path, client_ip, status
+  FROM d.decisions ORDER BY allowed, id"
+is "rows of one ms recorded denials first: the same file decides all 110 as recorded" \
+	'"differ": 0,' "$("$REPORT" --what-if "$T/same.ini" -f json "$T/swapped.db" | grep -o '"differ": [0-9]*,' | head -1)"
 sed 's/^limit = 100/limit = 200/' "$T/same.ini" > "$T/more.ini"
 check "a higher limit admits the 10: the key newly admitted" grep -q \
 	'"what_if": {"allowed": 110, "denied": 0},' <<< "$("$REPORT" --what-if "$T/more.ini" -f json "$DEMO")"
