@@ -65,14 +65,15 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # the status endpoint (status: /health and /metrics, their texts; it reads
 # the counters, gateway's numbers and the Redis layer's health); below the
 # counters' shared memory and the audit files, the check that a file
-# another user could have made first is rlgate's own (trust).
+# another user could have made first is rlgate's own (trust); the local
+# limiter (local) over the C twin of the Lua's algorithms (algo).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_admin.c fcgi/redis.c fcgi/redis_conn.c fcgi/redis_io.c \
 	   fcgi/redis_lib.c fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
 	   fcgi/sentinel.c fcgi/respond.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
-	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/trust.c
+	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/algo.c fcgi/trust.c
 # Every object and test program is built under build/ (B), which mirrors the
 # source tree: X.c -> build/X.o (and X.d), tests/KIND/NAME.c ->
 # build/tests/KIND/NAME; the programs stay where they are installed from
