@@ -286,6 +286,8 @@ load_whatif(const char *path, struct rdbs *dbs, const struct filter *f)
 		db_close_all(dbs);
 		exit(EXIT_USAGE);
 	}
+	if (whatif_conf_warnings(wc) != NULL)
+		fputs(whatif_conf_warnings(wc), stderr);
 	if (f->rule == NULL || whatif_conf_has(wc, f->rule))
 		return wc;
 	if ((rc = db_has(dbs, f->rule, NULL, err, sizeof(err))) == -1)

@@ -405,7 +405,9 @@ key_room(struct wkey *k, const struct algo_params *p)
 	struct algo_entry *e, *old = k->st.e;
 	size_t nc;
 
-	if (algo_entries(p) == 0 || (k->st.cap > 0 && !algo_state_full(&k->st)))
+	/* Only the sliding_* algorithms keep entries (algo_entries()). */
+	if ((p->alg != RLG_SLIDING_LOG && p->alg != RLG_SLIDING_WINDOW) ||
+	    (k->st.cap > 0 && !algo_state_full(&k->st)))
 		return 0;
 	nc = k->st.cap ? k->st.cap * 2 : ENTRIES_MIN;
 	if ((e = calloc(nc, sizeof(*e))) == NULL)

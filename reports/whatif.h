@@ -33,6 +33,10 @@ int		 whatif_conf_load(struct whatif_conf **wc, const char *path,
 		    struct rdbs *dbs, char **errors);
 void		 whatif_conf_free(struct whatif_conf *wc);
 
+/* NEW.ini's warnings ("FILE:LINE: ..." lines, as rlgate -t shows them),
+ * or NULL. */
+const char	*whatif_conf_warnings(const struct whatif_conf *wc);
+
 /* Does NEW.ini have a rule called name? */
 int		 whatif_conf_has(const struct whatif_conf *wc, const char *name);
 

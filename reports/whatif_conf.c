@@ -178,3 +178,9 @@ whatif_conf_has(const struct whatif_conf *wc, const char *name)
 			return 1;
 	return 0;
 }
+
+const char *
+whatif_conf_warnings(const struct whatif_conf *wc)
+{
+	return wc->c->warnings;
+}

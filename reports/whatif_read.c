@@ -198,10 +198,13 @@ open_src(struct wreader *r, struct wsrc *s, int64_t until_ms, char *err,
 	if (s->by_ids) {
 		if (load_ids(r, s, err, errlen) == -1)
 			return -1;
+		/* -1 for NULL: no ids, counts or costs are negative. */
 		s->st = rowids_select(s->d, &f, r->fields ?
-		    "id, ts_ms, rq, rn, rule, coalesce(key, -1), outcome, cost, "
+		    "id, ts_ms, coalesce(rq, -1), coalesce(rn, -1), rule, "
+		    "coalesce(key, -1), outcome, coalesce(cost, -1), "
 		    "coalesce(path, -1), coalesce(client_ip, -1)" :
-		    "id, ts_ms, rq, rn, rule, coalesce(key, -1), outcome, cost",
+		    "id, ts_ms, coalesce(rq, -1), coalesce(rn, -1), rule, "
+		    "coalesce(key, -1), outcome, coalesce(cost, -1)",
 		    "1", err, errlen);
 	} else {
 		s->st = db_select(s->d, &f, "id, ts_ms, request_id, rule, key, "
@@ -292,10 +295,9 @@ row_ids(struct wreader *r, struct wsrc *s, struct wrow *w)
 		return 0;
 	w->id = sqlite3_column_int64(st, 0);
 	w->ts_ms = sqlite3_column_int64(st, 1);
-	w->lone = sqlite3_column_type(st, 2) == SQLITE_NULL &&
-	    sqlite3_column_type(st, 3) == SQLITE_NULL;
 	w->rq = (uint64_t)sqlite3_column_int64(st, 2);
 	w->rn = (uint64_t)sqlite3_column_int64(st, 3);
+	w->lone = w->rq == UINT64_MAX && w->rn == UINT64_MAX;
 	w->rule = s->grule[rule];
 	w->params = s->gparams[rule];
 	w->key = id_col(st, 5, s->x.ntext);
@@ -308,7 +310,7 @@ row_ids(struct wreader *r, struct wsrc *s, struct wrow *w)
 		w->reason = WR_OTHER;
 		w->method = RLG_WHATIF_NONE;
 	}
-	w->cost = int_or(st, 7, -1);
+	w->cost = sqlite3_column_int64(st, 7);
 	w->path = w->ip = RLG_WHATIF_NONE;
 	if (r->fields) {
 		w->path = id_col(st, 8, s->x.ntext);
