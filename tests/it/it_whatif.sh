@@ -140,6 +140,22 @@ is "a's denials un-count b (b's limit 3 never reached: 2 + 2 each)" \
 "$BASE,a,4,0,2,2
 $BASE,b,4,0,2,2" "$("$REPORT" --what-if "$T/two.ini" -f csv "$T/two.db" | tail -n +2 | cut -d, -f2,4-)"
 
+echo "# memory: the keys in flight, not the keys seen"
+# 1000 keys, one request each, 2 s apart: a key's 1 s window is over
+# before the next one comes, so the replay holds one key at a time.
+newdb "$T/keys.db"
+sqlite3 "$T/keys.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm, allowed, reason, cost,
+  limit_value, window_ms, burst) SELECT $BASE + i * 2000, 'k' || i, 'fixed_window',
+  'key' || i, 'fixed_window', 1, 'limit', 1, 3, 1000, 3 FROM n"
+sed -n 1,5p "$T/hand.ini" > "$T/keys.ini"	# fixed_window, 3 per 1s
+out=$("$REPORT" --what-if "$T/keys.ini" -w 1h -f json "$T/keys.db")
+check "1000 keys replayed, all admitted" grep -q '"what_if": {"allowed": 1000, "denied": 0},' <<< "$out"
+is "at most 1 key in flight" '"keys_in_flight_max": 1,' "$(grep -o '"keys_in_flight_max": [0-9]*,' <<< "$out")"
+sqlite3 "$T/keys.db" "UPDATE decisions SET ts_ms = $BASE + id * 100"
+is "10 a second: 10 keys in flight (the 1 s windows of the last 10)" \
+	'"keys_in_flight_max": 10,' "$("$REPORT" --what-if "$T/keys.ini" -w 1h -f json "$T/keys.db" | grep -o '"keys_in_flight_max": [0-9]*,')"
+
 echo "# the seeds' demonstration, recorded by hand"
 DEMO=$T/demo.db
 newdb "$DEMO"
