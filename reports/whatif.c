@@ -701,7 +701,8 @@ replay(struct ctx *c, const struct wrow *const *rows, size_t n)
 	na = attempts_new(c, na);
 	if (na == 0)
 		return 0;
-	if (decide(c, na, ts) == -1)
+	/* Keys idle by now go before this request's come. */
+	if (keys_expire(c, (long long)ts * 1000) == -1 || decide(c, na, ts) == -1)
 		return -1;
 	if (ts >= c->f->since_ms && ts < c->f->until_ms)
 		w->requests++;
@@ -712,7 +713,7 @@ replay(struct ctx *c, const struct wrow *const *rows, size_t n)
 		    a->allowed, a->k, a->key) == -1)
 			return -1;
 	}
-	return keys_expire(c, (long long)ts * 1000);
+	return 0;
 }
 
 /* ---- results ----------------------------------------------------------- */
