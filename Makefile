@@ -107,11 +107,10 @@ REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS) $(REPORT_GW))
 UNIT_SRCS = $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
 # Helper programs for integration tests and benchmarks: tests/tools/NAME.c,
-# each with a main; lua_model.c is lua_check's model, not a program. Their
-# programs are the one exception to build/: tests/tools/NAME, where the
-# device bench kit (../shared/device-bench) carries them from.
-TOOL_PARTS = tests/tools/lua_model.c
-TOOL_SRCS = $(sort $(filter-out $(TOOL_PARTS),$(wildcard tests/tools/*.c)))
+# each with a main. Their programs are the one exception to build/:
+# tests/tools/NAME, where the device bench kit (../shared/device-bench)
+# carries them from.
+TOOL_SRCS = $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS = $(TOOL_SRCS:.c=)
 
 # Man pages live beside what they describe.
@@ -163,7 +162,8 @@ $(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRC
 
 tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-tests/tools/lua_check: $(call obj,$(TOOL_PARTS))
+# lua_check checks the Lua's admissions with the report's promise checker.
+tests/tools/lua_check: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
 $(B)/tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
 tests/tools/allow_fcgi: LDLIBS += $(FCGI_LIBS)
 
