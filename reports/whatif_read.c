@@ -51,8 +51,11 @@ struct wreader {
 	struct wrow	*ring;
 	uint64_t	 rhead, rtail;	/* sequence numbers */
 	size_t		 rcap;		/* a power of two */
-	/* leaders by request: open addressing, sequence + 1, 0 empty */
-	uint64_t	*slots;
+	/* leaders by request: open addressing, sequence + 1 (0 empty) and
+	 * the request's hash, so that a probe reads no row */
+	struct wslot {
+		uint64_t seq, hash;
+	}		*slots;
 	size_t		 scap, sn;	/* a power of two; used */
 	int		 merged_eof;
 	/* the request handed out */
@@ -437,13 +440,15 @@ same_req(const struct wrow *a, const struct wrow *b)
 	return a->rq == b->rq && a->rn == b->rn && a->src == b->src;
 }
 
-/* The slot of w's request in the leaders' table (empty or its leader). */
+/* The slot of w's request (hash h) in the leaders' table: empty or its
+ * leader's. */
 static size_t
-slot_of(const struct wreader *r, const struct wrow *w)
+slot_of(const struct wreader *r, const struct wrow *w, uint64_t h)
 {
-	size_t i = req_hash(w) & (r->scap - 1);
+	size_t i = h & (r->scap - 1);
 
-	while (r->slots[i] != 0 && !same_req(&RING(r, r->slots[i] - 1), w))
+	while (r->slots[i].seq != 0 && (r->slots[i].hash != h ||
+	    !same_req(&RING(r, r->slots[i].seq - 1), w)))
 		i = (i + 1) & (r->scap - 1);
 	return i;
 }
@@ -454,18 +459,18 @@ slot_remove(struct wreader *r, size_t i)
 {
 	size_t j = i, k;
 
-	r->slots[i] = 0;
+	r->slots[i].seq = 0;
 	r->sn--;
 	for (;;) {
 		j = (j + 1) & (r->scap - 1);
-		if (r->slots[j] == 0)
+		if (r->slots[j].seq == 0)
 			return;
-		k = req_hash(&RING(r, r->slots[j] - 1)) & (r->scap - 1);
+		k = r->slots[j].hash & (r->scap - 1);
 		/* Move j back to i unless its home lies cyclically in (i, j]. */
 		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j))
 			continue;
 		r->slots[i] = r->slots[j];
-		r->slots[j] = 0;
+		r->slots[j].seq = 0;
 		i = j;
 	}
 }
@@ -474,7 +479,7 @@ static int
 slots_grow(struct wreader *r)
 {
 	size_t oc = r->scap, nc = oc ? oc * 2 : 1024;
-	uint64_t *old = r->slots;
+	struct wslot *old = r->slots;
 
 	if ((r->slots = calloc(nc, sizeof(*r->slots))) == NULL) {
 		r->slots = old;
@@ -482,8 +487,9 @@ slots_grow(struct wreader *r)
 	}
 	r->scap = nc;
 	for (size_t i = 0; i < oc; i++)
-		if (old[i] != 0)
-			r->slots[slot_of(r, &RING(r, old[i] - 1))] = old[i];
+		if (old[i].seq != 0)
+			r->slots[slot_of(r, &RING(r, old[i].seq - 1),
+			    old[i].hash)] = old[i];
 	free(old);
 	return 0;
 }
@@ -512,7 +518,7 @@ ring_push(struct wreader *r, const struct wrow *w)
 static int
 group_add(struct wreader *r, struct wrow *w)
 {
-	uint64_t seq = r->rtail;
+	uint64_t seq = r->rtail, h;
 	struct wrow *p;
 	size_t i, n;
 
@@ -524,9 +530,11 @@ group_add(struct wreader *r, struct wrow *w)
 		return 0;
 	if ((r->sn + 1) * 2 > r->scap && slots_grow(r) == -1)
 		return -1;
-	i = slot_of(r, w);
-	if (r->slots[i] == 0) {
-		r->slots[i] = seq + 1;
+	h = req_hash(w);
+	i = slot_of(r, w, h);
+	if (r->slots[i].seq == 0) {
+		r->slots[i].seq = seq + 1;
+		r->slots[i].hash = h;
 		r->sn++;
 		return 0;
 	}
@@ -537,7 +545,7 @@ group_add(struct wreader *r, struct wrow *w)
 	 * its own.
 	 */
 	n = 1;
-	for (p = &RING(r, r->slots[i] - 1); ; p = &RING(r, p->next - 1), n++) {
+	for (p = &RING(r, r->slots[i].seq - 1); ; p = &RING(r, p->next - 1), n++) {
 		if (p->rule == w->rule || n >= RLG_WHATIF_GROUP_MAX) {
 			RING(r, seq).lone = 1;
 			return 0;
@@ -573,7 +581,7 @@ group_take(struct wreader *r)
 			break;
 	}
 	if (!lead->lone)
-		slot_remove(r, slot_of(r, lead));
+		slot_remove(r, slot_of(r, lead, req_hash(lead)));
 	return (int)n;
 }
 
