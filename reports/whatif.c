@@ -59,7 +59,8 @@ struct attempt {
 	const char	*key;
 	int		 stable;	/* key is the row's text (key_get()) */
 	long long	 cost;
-	const struct algo_params *p;	/* NULL: the parameters refuse it */
+	const struct algo_params *p;	/* &pv, or NULL: the parameters refuse it */
+	struct algo_params pv;		/* a copy: c->rr moves as rules come */
 	int		 dry;
 	uint32_t	 k;		/* key entry */
 	struct algo_decision d;
@@ -528,6 +529,16 @@ request_fields(struct ctx *c, const struct wrow *row)
 	c->req.host[0] = '\0';
 }
 
+static void
+attempt_params(struct attempt *a, const struct algo_params *p)
+{
+	a->p = NULL;
+	if (p != NULL) {
+		a->pv = *p;
+		a->p = &a->pv;
+	}
+}
+
 /*
  * The attempt of recorded row for its rule under NEW.ini, into a: 1, 0
  * when NEW.ini's rule does not apply to the request, -1 when the row
@@ -552,8 +563,8 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 		a->stable = 1;
 		a->cost = cost;
 		a->dry = rr->dry;
-		a->p = params_for(c, r, whatif_params(c->rd, row), row->params,
-		    cost);
+		attempt_params(a, params_for(c, r, whatif_params(c->rd, row),
+		    row->params, cost));
 		return whatif_params(c->rd, row)->algorithm == NULL ? -1 : 1;
 	}
 	c->seen[rr->conf_i] = 1;
@@ -571,7 +582,7 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 	a->key = key;
 	a->cost = ru->cost_tmpl.nparts == 0 ? ru->cost : cost;
 	a->dry = ru->dry_run || c->wc->c->dry_run;
-	a->p = params_for(c, r, NULL, 0, a->cost);
+	attempt_params(a, params_for(c, r, NULL, 0, a->cost));
 	return 1;
 }
 
@@ -595,7 +606,7 @@ attempts_new(struct ctx *c, size_t n)
 		a->key = c->kbuf[n];
 		a->cost = ru->cost;
 		a->dry = ru->dry_run || cf->dry_run;
-		a->p = params_for(c, a->rule, NULL, 0, a->cost);
+		attempt_params(a, params_for(c, a->rule, NULL, 0, a->cost));
 		n++;
 	}
 	return n;
