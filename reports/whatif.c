@@ -69,6 +69,7 @@ struct attempt {
 
 struct changed {
 	int64_t		 rec_denied, wi_denied, nd, na;
+	uint32_t	 rule;		/* result rule */
 };
 
 struct ctx {
@@ -302,6 +303,7 @@ key_fold(struct ctx *c, struct wkey *k)
 		c->ccap = nc;
 	}
 	v = &c->cv[id];
+	v->rule = k->rule;
 	v->rec_denied += k->rec_denied;
 	v->wi_denied += k->wi_denied;
 	v->nd += k->nd;
@@ -749,6 +751,7 @@ static int
 results(struct ctx *c, size_t ntop)
 {
 	struct whatif *w = c->w;
+	size_t *nv;
 
 	for (size_t i = c->lru_head; i; ) {
 		size_t next = c->keys[i - 1].next;
@@ -757,10 +760,36 @@ results(struct ctx *c, size_t ntop)
 			return -1;
 		i = next;
 	}
+	/* The changed keys, each to its rule's list: counted, then placed
+	 * (the keys borrowed from c->cid until the top ones are copied). */
+	if ((nv = calloc(w->nrules + 1, sizeof(*nv))) == NULL)
+		return -1;
+	for (size_t i = 0; i < c->cid.n; i++) {
+		struct changed *ch = &c->cv[i];
+		struct whatif_rule *res = &w->rules[ch->rule];
+
+		res->newly_denied_keys += ch->nd > 0;
+		res->newly_admitted_keys += ch->na > 0;
+		nv[ch->rule] += ch->nd > 0 || ch->na > 0;
+	}
+	for (size_t r = 0; r < w->nrules; r++)
+		if ((w->rules[r].top = calloc(nv[r] + 1,
+		    sizeof(*w->rules[r].top))) == NULL)
+			goto oom;
+	memset(nv, 0, (w->nrules + 1) * sizeof(*nv));
+	for (size_t i = 0; i < c->cid.n; i++) {
+		struct changed *ch = &c->cv[i];
+		const char *rule, *key;
+
+		if (ch->nd == 0 && ch->na == 0)
+			continue;
+		intern_pair_get(&c->cid, (uint32_t)i, &rule, &key);
+		w->rules[ch->rule].top[nv[ch->rule]++] = (struct whatif_key){
+		    (char *)(uintptr_t)key, ch->rec_denied, ch->wi_denied, ch->nd,
+		    ch->na };
+	}
 	for (size_t r = 0; r < w->nrules; r++) {
 		struct whatif_rule *res = &w->rules[r];
-		struct whatif_key *v = NULL;
-		size_t nv = 0;
 
 		if (c->rr[r].last_pid != NONE) {
 			const struct wparams *p = whatif_params(c->rd, &(struct wrow){
@@ -777,33 +806,19 @@ results(struct ctx *c, size_t ntop)
 			if (!res->in_conf)
 				res->what_if = res->recorded;
 		}
-		for (size_t i = 0; i < c->cid.n; i++) {
-			const char *rule, *key;
-			struct changed *ch = &c->cv[i];
-
-			intern_pair_get(&c->cid, (uint32_t)i, &rule, &key);
-			if (strcmp(rule, res->rule) != 0)
-				continue;
-			res->newly_denied_keys += ch->nd > 0;
-			res->newly_admitted_keys += ch->na > 0;
-			if (ch->nd == 0 && ch->na == 0)
-				continue;
-			if ((v = realloc(res->top, (nv + 1) * sizeof(*v))) == NULL)
-				return -1;
-			res->top = v;
-			v[nv++] = (struct whatif_key){ (char *)(uintptr_t)key,
-			    ch->rec_denied, ch->wi_denied, ch->nd, ch->na };
+		if (nv[r] > 0)
+			qsort(res->top, nv[r], sizeof(*res->top), cmp_changed);
+		for (size_t i = 0; i < nv[r] && i < ntop; i++) {
+			if ((res->top[i].key = strdup(res->top[i].key)) == NULL)
+				goto oom;
+			res->ntop = i + 1;
 		}
-		if (nv > 0)
-			qsort(res->top, nv, sizeof(*res->top), cmp_changed);
-		res->ntop = nv < ntop ? nv : ntop;
-		for (size_t i = 0; i < res->ntop; i++)
-			if ((res->top[i].key = strdup(res->top[i].key)) == NULL) {
-				res->ntop = i;
-				return -1;
-			}
 	}
+	free(nv);
 	return 0;
+oom:
+	free(nv);
+	return -1;
 }
 
 static int
