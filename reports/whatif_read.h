@@ -15,13 +15,20 @@
 
 #include "db.h"
 
-/* A file's rows are reordered within this span of their times (ms)... */
-#define RLG_WHATIF_REORDER_MS	5000
+/*
+ * A file's rows are reordered within this span of their times (ms): a
+ * writer commits every flush_interval, waits for another's lock up to
+ * AUDIT_BUSY_MS; longer (an outage's queue) is replayed late and said.
+ * A longer span costs time: the buffer leaves the CPU's caches...
+ */
+#define RLG_WHATIF_REORDER_MS	1000
 /* ...holding at most this many rows a file; a row later than that is
  * replayed where it comes (counted in late). */
 #define RLG_WHATIF_REORDER_ROWS	(1u << 19)
-/* Rows of one request id further apart than this (ms) are two requests. */
-#define RLG_WHATIF_GROUP_MS	1000
+/* Rows of one request id further apart than this (ms) are two requests
+ * (one request's rules are decided in one call a Redis node, each node
+ * within [redis] timeout). */
+#define RLG_WHATIF_GROUP_MS	200
 /* Rows of one request at most (the gateway's RLG_MAX_MATCHES). */
 #define RLG_WHATIF_GROUP_MAX	32
 
