@@ -70,7 +70,8 @@ AUDIT_SRCS = fcgi/audit.c fcgi/audit_writer.c fcgi/audit_db.c \
 # the status endpoint (status: /health and /metrics, their texts; it reads
 # the counters, gateway's numbers and the Redis layer's health); below the
 # counters' shared memory and the audit files, the check that a file
-# another user could have made first is rlgate's own (trust).
+# another user could have made first is rlgate's own (trust); the local
+# limiter (local) over the C twin of the Lua's algorithms (algo).
 GATEWAY	 = fcgi/main.c fcgi/gateway.c fcgi/events.c fcgi/conns.c \
 	   fcgi/status.c
 LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
@@ -78,7 +79,7 @@ LIB_SRCS = fcgi/wire.c fcgi/request.c fcgi/rule.c fcgi/limiter.c \
 	   fcgi/redis_lib.c fcgi/redis_deploy.c fcgi/slot.c fcgi/replicas.c \
 	   fcgi/sentinel.c fcgi/decision.c fcgi/respond.c fcgi/loop.c \
 	   $(AUDIT_SRCS) $(CONF_SRCS) fcgi/log.c fcgi/scripts.c \
-	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/trust.c
+	   fcgi/denycache.c fcgi/metrics.c fcgi/local.c fcgi/algo.c fcgi/trust.c
 # Every object and test program is built under build/ (B), which mirrors the
 # source tree: X.c -> build/X.o (and X.d), tests/KIND/NAME.c ->
 # build/tests/KIND/NAME; the programs stay where they are installed from
@@ -97,10 +98,14 @@ LUA_LIB	 = lua/prelude.lua $(LUA_ALGS) lua/decide.lua
 
 # The report tool: its own sources plus conf and the audit schema. main
 # over the results (agg with window, top, verify over its loader
-# verify_load) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page), over the
-# names of a series (label), over the escapers (escape).
+# verify_load, whatif over its reader whatif_read and NEW.ini's checks
+# whatif_conf) read from the audit (db, intern), written by output (text, CSV, JSON; html for the page;
+# whatif_out, whatif_html), over the
+# names of a series (label), over the escapers (escape). --what-if also
+# links the gateway's rule matching (rule, request) and the C twin (algo).
 REPORT_SRCS = $(sort $(wildcard reports/*.c))
-REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS))
+REPORT_GW   = fcgi/rule.c fcgi/request.c fcgi/algo.c
+REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS) $(REPORT_GW))
 
 # The tests by kind (tests/README.md); each directory is globbed, so a new
 # file there is built without editing this list.
@@ -108,11 +113,10 @@ REPORT_OBJS = $(call obj,$(REPORT_SRCS) $(CONF_SRCS))
 UNIT_SRCS = $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS = $(UNIT_SRCS:%.c=$(B)/%)
 # Helper programs for integration tests and benchmarks: tests/tools/NAME.c,
-# each with a main; lua_model.c is lua_check's model, not a program. Their
-# programs are the one exception to build/: tests/tools/NAME, where the
-# device bench kit (../shared/device-bench) carries them from.
-TOOL_PARTS = tests/tools/lua_model.c
-TOOL_SRCS = $(sort $(filter-out $(TOOL_PARTS),$(wildcard tests/tools/*.c)))
+# each with a main. Their programs are the one exception to build/:
+# tests/tools/NAME, where the device bench kit (../shared/device-bench)
+# carries them from.
+TOOL_SRCS = $(sort $(wildcard tests/tools/*.c))
 TOOL_BINS = $(TOOL_SRCS:.c=)
 
 # Man pages live beside what they describe.
@@ -167,11 +171,12 @@ reports/rlgate-report: $(REPORT_OBJS)
 $(B)/tests/unit/test_%: $(B)/tests/unit/test_%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs cmocka)
 # The report's unit test links its modules too (all but its main).
-$(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
+$(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)) $(REPORT_GW))
 
 tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-tests/tools/lua_check: $(call obj,$(TOOL_PARTS))
+# lua_check checks the Lua's admissions with the report's promise checker.
+tests/tools/lua_check: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
 $(B)/tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
 tests/tools/allow_fcgi: LDLIBS += $(FCGI_LIBS)
 

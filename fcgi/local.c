@@ -1,34 +1,29 @@
 /*
  * local: the in-memory stand-in for Redis while it cannot answer
- * (on_error = local), the six algorithms on a share of the limit. Redis's
- * Lua library (lua/ *.lua files, shared/DESIGN.md section 5) is the reference:
- * this file repeats its decisions for the outage, and nothing else. Time
- * is CLOCK_REALTIME in whole ms, so every quantity below is an exact
- * integer (ticks of 1/limit ms where a rate needs them, in __int128).
- * One fixed table per process behind one mutex; no allocation. It does
- * not hand its counts back to Redis when Redis answers again: each side
- * enforces its own share (see local.h).
+ * (on_error = local): a table of keys, their hashing and the share of the
+ * limit; the decisions are the C twin's of the Lua (algo.c), on that
+ * share, with the host's clock. One fixed table per process behind one
+ * mutex; no allocation. It does not hand its counts back to Redis when
+ * Redis answers again: each side enforces its own share (see local.h).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "algo.h"
 #include "fnv.h"
 #include "local.h"
 
 #define PROBES	16
 
-typedef __int128 big;
-
+/* A key's state: the twin's, with RLG_LOCAL_LOG entries of its own. */
 struct slot {
-	uint64_t	 h;		/* rule name and key; 0: free */
-	long long	 idle_ms;	/* from then on the state is empty */
-	long long	 a, b;		/* fixed_window: start, count */
-	big		 x;		/* buckets: units, or tat in ticks */
-	long long	 t[RLG_LOCAL_LOG]; /* sliding_log: times (ring);
-					 * sliding_window: block ids */
-	long long	 c[RLG_LOCAL_LOG]; /* sliding_window: counts */
-	int		 n, head;	/* sliding_log: entries, oldest */
+	uint64_t		 h;		/* rule name and key; 0: free */
+	long long		 idle_us;	/* from then on the state is empty */
+	enum rlg_algorithm	 alg;		/* the state's */
+	struct algo_state	 st;
+	struct algo_entry	 e[RLG_LOCAL_LOG];
 };
 
 static struct slot	 table[RLG_LOCAL_SLOTS];
@@ -37,13 +32,7 @@ static pthread_mutex_t	 table_lock = PTHREAD_MUTEX_INITIALIZER;
 long long
 local_share(long long limit, long long num, long long den)
 {
-	return (long long)((big)limit * num / den);
-}
-
-static long long
-cdiv(big a, big b)
-{
-	return a <= 0 ? 0 : (long long)((a + b - 1) / b);
+	return (long long)((__int128)limit * num / den);
 }
 
 static uint64_t
@@ -55,178 +44,38 @@ hash(const char *name, const char *key, size_t len)
 	return h == 0 ? 1 : h;
 }
 
+/* s as a fresh key h of algorithm alg. */
+static void
+slot_reset(struct slot *s, uint64_t h, enum rlg_algorithm alg)
+{
+	s->h = h;
+	s->idle_us = LLONG_MIN;
+	s->alg = alg;
+	algo_state_init(&s->st, s->e, RLG_LOCAL_LOG);
+}
+
 /* The slot of h, fresh when new; NULL when the probed slots are all live. */
 static struct slot *
-find(uint64_t h, long long now)
+find(uint64_t h, enum rlg_algorithm alg, long long now)
 {
 	struct slot *s, *spare = NULL;
 	size_t i, at = (size_t)(h % RLG_LOCAL_SLOTS);
 
 	for (i = 0; i < PROBES; i++) {
 		s = &table[(at + i) % RLG_LOCAL_SLOTS];
-		if (s->h == h)
+		if (s->h == h) {
+			/* The rule changed algorithm (a reload): another
+			 * algorithm's state is none, as the Lua replaces it. */
+			if (s->alg != alg)
+				slot_reset(s, h, alg);
 			return s;
-		if (spare == NULL && (s->h == 0 || s->idle_ms <= now))
+		}
+		if (spare == NULL && (s->h == 0 || s->idle_us <= now))
 			spare = s;
 	}
-	if (spare != NULL) {
-		memset(spare, 0, sizeof(*spare));
-		spare->h = h;
-		spare->idle_ms = now;
-	}
+	if (spare != NULL)
+		slot_reset(spare, h, alg);
 	return spare;
-}
-
-static void
-fixed_window(struct slot *s, long long lim, long long win, long long cost,
-    long long now, struct verdict *v)
-{
-	if (s->idle_ms <= now) {	/* the previous window closed */
-		s->a = now;
-		s->b = 0;
-	}
-	v->reset_ms = s->a + win - now;
-	if (s->b + cost > lim) {
-		v->remaining = lim - s->b > 0 ? lim - s->b : 0;
-		v->retry_after_ms = v->reset_ms;
-		return;
-	}
-	v->allowed = 1;
-	s->b += cost;
-	v->remaining = lim - s->b;
-	s->idle_ms = s->a + win;
-}
-
-/* token_bucket and gcra (the same decisions): units of 1/(window ms) of a
- * token, lim of them come back each ms. The state is the deficit x below
- * a full bucket at time a. */
-static void
-bucket(struct slot *s, long long lim, long long win, long long burst,
-    long long cost, long long now, struct verdict *v)
-{
-	big cap = (big)burst * win, need = (big)cost * win, d, u;
-
-	d = s->x - (big)(now - s->a) * lim;
-	if (d < 0)
-		d = 0;
-	u = cap - d;
-	if (lim == 0 || u < need) {
-		v->remaining = (long long)(u / win);
-		v->reset_ms = lim ? cdiv(d, lim) : 0;
-		v->retry_after_ms = lim && need <= cap ?
-		    cdiv(need - u, lim) : win;
-		return;
-	}
-	v->allowed = 1;
-	u -= need;
-	v->remaining = (long long)(u / win);
-	v->reset_ms = cdiv(cap - u, lim);
-	s->x = cap - u;
-	s->a = now;
-	s->idle_ms = now + v->reset_ms;
-}
-
-/* The queue drains at tat x, in ticks of 1/lim ms; a request waits
- * cost x win ticks. */
-static void
-leaky_bucket(struct slot *s, long long lim, long long win, long long burst,
-    long long cost, long long now, struct verdict *v)
-{
-	big max_wait = (big)burst * win, w, q;
-
-	w = s->x - (big)now * lim;	/* the queue ahead, in ticks */
-	if (w < 0)
-		w = 0;
-	v->reset_ms = cdiv(w, lim);
-	if (lim == 0 || w > max_wait) {
-		v->remaining = 0;
-		v->retry_after_ms = lim ? cdiv(w - max_wait, lim) : win;
-		return;
-	}
-	v->allowed = 1;
-	q = w + (big)cost * win;
-	v->delay_ms = v->reset_ms;
-	v->remaining = max_wait >= q ? (long long)((max_wait - q) / win) + 1 :
-	    0;
-	v->reset_ms = cdiv(q, lim);
-	s->x = (big)now * lim + q;
-	s->idle_ms = now + v->reset_ms;
-}
-
-static void
-sliding_log(struct slot *s, long long lim, long long win, long long cost,
-    long long now, struct verdict *v)
-{
-	long long i;
-
-	if (lim > RLG_LOCAL_LOG)
-		lim = RLG_LOCAL_LOG;
-	while (s->n > 0 && s->t[s->head] <= now - win) {
-		s->head = (s->head + 1) % RLG_LOCAL_LOG;
-		s->n--;
-	}
-	v->reset_ms = s->n > 0 ? s->t[(s->head + s->n - 1) % RLG_LOCAL_LOG] +
-	    win - now : 0;
-	if (s->n + cost > lim) {
-		v->remaining = lim - s->n > 0 ? lim - s->n : 0;
-		/* until enough of the oldest leave (t + win <= now') */
-		v->retry_after_ms = cost > lim ? win : s->t[(s->head +
-		    (s->n + cost - lim) - 1) % RLG_LOCAL_LOG] + win - now;
-		return;
-	}
-	v->allowed = 1;
-	for (i = 0; i < cost; i++)
-		s->t[(s->head + s->n++) % RLG_LOCAL_LOG] = now;
-	v->remaining = lim - s->n;
-	v->reset_ms = win;
-	s->idle_ms = now + win;
-}
-
-/* Blocks of prec ms; the current one and the nb - 1 before it count. */
-static void
-sliding_window(struct slot *s, long long lim, long long win,
-    long long prec, long long cost, long long now, struct verdict *v)
-{
-	long long nb = win / prec, cur = now / prec, sum = 0, b, j;
-
-	if (nb < 1 || nb > RLG_LOCAL_LOG) {
-		/* more blocks than kept: the log, stricter (any window of
-		 * blocks lies within one interval of win) */
-		sliding_log(s, lim, win, cost, now, v);
-		return;
-	}
-	for (b = cur - nb + 1; b <= cur; b++) {
-		j = b % RLG_LOCAL_LOG;
-		if (s->t[j] == b)
-			sum += s->c[j];
-	}
-	v->reset_ms = (cur + 1) * prec - now;
-	if (sum + cost > lim) {
-		/* until enough of the oldest blocks drop out */
-		long long need = sum + cost - lim, gone = 0;
-
-		v->remaining = lim - sum > 0 ? lim - sum : 0;
-		v->retry_after_ms = win;
-		for (b = cur - nb + 1; b <= cur; b++) {
-			j = b % RLG_LOCAL_LOG;
-			if (s->t[j] == b)
-				gone += s->c[j];
-			if (gone >= need) {
-				v->retry_after_ms = (b + nb) * prec - now;
-				break;
-			}
-		}
-		return;
-	}
-	v->allowed = 1;
-	j = cur % RLG_LOCAL_LOG;
-	if (s->t[j] != cur) {
-		s->t[j] = cur;
-		s->c[j] = 0;
-	}
-	s->c[j] += cost;
-	v->remaining = lim - sum - cost;
-	s->idle_ms = (cur + nb) * prec;
 }
 
 void
@@ -237,44 +86,46 @@ local_decide(const struct match *m, long long num, long long den,
 	long long lim = local_share(ru->limit, num, den);
 	long long burst = local_share(ru->burst > 0 ? ru->burst : ru->limit,
 	    num, den);
-	long long win = ru->window_ms, cost = m->cost;
+	long long now = now_ms * 1000, r[ALGO_NFIELDS];
+	int has_burst = conf_algorithm_has_burst(ru->algorithm);
+	struct algo_params p;
+	struct algo_decision d;
 	struct slot *s;
 
 	memset(v, 0, sizeof(*v));
 	v->answered = 1;
 	v->by_local = 1;
 	v->limit = lim;
-	v->window_ms = win;
-	v->burst = conf_algorithm_has_burst(ru->algorithm) ? burst : lim;
-	v->now_us = now_ms * 1000;
+	v->window_ms = ru->window_ms;
+	v->burst = has_burst ? burst : lim;
+	v->now_us = now;
+	/* A share the Lua would refuse (it rounds to 0, or below the cost)
+	 * admits nothing: every request of it waits a window. */
+	v->retry_after_ms = ru->window_ms;
+	if (algo_params(&p, ru->algorithm, m->cost, lim, ru->window_ms,
+	    has_burst ? burst : RLG_PARAM_UNSET, ru->precision_ms > 0 ?
+	    ru->precision_ms : RLG_PARAM_UNSET, NULL, 0) == -1)
+		return;
 	pthread_mutex_lock(&table_lock);
-	s = find(hash(ru->name, m->key, m->key_len), now_ms);
+	s = find(hash(ru->name, m->key, m->key_len), ru->algorithm, now);
 	if (s == NULL) {		/* full of live keys: deny */
 		v->retry_after_ms = 1000;
 		pthread_mutex_unlock(&table_lock);
 		return;
 	}
-	switch (ru->algorithm) {
-	case RLG_FIXED_WINDOW:
-		fixed_window(s, lim, win, cost, now_ms, v);
-		break;
-	case RLG_SLIDING_WINDOW:
-		sliding_window(s, lim, win, ru->precision_ms, cost, now_ms, v);
-		break;
-	case RLG_SLIDING_LOG:
-		sliding_log(s, lim, win, cost, now_ms, v);
-		break;
-	case RLG_TOKEN_BUCKET:
-	case RLG_GCRA:
-		bucket(s, lim, win, burst, cost, now_ms, v);
-		break;
-	case RLG_LEAKY_BUCKET:
-	default:
-		leaky_bucket(s, lim, win, burst, cost, now_ms, v);
-		break;
+	algo_check(&p, &s->st, now, &d);
+	if (d.allowed) {
+		algo_commit(&p, &s->st, now, &d);
+		s->idle_us = algo_idle_us(&p, &s->st);
 	}
 	pthread_mutex_unlock(&table_lock);
+	algo_reply(&p, &d, 1, now, r);
+	v->allowed = (int)r[ALGO_ALLOWED];
 	v->counted = v->allowed;
+	v->remaining = r[ALGO_REMAINING];
+	v->reset_ms = r[ALGO_RESET_MS];
+	v->retry_after_ms = r[ALGO_RETRY_AFTER_MS];
+	v->delay_ms = r[ALGO_DELAY_MS];
 }
 
 void

@@ -7,8 +7,8 @@
  * answers again. Scope: one process (its event-loop threads share one
  * table behind one mutex); processes and hosts do not share it, so an
  * operator with N gateway processes in all sets local_share = 1/N.
- * The clock is the host's CLOCK_REALTIME in whole ms (Redis TIME is what
- * cannot be reached).
+ * The decisions are the C twin's of the Lua (algo.h); the clock is the
+ * host's CLOCK_REALTIME in whole ms (Redis TIME is what cannot be reached).
  */
 #ifndef RLG_LOCAL_H
 #define RLG_LOCAL_H
@@ -19,12 +19,12 @@
 
 /* Keys the table holds; a full table denies new keys (see local_decide). */
 #define RLG_LOCAL_SLOTS		4096
-/* sliding_log keeps at most this many entries a key: a share limit above
- * it is cut to it (less admitted, never more); sliding_window keeps this
- * many blocks, and a window of more blocks is decided as sliding_log
- * (stricter: any run of blocks lies within one interval of the window).
- * Keys are told apart by a 64-bit hash of rule name and key: two that
- * collide share one state (less admitted, never more). */
+/* sliding_log and sliding_window keep at most this many entries a key
+ * (times, blocks): a key that needs more (algo_entries()) counts its cost
+ * in a later entry than its own, so that it leaves the window later (less
+ * admitted, never more; algo.h). Keys are told apart by a 64-bit hash of
+ * rule name and key: two that collide share one state (less admitted,
+ * never more). */
 #define RLG_LOCAL_LOG		64
 
 /* limit x num / den rounded down (0 when it rounds to 0: every request of

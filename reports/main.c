@@ -1,7 +1,8 @@
 /*
  * rlgate-report: reads one or more audit databases and prints per-window
  * throughput (text, CSV, JSON, HTML), verifies that every algorithm kept its
- * promise (--verify), or lists the keys with the most denials (--top).
+ * promise (--verify), lists the keys with the most denials (--top), or
+ * replays the record under another configuration (--what-if).
  * This file is the command line: options, errors (exit 2), exit status.
  */
 #include <errno.h>
@@ -19,6 +20,8 @@
 #include "output.h"
 #include "top.h"
 #include "verify.h"
+#include "whatif.h"
+#include "whatif_out.h"
 #include "window.h"
 
 #define RLG_REPORT_VERSION	"0.1.0"
@@ -31,7 +34,8 @@ usage(FILE *f)
 	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
 	    "                     [-f text|csv|json|html] [-o FILE]\n"
 	    "                     [--verify [-p DUR] [--strict]]\n"
-	    "                     [--unmatched] [--top N] AUDIT.db|DIR|'GLOB' ...\n"
+	    "                     [--unmatched] [--top N] [--what-if NEW.ini]\n"
+	    "                     AUDIT.db|DIR|'GLOB' ...\n"
 	    "  -w DUR       window width: 1ms, 250ms, 1s, 1m, 1h, 1d (default 1s)\n"
 	    "  -r RULE      only this rule; one series per key\n"
 	    "  -k KEY       only this key; one series per rule and key\n"
@@ -47,6 +51,9 @@ usage(FILE *f)
 	    "  --unmatched  html: chart the requests no rule applied to as well\n"
 	    "  -p DUR       sliding_window block width for --verify (default: inferred)\n"
 	    "  --top N      the N keys with the most denials and their deny ratio\n"
+	    "  --what-if NEW.ini  replay every recorded attempt with NEW.ini's rules\n"
+	    "               (by name) and compare, per rule and window, recorded and\n"
+	    "               what-if admissions; the keys whose fate changes\n"
 	    "  -V, -h       version, this help\n"
 	    "Several databases (one per gateway host, or per day) are merged into one\n"
 	    "timeline; a directory means every *.db file in it, a quoted pattern\n"
@@ -92,7 +99,10 @@ parse_time_opt(const char *opt, const char *s)
 }
 
 enum { OPT_SINCE = 256, OPT_UNTIL, OPT_VERIFY, OPT_TOP, OPT_UNMATCHED,
-	OPT_STRICT };
+	OPT_STRICT, OPT_WHATIF };
+
+/* Changed keys listed per rule by --what-if (--top N sets it). */
+#define WHATIF_TOP	10
 
 /* The command line, as parsed and checked by parse_args(). */
 struct opts {
@@ -102,6 +112,7 @@ struct opts {
 	long long	 top_n;
 	int		 verify, strict, unmatched;
 	const char	*outpath;
+	const char	*whatif;	/* --what-if NEW.ini, or NULL */
 	int		 first;		/* argv index of the first database */
 };
 
@@ -117,6 +128,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "strict", no_argument, NULL, OPT_STRICT },
 		{ "top", required_argument, NULL, OPT_TOP },
 		{ "unmatched", no_argument, NULL, OPT_UNMATCHED },
+		{ "what-if", required_argument, NULL, OPT_WHATIF },
 		{ "precision", required_argument, NULL, 'p' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
@@ -131,7 +143,7 @@ parse_args(int argc, char **argv, struct opts *o)
 	int ch;
 
 	*o = (struct opts){ { NULL, NULL, INT64_MIN, INT64_MAX }, OUT_TEXT,
-	    1000, 0, 0, 0, 0, 0, NULL, 0 };
+	    1000, 0, 0, 0, 0, 0, NULL, NULL, 0 };
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, ":w:r:k:f:o:p:hV", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -177,6 +189,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		case OPT_UNMATCHED:
 			o->unmatched = 1;
 			break;
+		case OPT_WHATIF:
+			o->whatif = optarg;
+			break;
 		case OPT_TOP:
 			if (conf_parse_int(optarg, 1, 1000000, &o->top_n, &errstr) == -1)
 				die("--top \"%s\" %s (use a count from 1 to 1000000)", optarg, errstr);
@@ -201,6 +216,9 @@ parse_args(int argc, char **argv, struct opts *o)
 		die("no audit database given (usage: rlgate-report [options] AUDIT.db ...)");
 	if (o->verify && o->top_n > 0)
 		die("--verify and --top are separate reports: give one of them");
+	if (o->whatif != NULL && (o->verify || o->unmatched))
+		die("--what-if is a report of its own: give it without --verify "
+		    "and --unmatched (--top N: the changed keys listed per rule)");
 	if (o->unmatched && (o->fmt != OUT_HTML || o->top_n > 0))
 		die("--unmatched only applies to the -f html report (the others list "
 		    "requests no rule applied to already)");
@@ -251,6 +269,36 @@ open_dbs(struct rdbs *dbs, char **argv, size_t n, const struct filter *f)
 }
 
 /*
+ * NEW.ini for --what-if, checked against the databases: its mistakes are
+ * printed as rlgate -t prints them ("FILE:LINE: ..."), and exit 2. A rule
+ * f names must be in the databases or in NEW.ini.
+ */
+static struct whatif_conf *
+load_whatif(const char *path, struct rdbs *dbs, const struct filter *f)
+{
+	struct whatif_conf *wc;
+	char *errors = NULL, err[512];
+	int rc;
+
+	if (whatif_conf_load(&wc, path, dbs, &errors) == -1) {
+		fputs(errors ? errors : "rlgate-report: out of memory\n", stderr);
+		free(errors);
+		db_close_all(dbs);
+		exit(EXIT_USAGE);
+	}
+	if (whatif_conf_warnings(wc) != NULL)
+		fputs(whatif_conf_warnings(wc), stderr);
+	if (f->rule == NULL || whatif_conf_has(wc, f->rule))
+		return wc;
+	if ((rc = db_has(dbs, f->rule, NULL, err, sizeof(err))) == -1)
+		die("%s", err);
+	if (rc == 0)
+		die("unknown rule \"%s\" (in neither %s nor the database%s)",
+		    f->rule, path, dbs->n == 1 ? "" : "s");
+	return wc;
+}
+
+/*
  * The stream for -o outpath: a file is written next to its target
  * (tmppath) and renamed, never half a report; anything else (a symlink such
  * as /dev/stdout, a device, a pipe) is written in place (*direct). Dies
@@ -281,7 +329,8 @@ static void
 say_rows_gone(const struct opts *o, const struct rdbs *dbs)
 {
 	const struct filter *f = &o->f;
-	const char *what = o->verify ? "--verify" : o->top_n > 0 ? "--top" :
+	const char *what = o->verify ? "--verify" : o->whatif ? "--what-if" :
+	    o->top_n > 0 ? "--top" :
 	    f->rule != NULL || f->key != NULL ? "a report per key" :
 	    o->width_ms % 1000 != 0 || (f->since_ms != INT64_MIN &&
 	    f->since_ms % 1000 != 0) || (f->until_ms != INT64_MAX &&
@@ -309,7 +358,17 @@ run_report(FILE *out, const struct opts *o, struct rdbs *dbs,
 
 	*status = 0;
 	say_rows_gone(o, dbs);
-	if (o->verify && o->fmt == OUT_HTML) {
+	if (o->whatif != NULL) {
+		struct whatif w = { 0 };
+
+		if (whatif_run(&w, meta->whatif, dbs, f, o->width_ms, o->top_n > 0 ?
+		    (size_t)o->top_n : WHATIF_TOP, err, errlen) == -1) {
+			whatif_free(&w);
+			return -2;
+		}
+		rc = out_whatif(out, o->fmt, &w, meta);
+		whatif_free(&w);
+	} else if (o->verify && o->fmt == OUT_HTML) {
 		/* The throughput charts, with the violations marked on them. */
 		struct verify v = { 0 };
 		struct agg a = { 0 };
@@ -380,10 +439,14 @@ main(int argc, char **argv)
 
 	parse_args(argc, argv, &o);
 	outpath = o.outpath;
-	open_dbs(&dbs, argv + o.first, (size_t)(argc - o.first), &o.f);
+	open_dbs(&dbs, argv + o.first, (size_t)(argc - o.first), o.whatif ?
+	    &(struct filter){ NULL, NULL, 0, 0 } : &o.f);
+	meta = (struct out_meta){ o.width_ms, &o.f, &dbs, NULL, o.unmatched,
+	    NULL };
+	if (o.whatif != NULL)
+		meta.whatif = load_whatif(o.whatif, &dbs, &o.f);
 	if (outpath != NULL)
 		out = open_output(outpath, &direct, tmppath, sizeof(tmppath));
-	meta = (struct out_meta){ o.width_ms, &o.f, &dbs, NULL, o.unmatched };
 
 	if ((rc = run_report(out, &o, &dbs, &meta, &status, err,
 	    sizeof(err))) == -2)
@@ -405,6 +468,7 @@ main(int argc, char **argv)
 			goto fail_err;
 		}
 	}
+	whatif_conf_free(meta.whatif);
 	db_close_all(&dbs);
 	return status;
 fail_err:

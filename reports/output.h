@@ -16,6 +16,8 @@
 
 enum out_format { OUT_TEXT, OUT_CSV, OUT_JSON, OUT_HTML };
 
+struct whatif_conf;
+
 /* What every output says about how it was made. */
 struct out_meta {
 	int64_t			 width_ms;
@@ -23,6 +25,7 @@ struct out_meta {
 	const struct rdbs	*dbs;
 	const struct verify	*verify;	/* html: violations to mark, or NULL */
 	int			 unmatched;	/* html: chart the "no rule" series too */
+	struct whatif_conf	*whatif;	/* --what-if's NEW.ini, or NULL */
 };
 
 int	out_report(FILE *fp, enum out_format fmt, const struct agg *a,

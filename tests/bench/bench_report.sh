@@ -2,7 +2,7 @@
 # Benchmark (not a test): rlgate-report on a generated audit database of
 # 10 million decisions (six rules, one per algorithm, 1000 keys, about half
 # an hour of traffic at 1.5 x the limit). Prints the time of a per-second
-# report, of --verify and of --top, each the best of two runs.
+# report, of --verify, of --top and of --what-if, each the best of two runs.
 #
 #   bash tests/bench/bench_report.sh [ROWS] [KEYS]      (KEEP=1 keeps the database)
 #
@@ -59,3 +59,8 @@ run "--verify (all rules, all keys)" --verify "$DB"
 grep -E '^(ok|FAIL|rlgate-report: verify)' "$DIR/out" | sed 's/^/    /'
 run "--verify -r fixed_window" --verify -r fixed_window "$DB"
 run "--top 10" --top 10 "$DB"
+# --what-if: the six rules at 3 a second instead of 5, every row replayed.
+for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
+	printf '[rule:%s]\nkey = {query.k}\nalgorithm = %s\nlimit = 3\nwindow = 1s\n\n' "$a" "$a"
+done > "$DIR/whatif.ini"
+run "--what-if (the six rules at 3 per 1s)" --what-if "$DIR/whatif.ini" "$DB"

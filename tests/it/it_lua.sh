@@ -1,7 +1,8 @@
 #!/bin/bash
 # The rlgate Lua library (lua/) against a private redis-server:
 # tests/tools/lua_check drives it with a virtual clock (hand-computed
-# sequences, randomised arrivals against a model in C, the promises,
+# sequences, randomised arrivals against the C twin, the promises as
+# rlgate-report --verify checks them,
 # retry_after, argument errors, TTLs, overrides) through the standalone
 # functions and through rlgate_decide with one rule (and rlgate_undo against
 # a twin key); then
@@ -16,23 +17,21 @@ sh "$TOP/fcgi/embed.sh" -l $LUA_LIB > "$T/rlgate.lua" || { not_ok "embed.sh -l b
 
 # Use the tools make built; build them here when they are missing (the
 # Makefile links tools with the gateway's objects, which may not build yet).
+# lua_check links the twin (fcgi/algo.c) and the report's promise checker:
+# make builds it.
 tool() {
 	local name=$1
 	local bin=$TOP/tests/tools/$name
-	if [ -x "$bin" ] && [ "$bin" -nt "$TOP/tests/tools/$name.c" ] &&
-	    { [ "$name" != lua_check ] || { [ "$bin" -nt "$TOP/fcgi/scripts.c" ] &&
-	      [ "$bin" -nt "$TOP/tests/tools/lua_model.c" ]; }; }; then
+	if [ "$name" = lua_check ]; then
+		make --no-print-directory -s -C "$TOP" tests/tools/lua_check >&2 || return 1
 		echo "$bin"
 		return
 	fi
-	if [ "$name" = lua_check ]; then
-		# shellcheck disable=SC2086
-		sh "$TOP/fcgi/embed.sh" $LUA_LIB > "$T/scripts.c" || return 1
-		set -- "$TOP/tests/tools/lua_model.c" "$T/scripts.c" -I"$TOP/fcgi"
-	else
-		set --
+	if [ -x "$bin" ] && [ "$bin" -nt "$TOP/tests/tools/$name.c" ]; then
+		echo "$bin"
+		return
 	fi
-	cc -O2 -Wall -Wextra -o "$T/$name" "$TOP/tests/tools/$name.c" "$@" \
+	cc -O2 -Wall -Wextra -o "$T/$name" "$TOP/tests/tools/$name.c" \
 		$(pkg-config --cflags --libs hiredis) -lm || return 1
 	echo "$T/$name"
 }

@@ -2,10 +2,10 @@
  * gen_audit: writes an audit database (the first layout, a decisions table:
  * tests/tools/audit_copy writes its rows in the gateway's own) full of
  * decisions that keep their promise, fast, for rlgate-report's tests and
- * benchmark. Each key gets random arrivals in microseconds; each algorithm
- * is modelled in exact integer arithmetic the way lua/ decides, and rows are
- * written as the gateway writes them (ts_ms = now_us / 1000, delay_ms =
- * ceil(wait)). Not a test of the Lua scripts: they have their own.
+ * benchmark. Each key gets random arrivals in microseconds, decided by the
+ * C twin of lua/ (fcgi/algo.c), and rows are written as the gateway writes
+ * them (ts_ms = now_us / 1000). Not a test of the Lua scripts: they have
+ * their own.
  *
  * usage: gen_audit -o DB [-O DB2] [-n rows] [-a algorithm|mix] [-l limit]
  *        [-w window_ms] [-b burst] [-p precision_ms] [-k keys] [-r rate/s per key]
@@ -22,33 +22,26 @@
 
 #include <sqlite3.h>
 
+#include "algo.h"
 #include "audit.h"
 #include "conf.h"
 
-typedef __int128 i128;
-
-enum alg { FIXED, SWINDOW, SLOG, TOKEN, GCRA, LEAKY, NALG };
-static const char *alg_names[NALG] = { "fixed_window", "sliding_window",
-	"sliding_log", "token_bucket", "gcra", "leaky_bucket" };
-
-struct logent { int64_t t_us; int64_t cost; };
+static const enum rlg_algorithm algs[] = { RLG_FIXED_WINDOW,
+	RLG_SLIDING_WINDOW, RLG_SLIDING_LOG, RLG_TOKEN_BUCKET, RLG_GCRA,
+	RLG_LEAKY_BUCKET };
+#define NALG	((int)(sizeof(algs) / sizeof(algs[0])))
 
 struct key {
-	int		 rule;		/* index into rules */
-	char		 name[48];
-	int64_t		 next_us;	/* next arrival */
-	/* algorithm state */
-	int64_t		 a, b;		/* fixed: start, count; token: ts; leaky/gcra: Q scaled */
-	i128		 tokens;
-	struct logent	*log;		/* sliding_log ring; sliding_window blocks */
-	size_t		 lhead, ln, lcap;
-	int64_t		*blk_idx, *blk_cost;	/* sliding_window: ring of n blocks */
+	int			 rule;		/* index into rules */
+	char			 name[48];
+	int64_t			 next_us;	/* next arrival */
+	struct algo_state	 st;		/* entries grown as needed */
 };
 
 struct grule {
-	char		 name[32];
-	enum alg	 alg;
-	int64_t		 limit, window_ms, burst, precision_ms;
+	char			 name[32];
+	enum rlg_algorithm	 alg;
+	int64_t			 limit, window_ms, burst, precision_ms;
 };
 
 static uint64_t rng_state = 88172645463325252ULL;
@@ -72,159 +65,36 @@ gap_us(double rate)
 	return g < 0 ? 0 : (int64_t)g;
 }
 
-static int64_t
-cdiv(int64_t a, int64_t b)
-{
-	return a <= 0 ? 0 : (a + b - 1) / b;
-}
-
-struct out {
-	int64_t		 allowed, remaining, retry_ms, delay_ms;
-};
-
+/* r's parameters with a cost; 0, or -1 with the Lua's sentence in err. */
 static int
-log_push(struct key *k, int64_t t, int64_t cost)
+params(struct algo_params *p, const struct grule *r, int64_t cost, char *err,
+    size_t len)
 {
-	if (k->ln == k->lcap) {
-		size_t ncap = k->lcap ? k->lcap * 2 : 64;
-		struct logent *l = malloc(ncap * sizeof(*l));
-
-		if (l == NULL)
-			return -1;
-		for (size_t i = 0; i < k->ln; i++)
-			l[i] = k->log[(k->lhead + i) % k->lcap];
-		free(k->log);
-		k->log = l;
-		k->lhead = 0;
-		k->lcap = ncap;
-	}
-	k->log[(k->lhead + k->ln++) % k->lcap] = (struct logent){ t, cost };
-	return 0;
+	return algo_params(p, r->alg, cost, r->limit, r->window_ms, r->burst,
+	    r->precision_ms, err, len);
 }
 
-/* One decision, exactly as the script would take it. */
+/* One decision, the Lua's (a request of one rule): v, the reply. */
 static void
-decide(const struct grule *r, struct key *k, int64_t now, int64_t cost, struct out *o)
+decide(const struct grule *r, struct key *k, int64_t now, int64_t cost,
+    long long v[ALGO_NFIELDS])
 {
-	int64_t W = r->window_ms * 1000, N = r->limit, B = r->burst;
+	struct algo_params p;
 
-	memset(o, 0, sizeof(*o));
-	switch (r->alg) {
-	case FIXED:
-		if (k->b == 0 || now >= k->a + W) {
-			k->a = now;
-			k->b = 0;
+	params(&p, r, cost, NULL, 0);	/* checked with the largest cost */
+	/* Grown before it is full: every decision exact. */
+	if (algo_state_full(&k->st)) {
+		size_t cap = k->st.cap ? 2 * k->st.cap : 64;
+		struct algo_entry *old = k->st.e, *e = malloc(cap * sizeof(*e));
+
+		if (e == NULL) {
+			fprintf(stderr, "gen_audit: out of memory\n");
+			exit(1);
 		}
-		if (k->b + cost <= N) {
-			k->b += cost;
-			o->allowed = 1;
-		} else
-			o->retry_ms = cdiv(k->a + W - now, 1000);
-		o->remaining = N - k->b;
-		break;
-	case SLOG: {
-		int64_t sum = 0;
-
-		while (k->ln > 0 && k->log[k->lhead].t_us <= now - W) {
-			k->lhead = (k->lhead + 1) % k->lcap;
-			k->ln--;
-		}
-		for (size_t i = 0; i < k->ln; i++)
-			sum += k->log[(k->lhead + i) % k->lcap].cost;
-		if (sum + cost <= N) {
-			log_push(k, now, cost);
-			o->allowed = 1;
-			sum += cost;
-		} else {
-			int64_t need = sum + cost - N;
-
-			for (size_t i = 0; i < k->ln && need > 0; i++) {
-				struct logent *e = &k->log[(k->lhead + i) % k->lcap];
-
-				need -= e->cost;
-				if (need <= 0)
-					o->retry_ms = cdiv(e->t_us + W - now, 1000);
-			}
-		}
-		o->remaining = N - sum;
-		break;
+		algo_state_grow(&k->st, e, cap);
+		free(old);
 	}
-	case SWINDOW: {
-		int64_t P = r->precision_ms * 1000, n = W / P, j = now / P, sum = 0;
-
-		for (int64_t q = 0; q < n; q++) {
-			int64_t slot = (j - q) % n;
-
-			if (k->blk_idx[slot] == j - q)
-				sum += k->blk_cost[slot];
-		}
-		if (sum + cost <= N) {
-			if (k->blk_idx[j % n] != j) {
-				k->blk_idx[j % n] = j;
-				k->blk_cost[j % n] = 0;
-			}
-			k->blk_cost[j % n] += cost;
-			o->allowed = 1;
-			sum += cost;
-		} else {
-			/* Oldest blocks drop out at (index + n) * P: a block boundary. */
-			int64_t need = sum + cost - N;
-
-			for (int64_t q = n - 1; q >= 0 && need > 0; q--) {
-				int64_t slot = (j - q) % n;
-
-				if (k->blk_idx[slot] != j - q)
-					continue;
-				need -= k->blk_cost[slot];
-				if (need <= 0)
-					o->retry_ms = cdiv((j - q + n) * P - now, 1000);
-			}
-		}
-		o->remaining = N - sum;
-		break;
-	}
-	case TOKEN:
-	case GCRA: {
-		/* tokens scaled by W (us): capacity B * W, N per us. */
-		i128 full = (i128)B * W;
-
-		if (k->a == 0) {
-			k->tokens = full;
-			k->a = now;
-		}
-		if (now > k->a) {
-			k->tokens += (i128)N * (now - k->a);
-			if (k->tokens > full)
-				k->tokens = full;
-			k->a = now;
-		}
-		if (k->tokens >= (i128)cost * W) {
-			k->tokens -= (i128)cost * W;
-			o->allowed = 1;
-		} else
-			o->retry_ms = cdiv((int64_t)(((i128)cost * W - k->tokens + N - 1) / N), 1000);
-		o->remaining = (int64_t)(k->tokens / W);
-		break;
-	}
-	case LEAKY: {
-		/* Q scaled by N: the queue drains at Q / N us. */
-		i128 nowN = (i128)now * N, w = k->tokens - nowN;
-
-		if (w < 0)
-			w = 0;
-		if (w <= (i128)B * W) {
-			o->allowed = 1;
-			o->delay_ms = (int64_t)((w + (i128)1000 * N - 1) / ((i128)1000 * N));
-			k->tokens = nowN + w + (i128)cost * W;
-		} else
-			o->retry_ms = (int64_t)((w - (i128)B * W + (i128)1000 * N - 1) /
-			    ((i128)1000 * N));
-		o->remaining = 0;
-		break;
-	}
-	default:
-		break;
-	}
+	algo_decide(&p, &k->st, now, v);
 }
 
 static long long
@@ -308,6 +178,40 @@ sift_down(const struct key *keys, size_t *heap, size_t n, size_t p)
 	}
 }
 
+/*
+ * The rules of -a alg (a name, or mix: one per algorithm) into rules; their
+ * count, or exits when alg is none. A burst or precision not given is the
+ * configuration's (the limit; algo_default_precision_ms).
+ */
+static int
+make_rules(struct grule *rules, const char *alg, const char *rname,
+    long long limit, long long window, long long burst, long long precision)
+{
+	int nrules = 0;
+
+	for (int a = 0; a < NALG; a++) {
+		const char *name = conf_algorithm_name(algs[a]);
+		struct grule *r;
+
+		if (strcmp(alg, "mix") != 0 && strcmp(alg, name) != 0)
+			continue;
+		r = &rules[nrules++];
+		snprintf(r->name, sizeof(r->name), "%s", rname &&
+		    strcmp(alg, "mix") != 0 ? rname : name);
+		r->alg = algs[a];
+		r->limit = limit;
+		r->window_ms = window;
+		r->burst = burst >= 0 ? burst : limit;
+		r->precision_ms = precision > 0 ? precision :
+		    algo_default_precision_ms(window);
+	}
+	if (nrules == 0) {
+		fprintf(stderr, "gen_audit: unknown algorithm %s\n", alg);
+		exit(2);
+	}
+	return nrules;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -343,25 +247,18 @@ main(int argc, char **argv)
 	}
 	if (out == NULL || nrows < 1 || limit < 1 || window < 1 || nkeys < 1 || maxcost < 1)
 		usage();
-	for (int a = 0; a < NALG; a++) {
-		if (strcmp(alg, "mix") != 0 && strcmp(alg, alg_names[a]) != 0)
-			continue;
-		struct grule *r = &rules[nrules++];
-
-		snprintf(r->name, sizeof(r->name), "%s", rname && strcmp(alg, "mix") != 0 ?
-		    rname : alg_names[a]);
-		r->alg = (enum alg)a;
-		r->limit = limit;
-		r->window_ms = window;
-		r->burst = burst >= 0 ? burst : limit;
-		r->precision_ms = precision > 0 ? precision : (window % 10 == 0 ? window / 10 : 1);
-	}
-	if (nrules == 0) {
-		fprintf(stderr, "gen_audit: unknown algorithm %s\n", alg);
-		return 2;
-	}
+	nrules = make_rules(rules, alg, rname, limit, window, burst, precision);
 	if (maxcost > limit)
 		maxcost = limit;
+	for (int i = 0; i < nrules; i++) {
+		struct algo_params p;
+		char err[256];
+
+		if (params(&p, &rules[i], maxcost, err, sizeof(err)) == -1) {
+			fprintf(stderr, "gen_audit: %s: %s\n", rules[i].name, err);
+			return 2;
+		}
+	}
 	/* Default rate: a little over the limit, so that some are denied. */
 	if (rate <= 0)
 		rate = 1.5 * (double)limit * 1000.0 / (double)window / ((double)(maxcost + 1) / 2);
@@ -370,20 +267,11 @@ main(int argc, char **argv)
 		return 1;
 	for (long long i = 0; i < nkeys; i++) {
 		struct key *k = &keys[i];
-		const struct grule *r;
 
 		k->rule = (int)(i % nrules);
-		r = &rules[k->rule];
 		snprintf(k->name, sizeof(k->name), "k%05lld", i);
 		k->next_us = start_ms * 1000 + gap_us(rate);
-		if (r->alg == SWINDOW) {
-			int64_t n = r->window_ms / r->precision_ms;
-
-			k->blk_idx = malloc((size_t)n * sizeof(*k->blk_idx));
-			k->blk_cost = calloc((size_t)n, sizeof(*k->blk_cost));
-			for (int64_t q = 0; q < n; q++)
-				k->blk_idx[q] = -1;
-		}
+		algo_state_init(&k->st, NULL, 0);
 	}
 	db[0] = open_db(out, &ins[0]);
 	if (out2)
@@ -404,11 +292,11 @@ main(int argc, char **argv)
 			int64_t now = k->next_us, cost = 1 + (int64_t)(rng() % (uint64_t)maxcost);
 			int which = out2 && (rng() & 1);
 			sqlite3_stmt *st = ins[which];
-			struct out o;
+			long long v[ALGO_NFIELDS];
 
-			decide(r, k, now, cost, &o);
-			allowed += o.allowed;
-			denied += !o.allowed;
+			decide(r, k, now, cost, v);
+			allowed += v[ALGO_ALLOWED];
+			denied += !v[ALGO_ALLOWED];
 			/* As the gateway writes them: its process's random
 			 * prefix and a counter (rng() still drawn: the same
 			 * seed gives the same decisions as before). */
@@ -424,18 +312,18 @@ main(int argc, char **argv)
 			sqlite3_bind_text(st, 2, rid, -1, SQLITE_TRANSIENT);
 			sqlite3_bind_text(st, 3, r->name, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 4, k->name, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 5, alg_names[r->alg], -1, SQLITE_STATIC);
-			sqlite3_bind_int(st, 6, (int)o.allowed);
+			sqlite3_bind_text(st, 5, conf_algorithm_name(r->alg), -1, SQLITE_STATIC);
+			sqlite3_bind_int(st, 6, (int)v[ALGO_ALLOWED]);
 			sqlite3_bind_int64(st, 7, cost);
 			sqlite3_bind_int64(st, 8, r->limit);
 			sqlite3_bind_int64(st, 9, r->window_ms);
 			sqlite3_bind_int64(st, 10, r->burst);
-			sqlite3_bind_int64(st, 11, o.remaining);
-			sqlite3_bind_int64(st, 12, o.retry_ms);
-			sqlite3_bind_int64(st, 13, o.delay_ms);
+			sqlite3_bind_int64(st, 11, v[ALGO_REMAINING]);
+			sqlite3_bind_int64(st, 12, v[ALGO_RETRY_AFTER_MS]);
+			sqlite3_bind_int64(st, 13, v[ALGO_DELAY_MS]);
 			sqlite3_bind_text(st, 14, path, -1, SQLITE_TRANSIENT);
 			sqlite3_bind_text(st, 15, ip, -1, SQLITE_TRANSIENT);
-			sqlite3_bind_int(st, 16, o.allowed ? 200 : 429);
+			sqlite3_bind_int(st, 16, v[ALGO_ALLOWED] ? 200 : 429);
 			sqlite3_bind_int64(st, 17, 20 + (int64_t)(rng() % 200));
 			if (sqlite3_step(st) != SQLITE_DONE) {
 				fprintf(stderr, "gen_audit: insert: %s\n",
@@ -454,9 +342,7 @@ main(int argc, char **argv)
 	printf("gen_audit: %lld rows (%lld allowed, %lld denied), %lld keys, %d rule%s\n",
 	    nrows, allowed, denied, nkeys, nrules, nrules == 1 ? "" : "s");
 	for (long long i = 0; i < nkeys; i++) {
-		free(keys[i].log);
-		free(keys[i].blk_idx);
-		free(keys[i].blk_cost);
+		free(keys[i].st.e);
 	}
 	free(keys);
 	return 0;

@@ -1,8 +1,9 @@
 /*
  * lua_check: drives the six Redis scripts in lua/ on a real redis-server with a
  * virtual clock (ARGV[1]) and checks every reply against hand-computed
- * numbers, against an independent model of each algorithm (lua_model.c), and
- * against each algorithm's promise. It is not a benchmark (tests/bench/bench_lua.sh).
+ * numbers, against the C twin of the algorithms (fcgi/algo.c; tests/it/it_twin.sh
+ * compares the two on random batches), and against each algorithm's promise
+ * as rlgate-report --verify checks it (reports/verify_api.h). It is not a benchmark (tests/bench/bench_lua.sh).
  *
  *   lua_check PORT fcall|decide [SEED]
  *
@@ -24,11 +25,35 @@
 
 #include <hiredis/hiredis.h>
 
+#include "algo.h"
 #include "limiter.h"
 #include "limiter_int.h"
-#include "lua_model.h"
 #include "scripts.h"
 #include "tool.h"
+#include "../../reports/verify_api.h"
+
+typedef __int128 i128;
+
+/* The algorithms in enum rlg_algorithm's order. */
+enum alg { FIXED, SWINDOW, SLOG, TOKEN, GCRA, LEAKY, NALG };
+
+/* Reply fields, in the scripts' order. */
+enum { ALLOWED = ALGO_ALLOWED, REMAINING = ALGO_REMAINING, LIMIT = ALGO_LIMIT,
+	RESET = ALGO_RESET_MS, RETRY = ALGO_RETRY_AFTER_MS, NOW = ALGO_NOW_US,
+	DELAY = ALGO_DELAY_MS, NFIELDS = ALGO_NFIELDS };
+
+#define EMPTY	RLG_PARAM_UNSET	/* an argument sent as "" */
+
+struct params {
+	long long	limit, window_ms, burst, precision_ms;	/* EMPTY allowed for the last two */
+};
+
+/* What a reply should be: the C twin's decisions on a key of its own. */
+struct twin {
+	enum alg		 a;
+	struct params		 p;
+	struct algo_state	 st;
+};
 
 static const char *const alg_names[NALG] = {
 	"fixed_window", "sliding_window", "sliding_log", "token_bucket", "gcra",
@@ -134,6 +159,45 @@ fatal(const char *fmt, ...)
 	fprintf(stderr, "\n");
 	printf("%d passed, %d failed\n", passed, failed + 1);
 	exit(1);
+}
+
+static void
+twin_init(struct twin *m, enum alg a, const struct params *p)
+{
+	m->a = a;
+	m->p = *p;
+	algo_state_init(&m->st, NULL, 0);
+}
+
+static void
+twin_free(struct twin *m)
+{
+	free(m->st.e);
+	m->st.e = NULL;
+}
+
+/* Fills v[NFIELDS] with the twin's reply to a request of cost at now (us)
+ * and counts it when admitted. Exits on arguments the twin refuses. */
+static void
+twin_decide(struct twin *m, long long now, long long cost, long long *v)
+{
+	struct algo_params ap;
+	char err[256];
+
+	if (algo_params(&ap, (enum rlg_algorithm)m->a, cost, m->p.limit,
+	    m->p.window_ms, m->p.burst, m->p.precision_ms, err, sizeof(err)) == -1)
+		fatal("the twin refuses %s's arguments: %s", alg_names[m->a], err);
+	/* Grown before it is full: every decision exact. */
+	if (algo_state_full(&m->st)) {
+		size_t cap = m->st.cap ? 2 * m->st.cap : 64;
+		struct algo_entry *old = m->st.e, *e = malloc(cap * sizeof(*e));
+
+		if (e == NULL)
+			fatal("out of memory");
+		algo_state_grow(&m->st, e, cap);
+		free(old);
+	}
+	algo_decide(&ap, &m->st, now, v);
 }
 
 static redisReply *
@@ -572,146 +636,147 @@ run_steps(enum alg a, const char *what, const struct params *p,
 #define MS	1000LL
 #define NSTEPS(s)	(sizeof(s) / sizeof((s)[0]))
 
+/* Hand-computed sequences, as each lua/<algorithm>.lua comment words it. */
+/* limit 3 per 1000 ms. */
+static const struct step hand_fixed[] = {
+	{ 0,		1, 1, 2, 1000, 0, 0 },
+	{ 0,		1, 1, 1, 1000, 0, 0 },
+	{ 400 * MS,	1, 1, 0, 600, 0, 0 },
+	{ 400 * MS,	1, 0, 0, 600, 600, 0 },
+	{ 999999,	1, 0, 0, 1, 1, 0 },	/* 1 us before the end: 1 ms, rounded up */
+	{ 1000 * MS,	2, 1, 1, 1000, 0, 0 },	/* opens [1000, 2000) */
+	{ 1500 * MS,	2, 0, 1, 500, 500, 0 },
+	{ 1500 * MS,	1, 1, 0, 500, 0, 0 },
+	{ 5000 * MS,	3, 1, 0, 1000, 0, 0 },	/* opens at 5000, not at a multiple */
+	{ 5999 * MS,	1, 0, 0, 1, 1, 0 },
+	{ 6000 * MS,	1, 1, 2, 1000, 0, 0 },
+};
+/* limit 7 per 1000 ms, burst 3: a token every 142857.142857 us. */
+static const struct step hand_token[] = {
+	{ 0,		1, 1, 2, 143, 0, 0 },
+	{ 0,		1, 1, 1, 286, 0, 0 },
+	{ 0,		1, 1, 0, 429, 0, 0 },
+	{ 0,		1, 0, 0, 429, 143, 0 },
+	{ 142 * MS,	1, 0, 0, 287, 1, 0 },	/* 0.994 tokens, 858 us short */
+	{ 142857,	1, 0, 0, 286, 1, 0 },	/* 0.999999 tokens: 1 us short */
+	{ 142858,	1, 1, 0, 429, 0, 0 },	/* 1.000006 tokens */
+	{ 1142 * MS,	3, 1, 0, 429, 0, 0 },	/* full again */
+	{ 1142 * MS,	1, 0, 0, 429, 143, 0 },
+};
+/* limit 10 per 1000 ms, burst empty (= 10), cost 4. */
+static const struct step hand_token_cost[] = {
+	{ 0,		4, 1, 6, 400, 0, 0 },
+	{ 0,		4, 1, 2, 800, 0, 0 },
+	{ 0,		4, 0, 2, 800, 200, 0 },
+	{ 199999,	4, 0, 3, 601, 1, 0 },	/* 3.99999 tokens */
+	{ 200 * MS,	4, 1, 0, 1000, 0, 0 },
+	{ 10000 * MS,	1, 1, 9, 100, 0, 0 },
+};
+/*
+ * redis-cell's README: CL.THROTTLE user123 15 30 60 1 (max_burst 15,
+ * 30 per 60 s) answers allowed, limit 16, remaining 15, reset after 2 s.
+ * Its capacity is max_burst + 1: here burst = 16.
+ */
+static const struct step hand_cell[] = {
+	{ 0, 1, 1, 15, 2000, 0, 0 },  { 0, 1, 1, 14, 4000, 0, 0 },
+	{ 0, 1, 1, 13, 6000, 0, 0 },  { 0, 1, 1, 12, 8000, 0, 0 },
+	{ 0, 1, 1, 11, 10000, 0, 0 }, { 0, 1, 1, 10, 12000, 0, 0 },
+	{ 0, 1, 1, 9, 14000, 0, 0 },  { 0, 1, 1, 8, 16000, 0, 0 },
+	{ 0, 1, 1, 7, 18000, 0, 0 },  { 0, 1, 1, 6, 20000, 0, 0 },
+	{ 0, 1, 1, 5, 22000, 0, 0 },  { 0, 1, 1, 4, 24000, 0, 0 },
+	{ 0, 1, 1, 3, 26000, 0, 0 },  { 0, 1, 1, 2, 28000, 0, 0 },
+	{ 0, 1, 1, 1, 30000, 0, 0 },  { 0, 1, 1, 0, 32000, 0, 0 },
+	{ 0, 1, 0, 0, 32000, 2000, 0 },
+	{ 1999 * MS, 1, 0, 0, 30001, 1, 0 },
+	{ 2000 * MS, 1, 1, 0, 32000, 0, 0 },
+	{ 2000 * MS, 1, 0, 0, 32000, 2000, 0 },
+	{ 3999999, 1, 0, 0, 30001, 1, 0 },	/* TAT 34 s: 1 us short */
+	{ 4000 * MS, 1, 1, 0, 32000, 0, 0 },
+	{ 12000 * MS, 5, 0, 4, 24000, 2000, 0 },	/* 4 tokens back, not 5 */
+	{ 12000 * MS, 4, 1, 0, 32000, 0, 0 },
+	{ 70000 * MS, 16, 1, 0, 32000, 0, 0 },	/* full: the whole burst at once */
+};
+/* limit 1 per 1000 ms, burst 3: one request leaves per second. */
+static const struct step hand_leaky[] = {
+	{ 0,		1, 1, 3, 1000, 0, 0 },		/* idle: leaves at once */
+	{ 0,		1, 1, 2, 2000, 0, 1000 },
+	{ 0,		1, 1, 1, 3000, 0, 2000 },
+	{ 0,		1, 1, 0, 4000, 0, 3000 },	/* burst 3 waiting */
+	{ 0,		1, 0, 0, 4000, 1000, 0 },
+	{ 500 * MS,	1, 0, 0, 3500, 500, 0 },
+	{ 999 * MS,	1, 0, 0, 3001, 1, 0 },
+	{ 1000 * MS,	1, 1, 0, 4000, 0, 3000 },
+	{ 3500 * MS,	2, 1, 0, 3500, 0, 1500 },	/* cost 2 holds the outlet 2 s */
+	{ 3500 * MS,	1, 0, 0, 3500, 500, 0 },
+	{ 6500 * MS,	1, 1, 2, 1500, 0, 500 },
+	{ 10000 * MS,	1, 1, 3, 1000, 0, 0 },		/* idle again */
+};
+/* limit 3 per 1000 ms, burst empty (= 3): one every 333333.333 us. */
+static const struct step hand_leaky_frac[] = {
+	{ 0,		1, 1, 3, 334, 0, 0 },
+	{ 0,		1, 1, 2, 667, 0, 334 },
+	{ 0,		1, 1, 1, 1000, 0, 667 },
+	{ 0,		1, 1, 0, 1334, 0, 1000 },
+	{ 0,		1, 0, 0, 1334, 334, 0 },
+	{ 333333,	1, 0, 0, 1001, 1, 0 },		/* wait 1000000.33 us > 1 s */
+	{ 333334,	1, 1, 0, 1334, 0, 1000 },	/* wait 999999.33 us */
+};
+/* limit 3 per 1000 ms. */
+static const struct step hand_slog[] = {
+	{ 0,		1, 1, 2, 1000, 0, 0 },
+	{ 0,		1, 1, 1, 1000, 0, 0 },
+	{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
+	{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
+	{ 200 * MS,	1, 0, 0, 900, 800, 0 },
+	{ 999 * MS,	1, 0, 0, 101, 1, 0 },
+	{ 999999,	1, 0, 0, 101, 1, 0 },
+	{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* both at 0 left: (0, 1000] */
+	{ 1001 * MS,	1, 1, 0, 1000, 0, 0 },
+	{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
+	{ 1100 * MS,	1, 0, 0, 1000, 900, 0 },
+	{ 1100 * MS,	3, 0, 0, 1000, 1000, 0 },	/* all three must leave */
+	{ 2100 * MS,	2, 1, 1, 1000, 0, 0 },
+	{ 2100 * MS,	2, 0, 1, 1000, 1000, 0 },
+};
+/* limit 3 per 1000 ms, precision 100 ms (10 blocks); T0 is block-aligned. */
+static const struct step hand_swin[] = {
+	{ 0,		1, 1, 2, 1000, 0, 0 },
+	{ 0,		1, 1, 1, 1000, 0, 0 },
+	{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
+	{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
+	{ 250 * MS,	1, 0, 0, 850, 750, 0 },
+	{ 999999,	1, 0, 0, 101, 1, 0 },
+	{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* block 0 dropped out */
+	{ 1050 * MS,	1, 1, 0, 950, 0, 0 },
+	{ 1050 * MS,	1, 0, 0, 950, 50, 0 },
+	{ 1100 * MS,	2, 0, 1, 900, 900, 0 },	/* block 10 (2) must go */
+	{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
+};
 static void
 test_hand(void)
 {
-	/* limit 3 per 1000 ms. */
-	static const struct step fixed[] = {
-		{ 0,		1, 1, 2, 1000, 0, 0 },
-		{ 0,		1, 1, 1, 1000, 0, 0 },
-		{ 400 * MS,	1, 1, 0, 600, 0, 0 },
-		{ 400 * MS,	1, 0, 0, 600, 600, 0 },
-		{ 999999,	1, 0, 0, 1, 1, 0 },	/* 1 us before the end: 1 ms, rounded up */
-		{ 1000 * MS,	2, 1, 1, 1000, 0, 0 },	/* opens [1000, 2000) */
-		{ 1500 * MS,	2, 0, 1, 500, 500, 0 },
-		{ 1500 * MS,	1, 1, 0, 500, 0, 0 },
-		{ 5000 * MS,	3, 1, 0, 1000, 0, 0 },	/* opens at 5000, not at a multiple */
-		{ 5999 * MS,	1, 0, 0, 1, 1, 0 },
-		{ 6000 * MS,	1, 1, 2, 1000, 0, 0 },
-	};
-	/* limit 7 per 1000 ms, burst 3: a token every 142857.142857 us. */
-	static const struct step token[] = {
-		{ 0,		1, 1, 2, 143, 0, 0 },
-		{ 0,		1, 1, 1, 286, 0, 0 },
-		{ 0,		1, 1, 0, 429, 0, 0 },
-		{ 0,		1, 0, 0, 429, 143, 0 },
-		{ 142 * MS,	1, 0, 0, 287, 1, 0 },	/* 0.994 tokens, 858 us short */
-		{ 142857,	1, 0, 0, 286, 1, 0 },	/* 0.999999 tokens: 1 us short */
-		{ 142858,	1, 1, 0, 429, 0, 0 },	/* 1.000006 tokens */
-		{ 1142 * MS,	3, 1, 0, 429, 0, 0 },	/* full again */
-		{ 1142 * MS,	1, 0, 0, 429, 143, 0 },
-	};
-	/* limit 10 per 1000 ms, burst empty (= 10), cost 4. */
-	static const struct step token_cost[] = {
-		{ 0,		4, 1, 6, 400, 0, 0 },
-		{ 0,		4, 1, 2, 800, 0, 0 },
-		{ 0,		4, 0, 2, 800, 200, 0 },
-		{ 199999,	4, 0, 3, 601, 1, 0 },	/* 3.99999 tokens */
-		{ 200 * MS,	4, 1, 0, 1000, 0, 0 },
-		{ 10000 * MS,	1, 1, 9, 100, 0, 0 },
-	};
-	/*
-	 * redis-cell's README: CL.THROTTLE user123 15 30 60 1 (max_burst 15,
-	 * 30 per 60 s) answers allowed, limit 16, remaining 15, reset after 2 s.
-	 * Its capacity is max_burst + 1: here burst = 16.
-	 */
-	static const struct step cell[] = {
-		{ 0, 1, 1, 15, 2000, 0, 0 },  { 0, 1, 1, 14, 4000, 0, 0 },
-		{ 0, 1, 1, 13, 6000, 0, 0 },  { 0, 1, 1, 12, 8000, 0, 0 },
-		{ 0, 1, 1, 11, 10000, 0, 0 }, { 0, 1, 1, 10, 12000, 0, 0 },
-		{ 0, 1, 1, 9, 14000, 0, 0 },  { 0, 1, 1, 8, 16000, 0, 0 },
-		{ 0, 1, 1, 7, 18000, 0, 0 },  { 0, 1, 1, 6, 20000, 0, 0 },
-		{ 0, 1, 1, 5, 22000, 0, 0 },  { 0, 1, 1, 4, 24000, 0, 0 },
-		{ 0, 1, 1, 3, 26000, 0, 0 },  { 0, 1, 1, 2, 28000, 0, 0 },
-		{ 0, 1, 1, 1, 30000, 0, 0 },  { 0, 1, 1, 0, 32000, 0, 0 },
-		{ 0, 1, 0, 0, 32000, 2000, 0 },
-		{ 1999 * MS, 1, 0, 0, 30001, 1, 0 },
-		{ 2000 * MS, 1, 1, 0, 32000, 0, 0 },
-		{ 2000 * MS, 1, 0, 0, 32000, 2000, 0 },
-		{ 3999999, 1, 0, 0, 30001, 1, 0 },	/* TAT 34 s: 1 us short */
-		{ 4000 * MS, 1, 1, 0, 32000, 0, 0 },
-		{ 12000 * MS, 5, 0, 4, 24000, 2000, 0 },	/* 4 tokens back, not 5 */
-		{ 12000 * MS, 4, 1, 0, 32000, 0, 0 },
-		{ 70000 * MS, 16, 1, 0, 32000, 0, 0 },	/* full: the whole burst at once */
-	};
-	/* limit 1 per 1000 ms, burst 3: one request leaves per second. */
-	static const struct step leaky[] = {
-		{ 0,		1, 1, 3, 1000, 0, 0 },		/* idle: leaves at once */
-		{ 0,		1, 1, 2, 2000, 0, 1000 },
-		{ 0,		1, 1, 1, 3000, 0, 2000 },
-		{ 0,		1, 1, 0, 4000, 0, 3000 },	/* burst 3 waiting */
-		{ 0,		1, 0, 0, 4000, 1000, 0 },
-		{ 500 * MS,	1, 0, 0, 3500, 500, 0 },
-		{ 999 * MS,	1, 0, 0, 3001, 1, 0 },
-		{ 1000 * MS,	1, 1, 0, 4000, 0, 3000 },
-		{ 3500 * MS,	2, 1, 0, 3500, 0, 1500 },	/* cost 2 holds the outlet 2 s */
-		{ 3500 * MS,	1, 0, 0, 3500, 500, 0 },
-		{ 6500 * MS,	1, 1, 2, 1500, 0, 500 },
-		{ 10000 * MS,	1, 1, 3, 1000, 0, 0 },		/* idle again */
-	};
-	/* limit 3 per 1000 ms, burst empty (= 3): one every 333333.333 us. */
-	static const struct step leaky_frac[] = {
-		{ 0,		1, 1, 3, 334, 0, 0 },
-		{ 0,		1, 1, 2, 667, 0, 334 },
-		{ 0,		1, 1, 1, 1000, 0, 667 },
-		{ 0,		1, 1, 0, 1334, 0, 1000 },
-		{ 0,		1, 0, 0, 1334, 334, 0 },
-		{ 333333,	1, 0, 0, 1001, 1, 0 },		/* wait 1000000.33 us > 1 s */
-		{ 333334,	1, 1, 0, 1334, 0, 1000 },	/* wait 999999.33 us */
-	};
-	/* limit 3 per 1000 ms. */
-	static const struct step slog[] = {
-		{ 0,		1, 1, 2, 1000, 0, 0 },
-		{ 0,		1, 1, 1, 1000, 0, 0 },
-		{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
-		{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
-		{ 200 * MS,	1, 0, 0, 900, 800, 0 },
-		{ 999 * MS,	1, 0, 0, 101, 1, 0 },
-		{ 999999,	1, 0, 0, 101, 1, 0 },
-		{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* both at 0 left: (0, 1000] */
-		{ 1001 * MS,	1, 1, 0, 1000, 0, 0 },
-		{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
-		{ 1100 * MS,	1, 0, 0, 1000, 900, 0 },
-		{ 1100 * MS,	3, 0, 0, 1000, 1000, 0 },	/* all three must leave */
-		{ 2100 * MS,	2, 1, 1, 1000, 0, 0 },
-		{ 2100 * MS,	2, 0, 1, 1000, 1000, 0 },
-	};
-	/* limit 3 per 1000 ms, precision 100 ms (10 blocks); T0 is block-aligned. */
-	static const struct step swin[] = {
-		{ 0,		1, 1, 2, 1000, 0, 0 },
-		{ 0,		1, 1, 1, 1000, 0, 0 },
-		{ 100 * MS,	1, 1, 0, 1000, 0, 0 },
-		{ 100 * MS,	1, 0, 0, 1000, 900, 0 },
-		{ 250 * MS,	1, 0, 0, 850, 750, 0 },
-		{ 999999,	1, 0, 0, 101, 1, 0 },
-		{ 1000 * MS,	1, 1, 1, 1000, 0, 0 },	/* block 0 dropped out */
-		{ 1050 * MS,	1, 1, 0, 950, 0, 0 },
-		{ 1050 * MS,	1, 0, 0, 950, 50, 0 },
-		{ 1100 * MS,	2, 0, 1, 900, 900, 0 },	/* block 10 (2) must go */
-		{ 1100 * MS,	1, 1, 0, 1000, 0, 0 },
-	};
 	struct params p;
 	redisReply *h;
 	char key[128];
 
 	p = (struct params){ 3, 1000, EMPTY, EMPTY };
-	run_steps(FIXED, "3 per 1000 ms", &p, fixed, NSTEPS(fixed));
+	run_steps(FIXED, "3 per 1000 ms", &p, hand_fixed, NSTEPS(hand_fixed));
 	p = (struct params){ 7, 1000, 3, EMPTY };
-	run_steps(TOKEN, "7 per 1000 ms, burst 3", &p, token, NSTEPS(token));
-	run_steps(GCRA, "7 per 1000 ms, burst 3", &p, token, NSTEPS(token));
+	run_steps(TOKEN, "7 per 1000 ms, burst 3", &p, hand_token, NSTEPS(hand_token));
+	run_steps(GCRA, "7 per 1000 ms, burst 3", &p, hand_token, NSTEPS(hand_token));
 	p = (struct params){ 10, 1000, EMPTY, EMPTY };
-	run_steps(TOKEN, "10 per 1000 ms, cost 4", &p, token_cost, NSTEPS(token_cost));
-	run_steps(GCRA, "10 per 1000 ms, cost 4", &p, token_cost, NSTEPS(token_cost));
+	run_steps(TOKEN, "10 per 1000 ms, cost 4", &p, hand_token_cost, NSTEPS(hand_token_cost));
+	run_steps(GCRA, "10 per 1000 ms, cost 4", &p, hand_token_cost, NSTEPS(hand_token_cost));
 	p = (struct params){ 30, 60000, 16, EMPTY };
-	run_steps(GCRA, "redis-cell CL.THROTTLE 15 30 60", &p, cell, NSTEPS(cell));
-	run_steps(TOKEN, "redis-cell CL.THROTTLE 15 30 60", &p, cell, NSTEPS(cell));
+	run_steps(GCRA, "redis-cell CL.THROTTLE 15 30 60", &p, hand_cell, NSTEPS(hand_cell));
+	run_steps(TOKEN, "redis-cell CL.THROTTLE 15 30 60", &p, hand_cell, NSTEPS(hand_cell));
 	p = (struct params){ 1, 1000, 3, EMPTY };
-	run_steps(LEAKY, "1 per 1000 ms, burst 3", &p, leaky, NSTEPS(leaky));
+	run_steps(LEAKY, "1 per 1000 ms, burst 3", &p, hand_leaky, NSTEPS(hand_leaky));
 	p = (struct params){ 3, 1000, EMPTY, EMPTY };
-	run_steps(LEAKY, "3 per 1000 ms", &p, leaky_frac, NSTEPS(leaky_frac));
-	run_steps(SLOG, "3 per 1000 ms", &p, slog, NSTEPS(slog));
+	run_steps(LEAKY, "3 per 1000 ms", &p, hand_leaky_frac, NSTEPS(hand_leaky_frac));
+	run_steps(SLOG, "3 per 1000 ms", &p, hand_slog, NSTEPS(hand_slog));
 	p = (struct params){ 3, 1000, EMPTY, 100 };
-	run_steps(SWINDOW, "3 per 1000 ms, precision 100", &p, swin, NSTEPS(swin));
+	run_steps(SWINDOW, "3 per 1000 ms, precision 100", &p, hand_swin, NSTEPS(hand_swin));
 
 	/* The blocks that dropped out were deleted, the live ones kept. */
 	snprintf(key, sizeof(key), "%s{%s:hand:%s}", prefix, alg_names[SWINDOW],
@@ -804,120 +869,58 @@ max_in_interval(const struct run *x, long long len)
 	return best;
 }
 
-/* The promise of each algorithm over the admitted requests of one run. */
+/* verify_admissions() on a[0..n) of a run of a, p: its violations (-1:
+ * an error, in err). */
+static long long
+promise_violations(enum alg a, const struct params *p,
+    const struct verify_admission *adm, size_t n, char *err, size_t len)
+{
+	struct verify v = { 0 };
+	long long burst = p->burst == EMPTY ? p->limit : p->burst, nv;
+	long long prec = a != SWINDOW ? 0 : p->precision_ms == EMPTY ?
+	    algo_default_precision_ms(p->window_ms) : p->precision_ms;
+
+	nv = verify_admissions(&v, (enum rlg_algorithm)a, p->limit, p->window_ms,
+	    a == TOKEN || a == GCRA || a == LEAKY ? burst : p->limit, prec, adm,
+	    n, err, len) == -1 ? -1 : (long long)v.nv;
+	if (nv > 0)
+		snprintf(err, len, "%s", v.v[0].detail);
+	verify_free(&v);
+	return nv;
+}
+
+/*
+ * The promise of each algorithm over the admitted requests of one run, as
+ * rlgate-report --verify checks an audit database: the times as the
+ * gateway writes them (now_us / 1000), the same slack for them. Then the
+ * same with 2 x max(limit, burst) + 3 more admissions at the last one's
+ * ms, which break every promise: the check must see it.
+ */
 static void
 check_promise(enum alg a, const struct params *p, const struct run *x, const char *what)
 {
-	struct model m;
-	long long worst = 0, bound = 0;
-	size_t i, j;
-	int bad = 0;
+	long long burst = p->burst == EMPTY ? p->limit : p->burst, nv;
+	size_t i, extra = (size_t)(2 * (burst > p->limit ? burst : p->limit) + 3);
+	struct verify_admission *adm = calloc(x->n + extra + 1, sizeof(*adm));
+	char err[320] = "";
 
-	model_init(&m, a, p);
-	switch (a) {
-	case FIXED: {
-		long long start = 0, sum = 0;
-
-		for (i = 0; i < x->n; i++) {
-			if (i == 0 || x->t[i] >= start + m.Wu) {
-				start = x->t[i];
-				sum = 0;
-			}
-			sum += x->cost[i];
-			if (sum > worst)
-				worst = sum;
-		}
-		bad = worst > m.L;
-		ok(!bad, "%s %s: every window [start, start + %lld ms) admitted <= %lld (max %lld)",
-		    alg_names[a], what, m.W, m.L, worst);
-		worst = max_in_interval(x, m.Wu);
-		ok(worst <= 2 * m.L, "%s %s: any %lld ms admitted <= 2 x limit (max %lld)",
-		    alg_names[a], what, m.W, worst);
-		break;
-	}
-	case SLOG:
-		worst = max_in_interval(x, m.Wu);
-		ok(worst <= m.L, "%s %s: any (t - %lld ms, t] admitted <= %lld (max %lld)",
-		    alg_names[a], what, m.W, m.L, worst);
-		break;
-	case SWINDOW: {
-		long long sum = 0;
-
-		/* n consecutive blocks: slide over block indexes. */
-		for (i = 0, j = 0; i < x->n; i++) {
-			long long bi = floor_div(x->t[i], m.Pu);
-
-			sum += x->cost[i];
-			while (floor_div(x->t[j], m.Pu) <= bi - m.n)
-				sum -= x->cost[j++];
-			if (sum > worst)
-				worst = sum;
-		}
-		ok(worst <= m.L, "%s %s: any %lld consecutive blocks admitted <= %lld (max %lld)",
-		    alg_names[a], what, m.n, m.L, worst);
-		if (m.Wu > m.Pu && (worst = max_in_interval(x, m.Wu - m.Pu)) >= 0)
-			ok(worst <= m.L, "%s %s: any window - precision = %lld ms admitted <= %lld (max %lld)",
-			    alg_names[a], what, m.W - m.P, m.L, worst);
-		worst = max_in_interval(x, m.Wu);
-		ok(worst <= 2 * m.L, "%s %s: any %lld ms admitted <= 2 x limit (max %lld)",
-		    alg_names[a], what, m.W, worst);
-		break;
-	}
-	case TOKEN:
-	case GCRA: {
-		/* sum over [t_i, t_j] <= burst + (t_j - t_i) * limit / window */
-		i128 slack, best = -((i128)1 << 100);
-
-		for (i = 0; i < x->n; i++) {
-			long long sum = 0;
-
-			for (j = i; j < x->n; j++) {
-				sum += x->cost[j];
-				slack = (i128)(sum - m.B) * m.Wu - (i128)(x->t[j] - x->t[i]) * m.L;
-				if (slack > best)
-					best = slack;
-			}
-		}
-		ok(best <= 0, "%s %s: any interval d admitted <= burst + d * limit / window (%zu admissions, all pairs)",
-		    alg_names[a], what, x->n);
-		break;
-	}
-	case LEAKY: {
-		/* Releases (now + delay) keep order and the spacing cost * T, up to
-		 * the 1 ms rounding of delay_ms; no wait above burst * T. */
-		bound = ceil_div((i128)m.B * m.Wu, (i128)m.L * 1000);
-		for (i = 0; i < x->n; i++) {
-			if (x->delay[i] > bound)
-				bad++;
-			if (i > 0) {
-				long long gap = (x->t[i] + x->delay[i] * 1000) -
-				    (x->t[i - 1] + x->delay[i - 1] * 1000);
-
-				if ((i128)(gap + 1000) * m.L < (i128)x->cost[i - 1] * m.Wu)
-					bad++;
-			}
-		}
-		ok(!bad, "%s %s: releases spaced by cost * window / limit, waits <= burst * T = %lld ms (%zu admissions)",
-		    alg_names[a], what, bound, x->n);
-		/* [t_i, t_j] admits <= burst + (t_j - t_i) * limit / window + cost_j */
-		bad = 0;
-		for (i = 0; i < x->n; i++) {
-			long long sum = 0;
-
-			for (j = i; j < x->n; j++) {
-				if ((i128)(sum - m.B) * m.Wu > (i128)(x->t[j] - x->t[i]) * m.L)
-					bad++;
-				sum += x->cost[j];
-			}
-		}
-		ok(!bad, "%s %s: any interval d admits <= burst + d * limit / window + its last cost (all pairs)",
-		    alg_names[a], what);
-		break;
-	}
-	default:
-		break;
-	}
-	model_free(&m);
+	if (adm == NULL)
+		fatal("out of memory");
+	for (i = 0; i < x->n; i++)
+		adm[i] = (struct verify_admission){ x->t[i] / 1000, x->cost[i],
+		    x->delay[i] };
+	nv = promise_violations(a, p, adm, x->n, err, sizeof(err));
+	ok(nv == 0, "%s %s: rlgate-report's promise check passes the %zu "
+	    "admissions (%lld violations%s%s)", alg_names[a], what, x->n, nv,
+	    nv ? ": " : "", err);
+	for (i = 0; i < extra; i++)
+		adm[x->n + i] = (struct verify_admission){ x->n ? adm[x->n - 1].ts_ms :
+		    T0 / 1000, 1, 0 };
+	err[0] = '\0';
+	nv = promise_violations(a, p, adm, x->n + extra, err, sizeof(err));
+	ok(nv > 0, "%s %s: and finds %zu more admissions in one ms a violation (%lld)",
+	    alg_names[a], what, extra, nv);
+	free(adm);
 }
 
 static long long
@@ -958,14 +961,14 @@ describe(char *buf, size_t len, enum alg a, const struct params *p)
 static void
 random_run(enum alg a, const struct params *p, int count, int idx, struct run *x)
 {
-	struct model m;
+	struct twin m;
 	struct reply r;
 	char key[128], what[96];
 	long long now = T0 + rnd_between(0, 999999), want[NFIELDS], cap = capacity(a, p);
 	long long typ_gap = p->window_ms * 1000 / p->limit + 1, last_retry = 0;
 	int i, f, mismatches = 0, ttl_bad = 0, deny_bad = 0, admitted = 0;
 
-	model_init(&m, a, p);
+	twin_init(&m, a, p);
 	make_key(key, sizeof(key), "random", a, idx);
 	describe(what, sizeof(what), a, p);
 	for (i = 0; i < count; i++) {
@@ -989,11 +992,11 @@ random_run(enum alg a, const struct params *p, int count, int idx, struct run *x
 		k = (unsigned)(rnd() % 100);
 		cost = k < 70 ? 1 : k < 97 ? rnd_between(1, cap < 5 ? cap : 5) : cap;
 
-		model_decide(&m, now, cost, want);
+		twin_decide(&m, now, cost, want);
 		call(a, key, now, cost, p, &r);
 		if (r.is_err) {
 			ok(0, "%s random %s: error at request %d: %s", alg_names[a], what, i, r.err);
-			model_free(&m);
+			twin_free(&m);
 			return;
 		}
 		for (f = 0; f < NFIELDS; f++)
@@ -1027,7 +1030,7 @@ random_run(enum alg a, const struct params *p, int count, int idx, struct run *x
 	ok(deny_bad == 0, "%s random %s: every denial leaves the key as it was (%d changed)",
 	    alg_names[a], what, deny_bad);
 	check_promise(a, p, x, what);
-	model_free(&m);
+	twin_free(&m);
 }
 
 static void
@@ -1500,7 +1503,7 @@ test_foreign_state(void)
 
 	for (a = 0; a < NALG; a++) {
 		for (k = 0; k < 4; k++) {
-			struct model m;
+			struct twin m;
 			struct reply r;
 			long long want[NFIELDS];
 			char key[128];
@@ -1512,9 +1515,9 @@ test_foreign_state(void)
 			case 2: freeReplyObject(command("HSET %s start 5 count 999 tokens 0 ts 5 17000 3", key)); break;
 			default: freeReplyObject(command("ZADD %s 5 5:0", key)); break;
 			}
-			model_init(&m, (enum alg)a, &p);
-			model_decide(&m, T0, 2, want);
-			model_free(&m);
+			twin_init(&m, (enum alg)a, &p);
+			twin_decide(&m, T0, 2, want);
+			twin_free(&m);
 			call((enum alg)a, key, T0, 2, &p, &r);
 			n++;
 			if (r.is_err || memcmp(r.v, want, sizeof(want)) != 0) {
@@ -1816,7 +1819,7 @@ static void
 random_override_run(enum alg a, const struct params *conf, const char *fields,
     const struct params *eff, int count, int idx)
 {
-	struct model m;
+	struct twin m;
 	struct reply r;
 	char key[128], okey[160];
 	long long now = T0 + rnd_between(0, 999999), want[NFIELDS];
@@ -1825,7 +1828,7 @@ random_override_run(enum alg a, const struct params *conf, const char *fields,
 	    fields != NULL };
 	int i, f, mismatches = 0, ttl_bad = 0, admitted = 0;
 
-	model_init(&m, a, eff);
+	twin_init(&m, a, eff);
 	make_key(key, sizeof(key), "override-random", a, idx);
 	snprintf(okey, sizeof(okey), "%s:override", key);
 	set_override(okey, fields);
@@ -1840,12 +1843,12 @@ random_override_run(enum alg a, const struct params *conf, const char *fields,
 		else
 			now += rnd_between(1, 2 * eff->window_ms * 1000);
 		cost = rnd() % 4 == 0 ? rnd_between(1, cap) : 1;
-		model_decide(&m, now, cost, want);
+		twin_decide(&m, now, cost, want);
 		call_k(a, key, okey, now, cost, conf, &r);
 		if (r.is_err) {
 			ok(0, "%s override %s: error at request %d: %s", alg_names[a],
 			    fields ? fields : "(none)", i, r.err);
-			model_free(&m);
+			twin_free(&m);
 			return;
 		}
 		for (f = 0; f < NFIELDS + NEXT; f++) {
@@ -1871,7 +1874,7 @@ random_override_run(enum alg a, const struct params *conf, const char *fields,
 	    "(%d admitted) decided as the model of %lld per %lld ms, TTLs from it (%d mismatches, %d TTLs wrong)",
 	    alg_names[a], conf->limit, conf->window_ms, fields ? fields : "(no hash)", count, admitted,
 	    eff->limit, eff->window_ms, mismatches, ttl_bad);
-	model_free(&m);
+	twin_free(&m);
 }
 
 static void
