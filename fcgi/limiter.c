@@ -45,8 +45,6 @@
 #define SIG_WORDS		32
 #define SIG_SIZE		(SIG_WORDS + 5 * NUM_SIZE)
 #define RULE_BYTES		(RLG_REDIS_KEY_SIZE + SIG_SIZE)
-#define ROW_MAX			9007199254740992LL /* 2^53: a row's
-						 * integers, exact in Lua */
 
 /* One request to decide: its matches, and its verdicts (in l->verdicts). */
 struct limiter_request {
@@ -457,12 +455,12 @@ limiter_row(const char *s, size_t len, struct limiter_row *row)
 
 	if (s == NULL)
 		return -1;
-	for (k = 0; k < RLG_ROW_INTS; k++) {
-		min = -ROW_MAX;
-		max = ROW_MAX;
-		if (k == RLG_ROW_ALLOWED)
+	for (k = 0; k < RLG_DECIDE_ROW_UNDO; k++) {
+		min = -RLG_EXACT;
+		max = RLG_EXACT;
+		if (k == RLG_DECIDE_ROW_ALLOWED)
 			min = 0, max = 1;
-		else if (k == RLG_ROW_OVERRIDE)
+		else if (k == RLG_DECIDE_ROW_OVERRIDE)
 			min = RLG_OVERRIDE_NONE, max = RLG_OVERRIDE_IGNORED;
 		if (row_int(&p, end, min, max, &row->f[k]) == -1)
 			return -1;
@@ -564,19 +562,19 @@ read_decide(struct limiter *l, const struct conf *c,
 		m = &rq->m[j];
 		v = &rq->v[j];
 		row = &rows[i];
-		v->allowed = row->f[RLG_ROW_ALLOWED] != 0;
-		v->remaining = row->f[RLG_ROW_REMAINING];
-		v->limit = row->f[RLG_ROW_LIMIT];
-		v->reset_ms = row->f[RLG_ROW_RESET_MS];
-		v->retry_after_ms = row->f[RLG_ROW_RETRY_MS];
-		v->now_us = row->f[RLG_ROW_NOW_US];
-		v->delay_ms = row->f[RLG_ROW_DELAY_MS];
+		v->allowed = row->f[RLG_DECIDE_ROW_ALLOWED] != 0;
+		v->remaining = row->f[RLG_DECIDE_ROW_REMAINING];
+		v->limit = row->f[RLG_DECIDE_ROW_LIMIT];
+		v->reset_ms = row->f[RLG_DECIDE_ROW_RESET_MS];
+		v->retry_after_ms = row->f[RLG_DECIDE_ROW_RETRY_AFTER_MS];
+		v->now_us = row->f[RLG_DECIDE_ROW_NOW_US];
+		v->delay_ms = row->f[RLG_DECIDE_ROW_DELAY_MS];
 		v->answered = 1;
 		v->counted = counted && v->allowed;
-		v->window_ms = row->f[RLG_ROW_WINDOW_MS];
+		v->window_ms = row->f[RLG_DECIDE_ROW_WINDOW_MS];
 		v->burst = conf_algorithm_has_burst(m->rule->algorithm) ?
-		    row->f[RLG_ROW_BURST] : conf_capacity(m->rule, v->limit);
-		v->override = (enum rlg_override)row->f[RLG_ROW_OVERRIDE];
+		    row->f[RLG_DECIDE_ROW_BURST] : conf_capacity(m->rule, v->limit);
+		v->override = (enum rlg_override)row->f[RLG_DECIDE_ROW_OVERRIDE];
 		if (v->override == RLG_OVERRIDE_IGNORED)
 			log_ignored(m, row->why_len > 0 ? row->why :
 			    "override ignored", row->why_len > 0 ?

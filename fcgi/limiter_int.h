@@ -8,21 +8,19 @@
 
 #include <stddef.h>
 
+#include "facts.h"
+
 /*
  * One row of <library>_decide's reply (lua/decide.lua), a string: "ALLOWED
  * REMAINING LIMIT RESET_MS RETRY_AFTER_MS NOW_US DELAY_MS WINDOW_MS BURST
  * PRECISION_MS OVERRIDE UNDO WHY", 11 decimal integers, the undo token and
  * why joined by single spaces; why is the rest of the string (it may hold
- * spaces), the token holds none. f[] the integers in that order (the
- * RLG_ROW_ indexes); undo and why point into the row, "" when empty.
+ * spaces), the token holds none. f[] the integers in that order (facts.h's
+ * RLG_DECIDE_ROW_ indexes, those before UNDO); undo and why point into the
+ * row, "" when empty.
  */
-enum {
-	RLG_ROW_ALLOWED, RLG_ROW_REMAINING, RLG_ROW_LIMIT, RLG_ROW_RESET_MS,
-	RLG_ROW_RETRY_MS, RLG_ROW_NOW_US, RLG_ROW_DELAY_MS, RLG_ROW_WINDOW_MS,
-	RLG_ROW_BURST, RLG_ROW_PRECISION_MS, RLG_ROW_OVERRIDE, RLG_ROW_INTS
-};
 struct limiter_row {
-	long long	 f[RLG_ROW_INTS];
+	long long	 f[RLG_DECIDE_ROW_UNDO];
 	const char	*undo;
 	size_t		 undo_len;
 	const char	*why;

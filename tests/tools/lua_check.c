@@ -291,7 +291,7 @@ decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 		    e->element[1]->str);
 		return NULL;
 	}
-	ov = row.f[RLG_ROW_OVERRIDE];
+	ov = row.f[RLG_DECIDE_ROW_OVERRIDE];
 	if (e->element[0]->integer != row.f[ALLOWED] ||
 	    (row.undo_len > 0) != (row.f[ALLOWED] == 1 && ov != 2) ||
 	    (row.why_len > 0) != (ov == 3)) {

@@ -48,7 +48,7 @@ parse(const char *s, struct limiter_row *row)
 static void
 test_fields(void **state)
 {
-	static const long long want[RLG_ROW_INTS] = {
+	static const long long want[RLG_DECIDE_ROW_UNDO] = {
 		1, 2, 3, 1000, 0, 1000000, 0, 1000, 0, 100, 3
 	};
 	const char *s = "1 2 3 1000 0 1000000 0 1000 0 100 3 10:1 override "
@@ -58,7 +58,7 @@ test_fields(void **state)
 
 	(void)state;
 	assert_int_equal(parse(s, &row), 0);
-	for (k = 0; k < RLG_ROW_INTS; k++)
+	for (k = 0; k < RLG_DECIDE_ROW_UNDO; k++)
 		assert_int_equal(row.f[k], want[k]);
 	assert_int_equal(row.undo_len, 4);
 	assert_memory_equal(row.undo, "10:1", 4);
@@ -78,12 +78,12 @@ test_empty_strings(void **state)
 	/* No undo token, no why: 12 spaces still, the last two ending it. */
 	assert_int_equal(parse("0 -4 3 334 120 1795730692424132 0 1000 3 0 2  ",
 	    &row), 0);
-	assert_int_equal(row.f[RLG_ROW_ALLOWED], 0);
-	assert_int_equal(row.f[RLG_ROW_REMAINING], -4);
-	assert_int_equal(row.f[RLG_ROW_RETRY_MS], 120);
-	assert_int_equal(row.f[RLG_ROW_NOW_US], 1795730692424132LL);
-	assert_int_equal(row.f[RLG_ROW_BURST], 3);
-	assert_int_equal(row.f[RLG_ROW_OVERRIDE], RLG_OVERRIDE_UNLIMITED);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_ALLOWED], 0);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_REMAINING], -4);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_RETRY_AFTER_MS], 120);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_NOW_US], 1795730692424132LL);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_BURST], 3);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_OVERRIDE], RLG_OVERRIDE_UNLIMITED);
 	assert_int_equal(row.undo_len, 0);
 	assert_int_equal(row.why_len, 0);
 	/* A token and no why. */
@@ -94,8 +94,8 @@ test_empty_strings(void **state)
 	/* 2^53 either way is the bound, and within it. */
 	assert_int_equal(parse("1 9007199254740992 -9007199254740992 0 0 0 0 0 0 0 0  ",
 	    &row), 0);
-	assert_int_equal(row.f[RLG_ROW_REMAINING], 9007199254740992LL);
-	assert_int_equal(row.f[RLG_ROW_LIMIT], -9007199254740992LL);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_REMAINING], 9007199254740992LL);
+	assert_int_equal(row.f[RLG_DECIDE_ROW_LIMIT], -9007199254740992LL);
 }
 
 static void
