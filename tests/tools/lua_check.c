@@ -947,7 +947,8 @@ describe(char *buf, size_t len, enum alg a, const struct params *p)
 			snprintf(buf + n, len - (size_t)n, ", burst %lld", p->burst);
 	} else if (a == SWINDOW) {
 		if (p->precision_ms == EMPTY)
-			snprintf(buf + n, len - (size_t)n, ", precision empty (%lld ms)", p->window_ms / 10);
+			snprintf(buf + n, len - (size_t)n, ", precision empty (%lld ms)",
+			    algo_default_precision_ms(p->window_ms));
 		else
 			snprintf(buf + n, len - (size_t)n, ", precision %lld ms", p->precision_ms);
 	}
@@ -1611,7 +1612,8 @@ precision_of(enum alg a, const struct params *p)
 {
 	if (a != SWINDOW)
 		return 0;
-	return p->precision_ms == EMPTY ? p->window_ms / 10 : p->precision_ms;
+	return p->precision_ms == EMPTY ? algo_default_precision_ms(p->window_ms) :
+	    p->precision_ms;
 }
 
 struct ostep {
