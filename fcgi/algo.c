@@ -73,25 +73,6 @@ in_range(const char *name, long long v, long long lo, long long hi, char *err,
 	return 0;
 }
 
-long long
-algo_default_precision_ms(long long window_ms)
-{
-	long long best = 1, i;
-
-	if (window_ms % ALGO_PRECISION_PARTS == 0)
-		return window_ms / ALGO_PRECISION_PARTS;
-	for (i = 1; i <= window_ms / i; i++) {
-		if (window_ms % i != 0)
-			continue;
-		if (i * ALGO_PRECISION_PARTS <= window_ms && i > best)
-			best = i;
-		if (window_ms / i * ALGO_PRECISION_PARTS <= window_ms &&
-		    window_ms / i > best)
-			best = window_ms / i;
-	}
-	return best;
-}
-
 /* prelude.lua params(), the precision part. */
 static int
 params_precision(struct algo_params *p, long long precision_ms, char *err,
@@ -100,11 +81,11 @@ params_precision(struct algo_params *p, long long precision_ms, char *err,
 	long long w = p->window_ms;
 
 	if (precision_ms == RLG_PARAM_UNSET) {
-		if (w % ALGO_PRECISION_PARTS != 0)
+		if (w % RLG_DEFAULT_BLOCKS != 0)
 			return fail(err, len, "precision_ms is empty and window_ms "
-			    "%lld is not a multiple of 10: give a precision that "
-			    "divides the window", w);
-		precision_ms = w / ALGO_PRECISION_PARTS;
+			    "%lld is not a multiple of %lld: give a precision that "
+			    "divides the window", w, RLG_DEFAULT_BLOCKS);
+		precision_ms = w / RLG_DEFAULT_BLOCKS;
 	} else if (in_range("precision_ms", precision_ms, 1, w, err, len) == -1)
 		return -1;
 	if (w % precision_ms != 0)
@@ -112,7 +93,8 @@ params_precision(struct algo_params *p, long long precision_ms, char *err,
 		    "window_ms %lld: blocks must tile the window", precision_ms, w);
 	if (w / precision_ms > RLG_MAX_BLOCKS)
 		return fail(err, len, "window_ms %lld / precision_ms %lld is more "
-		    "than 10000 blocks: use a coarser precision", w, precision_ms);
+		    "than %lld blocks: use a coarser precision", w, precision_ms,
+		    RLG_MAX_BLOCKS);
 	p->precision_ms = precision_ms;
 	p->nblocks = w / precision_ms;
 	p->block_us = precision_ms * 1000;
@@ -653,23 +635,23 @@ algo_reply(const struct algo_params *p, const struct algo_decision *d,
     int counted, long long now_us, long long v[ALGO_NFIELDS])
 {
 	memset(v, 0, ALGO_NFIELDS * sizeof(*v));
-	v[ALGO_LIMIT] = p->limit;
-	v[ALGO_NOW_US] = now_us;
+	v[RLG_REPLY_LIMIT] = p->limit;
+	v[RLG_REPLY_NOW_US] = now_us;
 	if (d == NULL) {	/* unlimited */
-		v[ALGO_ALLOWED] = 1;
-		v[ALGO_REMAINING] = p->limit;
+		v[RLG_REPLY_ALLOWED] = 1;
+		v[RLG_REPLY_REMAINING] = p->limit;
 		return;
 	}
-	v[ALGO_ALLOWED] = d->allowed;
+	v[RLG_REPLY_ALLOWED] = d->allowed;
 	if (d->allowed && !counted) {
-		v[ALGO_REMAINING] = d->kept_remaining;
-		v[ALGO_RESET_MS] = d->kept_reset_ms;
+		v[RLG_REPLY_REMAINING] = d->kept_remaining;
+		v[RLG_REPLY_RESET_MS] = d->kept_reset_ms;
 		return;
 	}
-	v[ALGO_REMAINING] = d->remaining;
-	v[ALGO_RESET_MS] = d->reset_ms;
-	v[ALGO_RETRY_AFTER_MS] = d->retry_after_ms;
-	v[ALGO_DELAY_MS] = d->delay_ms;
+	v[RLG_REPLY_REMAINING] = d->remaining;
+	v[RLG_REPLY_RESET_MS] = d->reset_ms;
+	v[RLG_REPLY_RETRY_AFTER_MS] = d->retry_after_ms;
+	v[RLG_REPLY_DELAY_MS] = d->delay_ms;
 }
 
 void

@@ -20,23 +20,9 @@
 
 #include "conf_values.h"
 
-/* The reply's fields, in the Lua's order. */
-enum algo_field {
-	ALGO_ALLOWED, ALGO_REMAINING, ALGO_LIMIT, ALGO_RESET_MS,
-	ALGO_RETRY_AFTER_MS, ALGO_NOW_US, ALGO_DELAY_MS, ALGO_NFIELDS
-};
-
-/* An empty precision_ms defaults to window_ms / ALGO_PRECISION_PARTS when
- * that divides the window (lua/prelude.lua's params). */
-#define ALGO_PRECISION_PARTS	10
-
-/*
- * The sliding_window precision of a window given none: window / 10 when
- * 10 divides it (the Lua's default), else the largest divisor of the
- * window below window / 10, at least 1 (what the configuration gives a
- * rule without one, which the Lua would refuse empty).
- */
-long long	 algo_default_precision_ms(long long window_ms);
+/* The reply: the first fields of the Lua's REPLY (facts.h's
+ * RLG_REPLY_*), allowed to delay_ms, those a decision fills. */
+#define ALGO_NFIELDS	RLG_REPLY_WINDOW_MS
 
 /* The arguments of one decision, checked, and what they imply. */
 struct algo_params {

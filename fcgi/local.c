@@ -120,12 +120,12 @@ local_decide(const struct match *m, long long num, long long den,
 	}
 	pthread_mutex_unlock(&table_lock);
 	algo_reply(&p, &d, 1, now, r);
-	v->allowed = (int)r[ALGO_ALLOWED];
+	v->allowed = (int)r[RLG_REPLY_ALLOWED];
 	v->counted = v->allowed;
-	v->remaining = r[ALGO_REMAINING];
-	v->reset_ms = r[ALGO_RESET_MS];
-	v->retry_after_ms = r[ALGO_RETRY_AFTER_MS];
-	v->delay_ms = r[ALGO_DELAY_MS];
+	v->remaining = r[RLG_REPLY_REMAINING];
+	v->reset_ms = r[RLG_REPLY_RESET_MS];
+	v->retry_after_ms = r[RLG_REPLY_RETRY_AFTER_MS];
+	v->delay_ms = r[RLG_REPLY_DELAY_MS];
 }
 
 void

@@ -210,7 +210,7 @@ params_for(struct ctx *c, uint32_t r, const struct wparams *wp, uint32_t pid,
 	    algo_params(&pc->p, alg, cost, wp->limit, wp->window_ms,
 	    conf_algorithm_has_burst(alg) && wp->burst > 0 ? wp->burst :
 	    RLG_PARAM_UNSET, alg == RLG_SLIDING_WINDOW ?
-	    algo_default_precision_ms(wp->window_ms) : RLG_PARAM_UNSET, NULL,
+	    conf_default_precision(wp->window_ms) : RLG_PARAM_UNSET, NULL,
 	    0) == 0;
 	return pc->ok ? &pc->p : NULL;
 }

@@ -181,7 +181,7 @@ sift_down(const struct key *keys, size_t *heap, size_t n, size_t p)
 /*
  * The rules of -a alg (a name, or mix: one per algorithm) into rules; their
  * count, or exits when alg is none. A burst or precision not given is the
- * configuration's (the limit; algo_default_precision_ms).
+ * configuration's (the limit; conf_default_precision).
  */
 static int
 make_rules(struct grule *rules, const char *alg, const char *rname,
@@ -203,7 +203,7 @@ make_rules(struct grule *rules, const char *alg, const char *rname,
 		r->window_ms = window;
 		r->burst = burst >= 0 ? burst : limit;
 		r->precision_ms = precision > 0 ? precision :
-		    algo_default_precision_ms(window);
+		    conf_default_precision(window);
 	}
 	if (nrules == 0) {
 		fprintf(stderr, "gen_audit: unknown algorithm %s\n", alg);
@@ -295,8 +295,8 @@ main(int argc, char **argv)
 			long long v[ALGO_NFIELDS];
 
 			decide(r, k, now, cost, v);
-			allowed += v[ALGO_ALLOWED];
-			denied += !v[ALGO_ALLOWED];
+			allowed += v[RLG_REPLY_ALLOWED];
+			denied += !v[RLG_REPLY_ALLOWED];
 			/* As the gateway writes them: its process's random
 			 * prefix and a counter (rng() still drawn: the same
 			 * seed gives the same decisions as before). */
@@ -313,17 +313,17 @@ main(int argc, char **argv)
 			sqlite3_bind_text(st, 3, r->name, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 4, k->name, -1, SQLITE_STATIC);
 			sqlite3_bind_text(st, 5, conf_algorithm_name(r->alg), -1, SQLITE_STATIC);
-			sqlite3_bind_int(st, 6, (int)v[ALGO_ALLOWED]);
+			sqlite3_bind_int(st, 6, (int)v[RLG_REPLY_ALLOWED]);
 			sqlite3_bind_int64(st, 7, cost);
 			sqlite3_bind_int64(st, 8, r->limit);
 			sqlite3_bind_int64(st, 9, r->window_ms);
 			sqlite3_bind_int64(st, 10, r->burst);
-			sqlite3_bind_int64(st, 11, v[ALGO_REMAINING]);
-			sqlite3_bind_int64(st, 12, v[ALGO_RETRY_AFTER_MS]);
-			sqlite3_bind_int64(st, 13, v[ALGO_DELAY_MS]);
+			sqlite3_bind_int64(st, 11, v[RLG_REPLY_REMAINING]);
+			sqlite3_bind_int64(st, 12, v[RLG_REPLY_RETRY_AFTER_MS]);
+			sqlite3_bind_int64(st, 13, v[RLG_REPLY_DELAY_MS]);
 			sqlite3_bind_text(st, 14, path, -1, SQLITE_TRANSIENT);
 			sqlite3_bind_text(st, 15, ip, -1, SQLITE_TRANSIENT);
-			sqlite3_bind_int(st, 16, v[ALGO_ALLOWED] ? 200 : 429);
+			sqlite3_bind_int(st, 16, v[RLG_REPLY_ALLOWED] ? 200 : 429);
 			sqlite3_bind_int64(st, 17, 20 + (int64_t)(rng() % 200));
 			if (sqlite3_step(st) != SQLITE_DONE) {
 				fprintf(stderr, "gen_audit: insert: %s\n",

@@ -38,9 +38,12 @@ typedef __int128 i128;
 enum alg { FIXED, SWINDOW, SLOG, TOKEN, GCRA, LEAKY, NALG };
 
 /* Reply fields, in the scripts' order. */
-enum { ALLOWED = ALGO_ALLOWED, REMAINING = ALGO_REMAINING, LIMIT = ALGO_LIMIT,
-	RESET = ALGO_RESET_MS, RETRY = ALGO_RETRY_AFTER_MS, NOW = ALGO_NOW_US,
-	DELAY = ALGO_DELAY_MS, NFIELDS = ALGO_NFIELDS };
+enum {
+	ALLOWED = RLG_REPLY_ALLOWED, REMAINING = RLG_REPLY_REMAINING,
+	LIMIT = RLG_REPLY_LIMIT, RESET = RLG_REPLY_RESET_MS,
+	RETRY = RLG_REPLY_RETRY_AFTER_MS, NOW = RLG_REPLY_NOW_US,
+	DELAY = RLG_REPLY_DELAY_MS, NFIELDS = ALGO_NFIELDS
+};
 
 #define EMPTY	RLG_PARAM_UNSET	/* an argument sent as "" */
 
@@ -878,7 +881,7 @@ promise_violations(enum alg a, const struct params *p,
 	struct verify v = { 0 };
 	long long burst = p->burst == EMPTY ? p->limit : p->burst, nv;
 	long long prec = a != SWINDOW ? 0 : p->precision_ms == EMPTY ?
-	    algo_default_precision_ms(p->window_ms) : p->precision_ms;
+	    conf_default_precision(p->window_ms) : p->precision_ms;
 
 	nv = verify_admissions(&v, (enum rlg_algorithm)a, p->limit, p->window_ms,
 	    a == TOKEN || a == GCRA || a == LEAKY ? burst : p->limit, prec, adm,
@@ -948,7 +951,7 @@ describe(char *buf, size_t len, enum alg a, const struct params *p)
 	} else if (a == SWINDOW) {
 		if (p->precision_ms == EMPTY)
 			snprintf(buf + n, len - (size_t)n, ", precision empty (%lld ms)",
-			    algo_default_precision_ms(p->window_ms));
+			    conf_default_precision(p->window_ms));
 		else
 			snprintf(buf + n, len - (size_t)n, ", precision %lld ms", p->precision_ms);
 	}
@@ -1612,7 +1615,7 @@ precision_of(enum alg a, const struct params *p)
 {
 	if (a != SWINDOW)
 		return 0;
-	return p->precision_ms == EMPTY ? algo_default_precision_ms(p->window_ms) :
+	return p->precision_ms == EMPTY ? conf_default_precision(p->window_ms) :
 	    p->precision_ms;
 }
 

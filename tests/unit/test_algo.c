@@ -44,17 +44,17 @@ run(enum rlg_algorithm a, long long limit, long long window_ms,
 		assert_int_equal(algo_params(&p, a, s[i].cost, limit, window_ms,
 		    burst, precision_ms, NULL, 0), 0);
 		algo_decide(&p, &st, T0 + s[i].t_us, v);
-		if (v[ALGO_ALLOWED] != s[i].allowed || v[ALGO_REMAINING] !=
-		    s[i].remaining || v[ALGO_RESET_MS] != s[i].reset ||
-		    v[ALGO_RETRY_AFTER_MS] != s[i].retry || v[ALGO_DELAY_MS] !=
+		if (v[RLG_REPLY_ALLOWED] != s[i].allowed || v[RLG_REPLY_REMAINING] !=
+		    s[i].remaining || v[RLG_REPLY_RESET_MS] != s[i].reset ||
+		    v[RLG_REPLY_RETRY_AFTER_MS] != s[i].retry || v[RLG_REPLY_DELAY_MS] !=
 		    s[i].delay)
 			fail_msg("step %zu (t %lld us, cost %lld): %lld %lld %lld "
 			    "%lld %lld, expected %lld %lld %lld %lld %lld", i + 1,
 			    s[i].t_us, s[i].cost, v[0], v[1], v[3], v[4], v[6],
 			    s[i].allowed, s[i].remaining, s[i].reset, s[i].retry,
 			    s[i].delay);
-		assert_int_equal(v[ALGO_LIMIT], limit);
-		assert_int_equal(v[ALGO_NOW_US], T0 + s[i].t_us);
+		assert_int_equal(v[RLG_REPLY_LIMIT], limit);
+		assert_int_equal(v[RLG_REPLY_NOW_US], T0 + s[i].t_us);
 	}
 }
 
@@ -217,20 +217,20 @@ test_check_then_commit(void **state)
 	assert_memory_equal(&st, &before, sizeof(st));
 	assert_int_equal(d.allowed, 1);
 	algo_reply(&p, &d, 0, T0, v);	/* not counted */
-	assert_int_equal(v[ALGO_ALLOWED], 1);
-	assert_int_equal(v[ALGO_REMAINING], 3);
-	assert_int_equal(v[ALGO_RESET_MS], 1000);
-	assert_int_equal(v[ALGO_DELAY_MS], 0);
+	assert_int_equal(v[RLG_REPLY_ALLOWED], 1);
+	assert_int_equal(v[RLG_REPLY_REMAINING], 3);
+	assert_int_equal(v[RLG_REPLY_RESET_MS], 1000);
+	assert_int_equal(v[RLG_REPLY_DELAY_MS], 0);
 	algo_reply(&p, &d, 1, T0, v);	/* counted */
-	assert_int_equal(v[ALGO_REMAINING], 2);
-	assert_int_equal(v[ALGO_RESET_MS], 2000);
-	assert_int_equal(v[ALGO_DELAY_MS], 1000);
+	assert_int_equal(v[RLG_REPLY_REMAINING], 2);
+	assert_int_equal(v[RLG_REPLY_RESET_MS], 2000);
+	assert_int_equal(v[RLG_REPLY_DELAY_MS], 1000);
 	algo_commit(&p, &st, T0, &d);
 	assert_int_equal(st.t, T0 + 2000 * MS);
 	algo_reply(&p, NULL, 1, T0, v);	/* unlimited */
-	assert_int_equal(v[ALGO_ALLOWED], 1);
-	assert_int_equal(v[ALGO_REMAINING], 1);
-	assert_int_equal(v[ALGO_RESET_MS], 0);
+	assert_int_equal(v[RLG_REPLY_ALLOWED], 1);
+	assert_int_equal(v[RLG_REPLY_REMAINING], 1);
+	assert_int_equal(v[RLG_REPLY_RESET_MS], 0);
 }
 
 static void
@@ -296,7 +296,7 @@ test_bounded(void **state)
 	assert_true(algo_state_full(&st));
 	/* No entry left: the newest (100 ms) moves to 200 ms, with it. */
 	algo_decide(&p, &st, T0 + 200 * MS, v);
-	assert_int_equal(v[ALGO_REMAINING], 2);
+	assert_int_equal(v[RLG_REPLY_REMAINING], 2);
 	assert_int_equal(st.len, 2);
 	assert_int_equal(two[1].at, T0 + 200 * MS);
 	assert_int_equal(two[1].cost, 2);
@@ -304,8 +304,8 @@ test_bounded(void **state)
 	assert_int_equal(algo_params(&p, RLG_SLIDING_LOG, 4, 5, 1000, E, E,
 	    NULL, 0), 0);
 	algo_decide(&p, &st, T0 + 1100 * MS, v);
-	assert_int_equal(v[ALGO_ALLOWED], 0);
-	assert_int_equal(v[ALGO_RETRY_AFTER_MS], 100);
+	assert_int_equal(v[RLG_REPLY_ALLOWED], 0);
+	assert_int_equal(v[RLG_REPLY_RETRY_AFTER_MS], 100);
 	/* Grown, the entries move in order (the ring linearised). */
 	{
 		struct algo_entry more[8];
@@ -349,22 +349,6 @@ test_idle(void **state)
 	assert_int_equal(algo_idle_us(&p, &st), T0 + 5 + 1000 * MS);
 }
 
-/* The configuration's default precision is the twin's (and the Lua's
- * where it has one). */
-static void
-test_default_precision(void **state)
-{
-	long long w;
-
-	(void)state;
-	assert_int_equal(algo_default_precision_ms(60000), 6000);
-	assert_int_equal(algo_default_precision_ms(1001), 91);
-	assert_int_equal(algo_default_precision_ms(7), 1);
-	for (w = 1; w <= 3000; w++)
-		assert_int_equal(algo_default_precision_ms(w),
-		    conf_default_precision(w));
-}
-
 int
 main(void)
 {
@@ -379,7 +363,6 @@ main(void)
 		cmocka_unit_test(test_params),
 		cmocka_unit_test(test_bounded),
 		cmocka_unit_test(test_idle),
-		cmocka_unit_test(test_default_precision),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
