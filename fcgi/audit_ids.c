@@ -37,7 +37,21 @@ struct ids_ent {
 	int		 kind;
 };
 
+/*
+ * The value a field of the row before had, and its id: a row that repeats
+ * it (a burst of one client, one rule, one outcome) skips the hash.
+ */
+#define IDS_LAST_MAX		64
+enum { L_RQ, L_KEY, L_PATH, L_CLIENT_IP, L_RULE, L_OUTCOME, L_FIELDS };
+
+struct ids_last {
+	size_t		 len;		/* 0: none (an empty value is hashed) */
+	int64_t		 id;
+	unsigned char	 b[IDS_LAST_MAX];
+};
+
 struct audit_ids {
+	struct ids_last	 last[L_FIELDS];
 	struct ids_ent	*tab;
 	size_t		 slots;		/* a power of 2 */
 	size_t		 n;
@@ -55,7 +69,10 @@ audit_ids_forget(struct audit *a)
 {
 	struct audit_ids *x = a->ids;
 
-	if (x == NULL || x->n == 0)
+	if (x == NULL)
+		return;
+	memset(x->last, 0, sizeof(x->last));
+	if (x->n == 0)
 		return;
 	memset(x->tab, 0, x->slots * sizeof(*x->tab));
 	x->n = 0;
@@ -175,11 +192,30 @@ remember(struct audit_ids *x, struct ids_ent *e, int kind, uint64_t h,
 	x->n++;
 }
 
-/* The cache's hash: never 0 (a free slot). */
+/*
+ * The cache's hash of kind's bytes p[0..len): never 0 (a free slot). Eight
+ * bytes a multiply, not FNV's one: every value of every row is hashed, and
+ * the file's own hash (rlg_texts.h, FNV-1a) is only needed on a miss.
+ */
 static uint64_t
-cache_hash(uint64_t h, int kind)
+cache_hash(int kind, const void *p, size_t len)
 {
-	h = fnv_add(h, &kind, sizeof(kind));
+	const unsigned char *b = p;
+	uint64_t h = 0x9e3779b97f4a7c15ULL * (uint64_t)(kind + len), w;
+
+	for (; len >= 8; b += 8, len -= 8) {
+		memcpy(&w, b, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	if (len > 0) {
+		for (w = 0; len > 0; len--)
+			w = w << 8 | b[len - 1];
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+	}
+	h ^= h >> 29;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 32;
 	return h != 0 ? h : 1;
 }
 
@@ -209,21 +245,48 @@ get_or_put(sqlite3 *db, sqlite3_stmt *get, sqlite3_stmt *put, int64_t *id)
 	return SQLITE_OK;
 }
 
-/* The id of text s[0..len) in rlg_texts. */
+/* Whether l holds p[0..len): then its id in *id. */
 static int
-text_id(struct audit *a, const char *s, int len, int64_t *id)
+last_is(const struct ids_last *l, const void *p, size_t len, int64_t *id)
+{
+	if (l->len != len || len == 0 || memcmp(l->b, p, len) != 0)
+		return 0;
+	*id = l->id;
+	return 1;
+}
+
+static void
+last_set(struct ids_last *l, const void *p, size_t len, int64_t id)
+{
+	if (len > IDS_LAST_MAX) {
+		l->len = 0;
+		return;
+	}
+	memcpy(l->b, p, len);
+	l->len = len;
+	l->id = id;
+}
+
+/* The id of text s[0..len) in rlg_texts; field: which of the row's. */
+static int
+text_id(struct audit *a, int field, const char *s, int len, int64_t *id)
 {
 	struct audit_ids *x = a->ids;
-	uint64_t h = fnv_add(FNV_OFFSET, s, (size_t)len), ch;
+	struct ids_last *l = &x->last[field];
+	uint64_t ch, h;
 	struct ids_ent *e;
 	int rc;
 
-	ch = cache_hash(h, K_TEXT);
+	if (last_is(l, s, (size_t)len, id))
+		return SQLITE_OK;
+	ch = cache_hash(K_TEXT, s, (size_t)len);
 	e = slot(x, K_TEXT, ch, s, (size_t)len);
 	if (e->h != 0) {
 		*id = e->id;
+		last_set(l, s, (size_t)len, *id);
 		return SQLITE_OK;
 	}
+	h = fnv_add(FNV_OFFSET, s, (size_t)len);
 	sqlite3_bind_int64(x->text_get, 1, (int64_t)h);
 	sqlite3_bind_text(x->text_get, 2, s, len, SQLITE_STATIC);
 	sqlite3_bind_int64(x->text_put, 1, (int64_t)h);
@@ -232,6 +295,7 @@ text_id(struct audit *a, const char *s, int len, int64_t *id)
 	    SQLITE_OK)
 		return rc;
 	remember(x, e, K_TEXT, ch, s, (size_t)len, *id);
+	last_set(l, s, (size_t)len, *id);
 	return SQLITE_OK;
 }
 
@@ -283,12 +347,18 @@ tuple_id(struct audit *a, int kind, size_t len, const struct qrow *q,
     sqlite3_stmt *put, int64_t *id)
 {
 	struct audit_ids *x = a->ids;
-	uint64_t ch = cache_hash(fnv_add(FNV_OFFSET, x->tuple, len), kind);
-	struct ids_ent *e = slot(x, kind, ch, x->tuple, len);
+	struct ids_last *l = &x->last[kind == K_RULE ? L_RULE : L_OUTCOME];
+	uint64_t ch;
+	struct ids_ent *e;
 	int rc;
 
+	if (last_is(l, x->tuple, len, id))
+		return SQLITE_OK;
+	ch = cache_hash(kind, x->tuple, len);
+	e = slot(x, kind, ch, x->tuple, len);
 	if (e->h != 0) {
 		*id = e->id;
+		last_set(l, x->tuple, len, *id);
 		return SQLITE_OK;
 	}
 	bind(get, q);
@@ -296,6 +366,7 @@ tuple_id(struct audit *a, int kind, size_t len, const struct qrow *q,
 	if ((rc = get_or_put(a->db, get, put, id)) != SQLITE_OK)
 		return rc;
 	remember(x, e, kind, ch, x->tuple, len, *id);
+	last_set(l, x->tuple, len, *id);
 	return SQLITE_OK;
 }
 
@@ -363,13 +434,14 @@ audit_ids_row(struct audit *a, const struct qrow *q, struct audit_row_ids *o)
 	o->has_rn = split_request_id(r->request_id, q->len[T_REQUEST_ID],
 	    &pre, &o->rn);
 	if (pre > 0)
-		rc = text_id(a, r->request_id, pre, &o->rq);
+		rc = text_id(a, L_RQ, r->request_id, pre, &o->rq);
 	if (rc == SQLITE_OK && r->key != NULL)
-		rc = text_id(a, r->key, q->len[T_KEY], &o->key);
+		rc = text_id(a, L_KEY, r->key, q->len[T_KEY], &o->key);
 	if (rc == SQLITE_OK && r->path != NULL)
-		rc = text_id(a, r->path, q->len[T_PATH], &o->path);
+		rc = text_id(a, L_PATH, r->path, q->len[T_PATH], &o->path);
 	if (rc == SQLITE_OK && r->client_ip != NULL)
-		rc = text_id(a, r->client_ip, q->len[T_CLIENT_IP], &o->client_ip);
+		rc = text_id(a, L_CLIENT_IP, r->client_ip,
+		    q->len[T_CLIENT_IP], &o->client_ip);
 	if (rc != SQLITE_OK)
 		return rc;
 

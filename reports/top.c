@@ -105,42 +105,82 @@ out:
 	return ret;
 }
 
+/* The state of one scan by ids, for count_row(). */
+struct scan {
+	const struct rowids	*x;
+	struct intern		*ids;
+	struct counts		*cnt;
+	struct rowids_memo	 memo;
+	int64_t			 last_rule, last_key;
+	uint32_t		 id;
+	int			 oom;
+};
+
 /*
- * A second-layout file: rlg_rows' integers, names by id (rowids.h). A run
- * of one (rule id, key id) costs two integer compares a row.
+ * One row (rule, key, outcome), as an SQL aggregate's step: SQLite
+ * calls it inside its scan, so a row is not handed over a step at a time
+ * (most of what a row cost). A run of one (rule id, key id) costs two
+ * integer compares a row.
  */
+static void
+count_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	struct scan *s = sqlite3_user_data(ctx);
+	int64_t rule = sqlite3_value_int64(argv[0]);
+	int64_t key = sqlite3_value_type(argv[1]) == SQLITE_NULL ? -1 :
+	    sqlite3_value_int64(argv[1]);
+	const struct rowids_outcome *o;
+	const struct rowids_rule *r;
+
+	(void)argc;
+	if (s->oom)
+		return;
+	if (s->id == RLG_INTERN_FAIL || rule != s->last_rule || key != s->last_key) {
+		/* The view's "rule IS NOT NULL": a rule row with a name. */
+		if ((r = rowids_rule(s->x, rule)) == NULL || r->name == NULL)
+			return;
+		if ((s->id = rowids_pair(&s->memo, s->ids, s->x, rule, key)) ==
+		    RLG_INTERN_FAIL || counts_reserve(s->cnt, s->id) == -1) {
+			s->id = RLG_INTERN_FAIL;
+			s->oom = 1;
+			return;
+		}
+		s->last_rule = rule;
+		s->last_key = key;
+	}
+	o = rowids_outcome(s->x, sqlite3_value_int64(argv[2]));
+	s->cnt->v[s->id].total++;
+	s->cnt->v[s->id].denied += o == NULL || o->allowed == 0;
+}
+
+static void
+count_done(sqlite3_context *ctx)
+{
+	sqlite3_result_null(ctx);
+}
+
+/* A second-layout file: rlg_rows' integers, names by id (rowids.h). */
 static int
 scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
     struct intern *ids, struct counts *cnt, char *err, size_t errlen)
 {
-	struct rowids_memo memo = { 0 };
-	int64_t last_rule = -1, last_key = -1;
-	uint32_t id = RLG_INTERN_FAIL;
-	sqlite3_stmt *st;
+	struct scan s = { x, ids, cnt, { 0 }, -1, -1, RLG_INTERN_FAIL, 0 };
+	sqlite3_stmt *st = NULL;
 	int rc, ret = -1;
 
-	if ((st = rowids_select(d, f, "rule, coalesce(key, -1), outcome", "1",
-	    err, errlen)) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t rule = sqlite3_column_int64(st, 0);
-		int64_t key = sqlite3_column_int64(st, 1);
-		const struct rowids_outcome *o;
-		const struct rowids_rule *r;
-
-		if (id == RLG_INTERN_FAIL || rule != last_rule || key != last_key) {
-			/* The view's "rule IS NOT NULL": a rule row with a name. */
-			if ((r = rowids_rule(x, rule)) == NULL || r->name == NULL)
-				continue;
-			if ((id = rowids_pair(&memo, ids, x, rule, key)) ==
-			    RLG_INTERN_FAIL || counts_reserve(cnt, id) == -1)
-				goto oom;
-			last_rule = rule;
-			last_key = key;
-		}
-		o = rowids_outcome(x, sqlite3_column_int64(st, 2));
-		cnt->v[id].total++;
-		cnt->v[id].denied += o == NULL || o->allowed == 0;
+	if (sqlite3_create_function(d->db, "rlg_top_count", 3, SQLITE_UTF8, &s,
+	    NULL, count_row, count_done) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", d->path, sqlite3_errmsg(d->db));
+		goto out;
+	}
+	if ((st = rowids_select(d, f, "rlg_top_count(rule, key, "
+	    "outcome)", "1", err, errlen)) == NULL)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		;
+	if (s.oom) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
 	}
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "%s: cannot read: %s", d->path,
@@ -148,13 +188,11 @@ scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
 		goto out;
 	}
 	ret = 0;
-	goto out;
-oom:
-	id = RLG_INTERN_FAIL;
-	snprintf(err, errlen, "out of memory");
 out:
 	sqlite3_finalize(st);
-	rowids_memo_free(&memo);
+	sqlite3_create_function(d->db, "rlg_top_count", 3, SQLITE_UTF8, NULL,
+	    NULL, NULL, NULL);
+	rowids_memo_free(&s.memo);
 	return ret;
 }
 

@@ -825,6 +825,8 @@ verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 	/* The records are not needed any more; the strings are. */
 	free(pv->recs);
 	pv->recs = NULL;
+	free(pv->scratch);
+	pv->scratch = NULL;
 	return 0;
 oom:
 	snprintf(err, errlen, "out of memory");
@@ -842,6 +844,7 @@ verify_free(struct verify *v)
 		free(pv->kcache);
 		free(pv->pi);
 		free(pv->recs);
+		free(pv->scratch);
 		for (size_t k = 0; k < pv->nparts; k++)
 			if (pv->part[k] != NULL)
 				fclose(pv->part[k]);

@@ -53,6 +53,8 @@ struct priv {
 	size_t		 npi, pcap;
 	struct rec	*recs;		/* in memory: all, or one part at a time */
 	size_t		 n, cap;
+	struct rec	*scratch;	/* verify_sort_records' other array */
+	size_t		 scap;
 	uint64_t	 seq;		/* records loaded in all */
 	FILE		**part;		/* spilled records, by kid % nparts */
 	size_t		 nparts;	/* 0: all in memory */

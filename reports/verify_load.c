@@ -159,7 +159,8 @@ row_add(struct ctx *c, const struct lrow *r, uint32_t kid, char *err,
 	rec = (struct rec){ r->ts, kid, pid, (uint32_t)pv->seq++,
 	    (uint32_t)r->cost, r->delay };
 	if (pv->nparts > 0) {
-		if (fwrite(&rec, sizeof(rec), 1, pv->part[kid % pv->nparts]) != 1) {
+		if (fwrite_unlocked(&rec, sizeof(rec), 1,
+		    pv->part[kid % pv->nparts]) != 1) {
 			snprintf(err, errlen, "cannot write a temporary file: %s",
 			    strerror(errno));
 			return -1;
@@ -285,10 +286,14 @@ out:
 	return ret;
 }
 
+/* What verify does with an outcome id (load_filter's reasons). */
+#define W_READ		1	/* limit, local, or admitted redis_error */
+#define W_LOCAL		2	/* on_error = local */
+#define W_UNCHECKED	4	/* redis_error */
+
 /*
- * Which outcomes verify reads (load_filter's reasons), by outcome id:
- * 0 no, 1 yes, 2 yes and a local row. Returns the array (the caller
- * frees it), or NULL out of memory.
+ * The W_ flags of each outcome id. Returns the array (the caller frees it),
+ * or NULL out of memory.
  */
 static unsigned char *
 outcome_wanted(const struct rowids *x)
@@ -301,12 +306,52 @@ outcome_wanted(const struct rowids *x)
 		if (o == NULL)
 			continue;
 		if (strcmp(o->reason, "local") == 0)
-			w[i] = 2;
-		else if (strcmp(o->reason, "limit") == 0 ||
-		    (strcmp(o->reason, "redis_error") == 0 && o->allowed == 1))
-			w[i] = 1;
+			w[i] = W_READ | W_LOCAL;
+		else if (strcmp(o->reason, "limit") == 0)
+			w[i] = W_READ;
+		else if (strcmp(o->reason, "redis_error") == 0)
+			w[i] = W_UNCHECKED | (o->allowed == 1 ? W_READ : 0);
 	}
 	return w;
+}
+
+/*
+ * The rows load_ids keeps, as a condition SQLite tests before a row leaves
+ * the scan (a row costs most in being handed over): admissions of a wanted
+ * outcome, and sliding_window's denials of one, as bit masks of ids. It
+ * only narrows: load_ids tests every row it gets again. "1" when an id
+ * passes a mask's 63 bits.
+ */
+static void
+ids_where(const struct rowids *x, const unsigned char *wanted, char *buf,
+    size_t len)
+{
+	uint64_t adm = 0, den = 0, sw = 0;
+
+	snprintf(buf, len, "1");
+	if (x->noutcome > 63 || x->nrule > 63)
+		return;
+	for (size_t i = 0; i < x->noutcome; i++) {
+		const struct rowids_outcome *o = rowids_outcome(x, (int64_t)i);
+
+		if (o == NULL || !(wanted[i] & W_READ))
+			continue;
+		if (o->allowed)
+			adm |= 1ULL << i;
+		else
+			den |= 1ULL << i;
+	}
+	for (size_t i = 0; i < x->nrule; i++) {
+		const struct rowids_rule *r = rowids_rule(x, (int64_t)i);
+
+		if (r != NULL && r->algorithm != NULL &&
+		    strcmp(r->algorithm, "sliding_window") == 0)
+			sw |= 1ULL << i;
+	}
+	/* Parenthesized: the filter's clauses are ANDed after it. */
+	snprintf(buf, len, "((%llu >> outcome) & 1 OR ((%llu >> outcome) & 1 "
+	    "AND (%llu >> rule) & 1))", (unsigned long long)adm,
+	    (unsigned long long)den, (unsigned long long)sw);
 }
 
 /*
@@ -323,94 +368,168 @@ local_proc(sqlite3_stmt *pst, int64_t id)
 	return (const char *)sqlite3_column_text(pst, 0);
 }
 
+/* The state of one scan by ids, for load_row(). */
+struct scan {
+	struct ctx		*c;
+	const struct rowids	*x;
+	const unsigned char	*wanted;	/* outcome_wanted() */
+	sqlite3_stmt		*pst;		/* local_proc()'s */
+	struct rowids_memo	 memo;
+	int64_t			 last_rule, last_key;
+	uint32_t		 kid;
+	int			 failed;	/* err is set */
+	char			*err;
+	size_t			 errlen;
+};
+
+/* The columns load_row() takes, in its arguments' order. */
+#define LOAD_ARGS	"id, rule, key, outcome, ts_ms, cost, delay_ms, " \
+			"retry_after_ms"
+#define LOAD_NARGS	8
+
+static int64_t
+arg_int(sqlite3_value **argv, int i, int *has)
+{
+	*has = sqlite3_value_type(argv[i]) != SQLITE_NULL;
+	return sqlite3_value_int64(argv[i]);
+}
+
+/* Row r of argv (LOAD_ARGS) with its rule ru and outcome o of flags w. */
+static void
+ids_row(sqlite3_value **argv, const struct rowids *x,
+    const struct rowids_rule *ru, const struct rowids_outcome *o,
+    unsigned char w, struct lrow *r)
+{
+	int has_key;
+	int64_t key = arg_int(argv, 2, &has_key);
+
+	*r = (struct lrow){
+		.rule = ru->name,
+		.key = has_key && key >= 0 ? rowids_text(x, key) : NULL,
+		.alg = ru->algorithm,
+		.ts = sqlite3_value_int64(argv[4]),
+		.limit = ru->limit_value,
+		.window = ru->window_ms,
+		.burst = ru->burst,
+		.allowed = o->allowed != 0,
+		.unchecked = (w & W_UNCHECKED) != 0,
+		.has_limit = ru->has_limit,
+		.has_window = ru->has_window,
+		.has_burst = ru->has_burst,
+	};
+	r->cost = arg_int(argv, 5, &r->has_cost);
+	r->delay = arg_int(argv, 6, &r->has_delay);
+	/* The retry time only matters for a denial. */
+	if (!r->allowed)
+		r->retry = sqlite3_value_int64(argv[7]);
+}
+
+/*
+ * One row of rlg_rows (LOAD_ARGS), as an SQL aggregate's step: SQLite
+ * calls it inside its scan, so a row is not handed over a step at a time
+ * (most of what a row cost). A run of one (rule id, key id) is interned
+ * once.
+ */
+static void
+load_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	struct scan *s = sqlite3_user_data(ctx);
+	const struct rowids *x = s->x;
+	int64_t oid = sqlite3_value_int64(argv[3]);
+	int64_t rule = sqlite3_value_int64(argv[1]);
+	const struct rowids_rule *ru;
+	struct lrow r;
+	int has_key;
+
+	(void)argc;
+	if (s->failed || oid < 0 || (size_t)oid >= x->noutcome ||
+	    !(s->wanted[oid] & W_READ) || (ru = rowids_rule(x, rule)) == NULL ||
+	    ru->name == NULL)
+		return;
+	ids_row(argv, x, ru, rowids_outcome(x, oid), s->wanted[oid], &r);
+	if (row_skip(s->c, &r))
+		return;
+	if ((s->wanted[oid] & W_LOCAL) && (r.proc = local_proc(s->pst,
+	    sqlite3_value_int64(argv[0]))) != NULL) {
+		if ((s->kid = local_kid(s->c->p, &r)) == RLG_INTERN_FAIL)
+			goto oom;
+		s->last_rule = -1;
+	} else {
+		int64_t key = arg_int(argv, 2, &has_key);
+
+		key = has_key ? key : -1;
+		if (s->kid == RLG_INTERN_FAIL || rule != s->last_rule ||
+		    key != s->last_key) {
+			if ((s->kid = rowids_pair(&s->memo, &s->c->p->keys, x, rule,
+			    key)) == RLG_INTERN_FAIL)
+				goto oom;
+			s->last_rule = rule;
+			s->last_key = key;
+		}
+	}
+	if (row_add(s->c, &r, s->kid, s->err, s->errlen) == -1)
+		s->failed = 1;
+	return;
+oom:
+	snprintf(s->err, s->errlen, "out of memory");
+	s->failed = 1;
+}
+
+static void
+load_done(sqlite3_context *ctx)
+{
+	sqlite3_result_null(ctx);
+}
+
 /*
  * A second-layout file: rlg_rows' integers, rules, outcomes and names by
- * id (rowids.h). A run of one (rule id, key id) is interned once.
+ * id (rowids.h), each row through load_row().
  */
 static int
 load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
     size_t errlen)
 {
-	struct priv *pv = c->p;
-	struct rowids_memo memo = { 0 };
-	struct filter f;
-	int64_t last_rule = -1, last_key = -1;
+	struct scan s = { c, x, NULL, NULL, { 0 }, -1, -1, RLG_INTERN_FAIL, 0,
+	    err, errlen };
 	unsigned char *wanted;
-	uint32_t kid = RLG_INTERN_FAIL;
-	sqlite3_stmt *st = NULL, *pst = NULL;
+	struct filter f;
+	sqlite3_stmt *st = NULL;
+	char where[256];
 	int rc, ret = -1;
 
 	load_filter(c, &f);
-	if ((wanted = outcome_wanted(x)) == NULL)
-		goto oom;
-	if ((pst = db_prepare(d, "SELECT " VERIFY_LOCAL_PROCESS " FROM decisions "
-	    "WHERE id = ?1", err, errlen)) == NULL)
+	if ((wanted = outcome_wanted(x)) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		goto out;
-	if ((st = rowids_select(d, &f, "id, rule, coalesce(key, -1), outcome, "
-	    "ts_ms, cost, delay_ms, retry_after_ms", "1", err, errlen)) == NULL)
-		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t oid = sqlite3_column_int64(st, 3);
-		int64_t rule = sqlite3_column_int64(st, 1);
-		int64_t key = sqlite3_column_int64(st, 2);
-		const struct rowids_rule *ru;
-		const struct rowids_outcome *o;
-		struct lrow r;
-
-		if (oid < 0 || (size_t)oid >= x->noutcome || wanted[oid] == 0 ||
-		    (ru = rowids_rule(x, rule)) == NULL ||
-		    ru->name == NULL)
-			continue;
-		o = rowids_outcome(x, oid);
-		r = (struct lrow){
-			.rule = ru->name,
-			.key = key >= 0 ? rowids_text(x, key) : NULL,
-			.alg = ru->algorithm,
-			.ts = sqlite3_column_int64(st, 4),
-			.cost = sqlite3_column_int64(st, 5),
-			.limit = ru->limit_value,
-			.window = ru->window_ms,
-			.burst = ru->burst,
-			.delay = sqlite3_column_int64(st, 6),
-			.retry = sqlite3_column_int64(st, 7),
-			.allowed = o->allowed != 0,
-			.unchecked = strcmp(o->reason, "redis_error") == 0,
-			.has_cost = sqlite3_column_type(st, 5) != SQLITE_NULL,
-			.has_limit = ru->has_limit,
-			.has_window = ru->has_window,
-			.has_burst = ru->has_burst,
-			.has_delay = sqlite3_column_type(st, 6) != SQLITE_NULL,
-		};
-		if (row_skip(c, &r))
-			continue;
-		if (wanted[oid] == 2 &&
-		    (r.proc = local_proc(pst, sqlite3_column_int64(st, 0))) != NULL) {
-			if ((kid = local_kid(pv, &r)) == RLG_INTERN_FAIL)
-				goto oom;
-			last_rule = -1;
-		} else if (kid == RLG_INTERN_FAIL || rule != last_rule ||
-		    key != last_key) {
-			if ((kid = rowids_pair(&memo, &pv->keys, x, rule, key)) ==
-			    RLG_INTERN_FAIL)
-				goto oom;
-			last_rule = rule;
-			last_key = key;
-		}
-		if (row_add(c, &r, kid, err, errlen) == -1)
-			goto out;
 	}
+	s.wanted = wanted;
+	ids_where(x, wanted, where, sizeof(where));
+	if ((s.pst = db_prepare(d, "SELECT " VERIFY_LOCAL_PROCESS " FROM "
+	    "decisions WHERE id = ?1", err, errlen)) == NULL)
+		goto out;
+	if (sqlite3_create_function(d->db, "rlg_verify_load", LOAD_NARGS,
+	    SQLITE_UTF8, &s, NULL, load_row, load_done) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", d->path, sqlite3_errmsg(d->db));
+		goto out;
+	}
+	if ((st = rowids_select(d, &f, "rlg_verify_load(" LOAD_ARGS ")", where,
+	    err, errlen)) == NULL)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		;
+	if (s.failed)
+		goto out;
 	if (rc != SQLITE_DONE) {
 		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
 		goto out;
 	}
 	ret = 0;
-	goto out;
-oom:
-	snprintf(err, errlen, "out of memory");
 out:
 	sqlite3_finalize(st);
-	sqlite3_finalize(pst);
-	rowids_memo_free(&memo);
+	sqlite3_finalize(s.pst);
+	sqlite3_create_function(d->db, "rlg_verify_load", LOAD_NARGS, SQLITE_UTF8,
+	    NULL, NULL, NULL, NULL);
+	rowids_memo_free(&s.memo);
 	free(wanted);
 	return ret;
 }
@@ -462,54 +581,52 @@ cmp_rec_time(const void *x, const void *y)
 	return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-static int
-cmp_rec_key_time(const void *x, const void *y)
-{
-	const struct rec *a = x, *b = y;
-
-	if (a->kid != b->kid)
-		return a->kid < b->kid ? -1 : 1;
-	return cmp_rec_time(x, y);
-}
-
 /*
- * Groups the records by key (stable: load order), then orders each key by
- * time. A part of the keys is sorted whole: a count per key of every key
- * would cost each part the number of keys.
+ * Groups the records by key (stable: load order, which is seq order), then
+ * orders each key by time. Records come mostly in time order already, so a
+ * key's run is sorted only when it is not. A part holds the keys of one
+ * residue mod nparts: kid / nparts numbers them densely, and the count per
+ * key costs each part its own keys only.
  */
 int
 verify_sort_records(struct priv *pv)
 {
-	size_t nk = pv->keys.n, *start;
+	size_t step = pv->nparts > 0 ? pv->nparts : 1;
+	size_t nb = pv->keys.n / step + 1, *start, cap;
 	struct rec *out;
 
 	if (pv->n == 0)
 		return 0;
-	if (pv->nparts > 0) {
-		qsort(pv->recs, pv->n, sizeof(*pv->recs), cmp_rec_key_time);
-		return 0;
-	}
-	if ((start = calloc(nk + 1, sizeof(*start))) == NULL)
+	if ((start = calloc(nb + 1, sizeof(*start))) == NULL)
 		return -1;
-	if ((out = malloc(pv->n * sizeof(*out))) == NULL) {
-		free(start);
-		return -1;
+	/* The parts reuse one scratch array: no new pages to fault in. */
+	if (pv->scap < pv->n) {
+		free(pv->scratch);
+		pv->scap = 0;
+		if ((pv->scratch = malloc(pv->n * sizeof(*out))) == NULL) {
+			free(start);
+			return -1;
+		}
+		pv->scap = pv->n;
 	}
+	out = pv->scratch;
 	for (size_t i = 0; i < pv->n; i++)
-		start[pv->recs[i].kid + 1]++;
-	for (size_t k = 0; k < nk; k++)
+		start[pv->recs[i].kid / step + 1]++;
+	for (size_t k = 0; k < nb; k++)
 		start[k + 1] += start[k];
 	for (size_t i = 0; i < pv->n; i++)
-		out[start[pv->recs[i].kid]++] = pv->recs[i];
-	free(pv->recs);
+		out[start[pv->recs[i].kid / step]++] = pv->recs[i];
+	pv->scratch = pv->recs;
 	pv->recs = out;
-	pv->cap = pv->n;
+	cap = pv->scap;
+	pv->scap = pv->cap;
+	pv->cap = cap;
 	free(start);
 	for (size_t i = 0, j; i < pv->n; i = j) {
 		int sorted = 1;
 
 		for (j = i + 1; j < pv->n && pv->recs[j].kid == pv->recs[i].kid; j++)
-			if (cmp_rec_time(&pv->recs[j - 1], &pv->recs[j]) > 0)
+			if (sorted && cmp_rec_time(&pv->recs[j - 1], &pv->recs[j]) > 0)
 				sorted = 0;
 		if (!sorted)
 			qsort(pv->recs + i, j - i, sizeof(*pv->recs), cmp_rec_time);

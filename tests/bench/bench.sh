@@ -388,12 +388,13 @@ procs_of() {
 }
 redis_procs() { case $1 in cluster-*) echo "${CLUSTER_PIDS[*]}";; *-wait) echo $WAIT_PIDS;; *-tls) echo "$TLS_REDIS_PID";; *) echo "$REDIS_PID";; esac; }
 
-# run_wrk KIND CONNS SECONDS: sets W_* from wrk's summary, CPU_US and
-# REDIS_US (CPU per response of the kind's processes and of Redis).
+# run_wrk KIND CONNS SECONDS: sets W_* from wrk's summary, CPU_US,
+# REDIS_US and OWN_US (CPU per response of the kind's processes, of Redis,
+# and of its backend alone: rlgate's own, without the web server's).
 run_wrk() {
-	local kind=$1 c=$2 d=$3 out p v c0 r0 procs rprocs n
+	local kind=$1 c=$2 d=$3 out p v c0 r0 b0 procs rprocs n
 	procs=$(procs_of "$kind"); rprocs=$(redis_procs "$kind")
-	c0=$(cpu_ns $procs); r0=$(cpu_ns $rprocs)
+	c0=$(cpu_ns $procs); r0=$(cpu_ns $rprocs); b0=$(cpu_ns ${BACKEND_PIDS[$kind]:-})
 	out=$(wrk -t1 -c"$c" -d"${d}s" --timeout 5s -s "$T/count.lua" \
 	    "http://127.0.0.1:${PORT[$kind]}$URL_PATH" 2>&1 | grep '^BENCH ')
 	[ -n "$out" ] || { echo "bench: wrk gave no summary for $kind" >&2; return 1; }
@@ -408,11 +409,14 @@ run_wrk() {
 	n=$((W_N > 0 ? W_N : 1))
 	CPU_US=$(per_req "$(( $(cpu_ns $procs) - c0 ))" "$n")
 	REDIS_US=$(per_req "$(( $(cpu_ns $rprocs) - r0 ))" "$n")
+	OWN_US=$(per_req "$(( $(cpu_ns ${BACKEND_PIDS[$kind]:-}) - b0 ))" "$n")
 	ANSWERED[$kind]=$(( ${ANSWERED[$kind]} + W_N - W_NON2XX ))
 }
 
 RUNS=$T/runs	# kind round mode conns rps p50_us p99_us responses non2xx errors cpu_us redis_us
 : > "$RUNS"
+OWN=$T/own	# kind mode own_us (the backend's CPU per response)
+: > "$OWN"
 ms() { awk -v u="$1" 'BEGIN { if (u == "" || u == "null") print "null"; else printf "%.2f", u / 1000 }'; }
 
 # measure KIND ROUND MODE CONNS: one run, recorded.
@@ -420,6 +424,7 @@ measure() {
 	local kind=$1 round=$2 mode=$3 c=$4
 	run_wrk "$kind" "$c" "$SECS" || return 1
 	echo "$kind $round $mode $c $W_RPS $W_P50 $W_P99 $W_N $W_NON2XX $W_ERR $CPU_US $REDIS_US" >> "$RUNS"
+	echo "$kind $mode $OWN_US" >> "$OWN"
 	printf '  %-17s c=%-3s %7s req/s  p50 %6s ms  p99 %6s ms%s\n' "$kind" "$c" "$W_RPS" \
 	    "$(ms "$W_P50")" "$(ms "$W_P99")" \
 	    "$([ $((W_NON2XX + W_ERR)) -gt 0 ] && echo "  ($W_NON2XX non-2xx, $W_ERR errors)")"
@@ -584,6 +589,10 @@ target "rlgate 1 rule Redis CPU x fastify" "$(redis_x rlgate-1)" "<=" 0.5
 target "rlgate 3 rules Redis CPU x fastify" "$(redis_x rlgate-3)" "<=" 0.8
 if [ -s "$AUDIT" ]; then
 	target "audit rows lost (answers without their rows)" "$LOST" "=" 0
+	echo "# issue 37: rlgate's own CPU per request (us, its processes only, medians of the saturated runs):" \
+	    "$(for k in rlgate-1 rlgate-3; do awk -v k="$k" '$1 == k && $2 == "sat" { s = s " " $3 }
+		END { n = split(s, a, " "); if (!n) exit; for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+		printf "%s %s ", k, (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }' "$OWN"; done)"
 	echo "# targets (issue 37): the audit's bytes per decision, file and WAL after a checkpoint"
 	for k in rlgate-1 rlgate-3; do
 		grep -q "^$k " "$AUDIT" && target "$k audit bytes per decision" \
