@@ -175,6 +175,9 @@ $(B)/tests/unit/test_report: $(call obj,$(filter-out reports/main.c,$(REPORT_SRC
 
 tests/tools/%: $(B)/tests/tools/%.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# Their objects are kept (make deletes an implicit chain's intermediates):
+# else a later make, and tests/it/it_make.sh, finds every test out of date.
+.SECONDARY: $(UNIT_SRCS:%.c=$(B)/%.o) $(TOOL_SRCS:%.c=$(B)/%.o)
 # lua_check checks the Lua's admissions with the report's promise checker.
 tests/tools/lua_check: $(call obj,$(filter-out reports/main.c,$(REPORT_SRCS)))
 $(B)/tests/tools/allow_fcgi.o: CPPFLAGS += $(FCGI_CFLAGS)
