@@ -135,17 +135,14 @@ note(const char *fmt, ...)
 static uint64_t
 rnd(void)
 {
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ULL;
+	return tool_rnd(&rng);
 }
 
 /* Uniform in [lo, hi]. */
 static long long
 rnd_between(long long lo, long long hi)
 {
-	return lo + (long long)(rnd() % (uint64_t)(hi - lo + 1));
+	return tool_between(&rng, lo, hi);
 }
 
 static long long

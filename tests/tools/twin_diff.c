@@ -27,6 +27,7 @@
 
 #include "algo.h"
 #include "scripts.h"
+#include "tool.h"
 
 #define MAX_RULES	4
 #define MAX_REQS	3
@@ -57,16 +58,13 @@ static long long	 seen[RLG_ALGORITHM_COUNT][2];	/* denied, admitted */
 static uint64_t
 rnd(void)
 {
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ULL;
+	return tool_rnd(&rng);
 }
 
 static long long
 between(long long lo, long long hi)
 {
-	return lo + (long long)(rnd() % (uint64_t)(hi - lo + 1));
+	return tool_between(&rng, lo, hi);
 }
 
 static int
