@@ -282,7 +282,7 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 static redisReply *
 decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 {
-	static redisReply out, el[12], *elp[12];
+	static redisReply out, el[RLG_REPLY_FIELDS], *elp[RLG_REPLY_FIELDS];
 	struct limiter_row row;
 	size_t i, n = okey == NULL ? NFIELDS : NFIELDS + NEXT;
 	long long ov;
@@ -1245,8 +1245,9 @@ test_undo_twin(int count)
 			if (rx.is_err || ry.is_err || memcmp(rx.v, ry.v, sizeof(rx.v)) != 0) {
 				if (diff++ < 3)
 					note("%s step %d: x %lld %lld %lld %lld %lld, twin %lld %lld %lld %lld %lld",
-					    alg_names[a], i, rx.v[0], rx.v[1], rx.v[3], rx.v[4], rx.v[6],
-					    ry.v[0], ry.v[1], ry.v[3], ry.v[4], ry.v[6]);
+					    alg_names[a], i, rx.v[ALLOWED], rx.v[REMAINING], rx.v[RESET],
+					    rx.v[RETRY], rx.v[DELAY], ry.v[ALLOWED], ry.v[REMAINING],
+					    ry.v[RESET], ry.v[RETRY], ry.v[DELAY]);
 			}
 			admitted += ry.v[ALLOWED] == 1;
 		}
