@@ -135,6 +135,11 @@ params_burst(struct algo_params *p, long long burst, char *err, size_t len)
 	return 0;
 }
 
+/*
+ * The order: cost (1..RLG_MAX_COUNT), limit, window_ms, precision_ms
+ * (sliding_window), burst (buckets), cost against limit or burst,
+ * exactness. Each parameter is ignored by the algorithms without it.
+ */
 int
 algo_params(struct algo_params *p, enum rlg_algorithm alg, long long cost,
     long long limit, long long window_ms, long long burst,
@@ -169,6 +174,11 @@ algo_params(struct algo_params *p, enum rlg_algorithm alg, long long cost,
 	return params_burst(p, burst, err, errlen);
 }
 
+/*
+ * With fewer entries (a bounded table) a commit that finds them all live
+ * merges its cost into a later entry than its own, or moves the newest
+ * entry to now: the cost then leaves the window later.
+ */
 size_t
 algo_entries(const struct algo_params *p)
 {

@@ -37,13 +37,10 @@ struct algo_params {
 };
 
 /*
- * Checks the arguments as the Lua's params() does, in its order: cost
- * (1..1e9), limit, window_ms, precision_ms (sliding_window), burst
- * (buckets), cost against limit or burst, exactness. burst and
- * precision_ms RLG_PARAM_UNSET when empty (then the Lua's defaults); each
- * ignored by the algorithms without it. Returns 0 with *p filled, or -1
- * with the Lua's sentence (without "rlgate: ") in err (errlen bytes; err
- * may be NULL).
+ * Checks the arguments as the Lua's params() does, in its order; burst and
+ * precision_ms RLG_PARAM_UNSET when empty (the Lua's defaults). Returns 0
+ * with *p filled, or -1 with the Lua's sentence (without "rlgate: ") in err
+ * (errlen bytes; err may be NULL). Thread safe.
  */
 int		 algo_params(struct algo_params *p, enum rlg_algorithm alg,
 		    long long cost, long long limit, long long window_ms,
@@ -72,12 +69,9 @@ struct algo_state {
 
 /*
  * The entries a key of p may hold at once (0 for the algorithms without
- * entries): with that many every decision is exact. With fewer (a bounded
- * table) a commit that finds them all live merges its cost into a later
- * entry than its own, or moves the newest entry to now: the cost then
- * leaves the window later, so decisions are stricter, never looser. A
- * caller that grows the array (algo_state_grow) whenever algo_state_full()
- * before a check is exact with any size to start with.
+ * entries): with that many every decision is exact; with fewer, stricter,
+ * never looser. A caller that grows the state (algo_state_grow) whenever
+ * algo_state_full() before a check is exact from any size.
  */
 size_t		 algo_entries(const struct algo_params *p);
 

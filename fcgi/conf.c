@@ -409,6 +409,12 @@ loader_free(struct loader *l)
 		fclose(l->fp);
 }
 
+/*
+ * The tls_* files' contents are redis_io_setup()'s to check. *errors is
+ * NULL after a failure only when even it could not be allocated. Thread
+ * safe: no global state, and inih's run-time settings stay at their
+ * defaults.
+ */
 struct conf *
 conf_load(const char *path, char **errors)
 {

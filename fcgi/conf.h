@@ -182,14 +182,10 @@ struct conf {
 };
 
 /*
- * Reads and checks the file at path. On success returns a conf the caller
- * releases with conf_free() and sets *errors to NULL. On failure returns
- * NULL and sets *errors to every problem found, one "FILE:LINE: ..." per
- * line, each ending in a newline, sorted by line, in a string the caller
- * frees (NULL only if even that could not be allocated). Checks form, not
- * existence: paths and addresses are not opened (the [redis] tls_* files
- * only must be readable: their contents are redis_io_setup()'s). Thread safe (no global
- * state; inih's run-time settings are left at their defaults).
+ * Reads and checks the file at path (its form: nothing is opened but the
+ * [redis] tls_* files, which must be readable). Returns a conf the caller
+ * frees with conf_free() and *errors NULL, or NULL and *errors, every
+ * problem as "FILE:LINE: ...\n" by line (the caller frees it). Thread safe.
  */
 struct conf	*conf_load(const char *path, char **errors);
 

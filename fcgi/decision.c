@@ -59,6 +59,14 @@ settle_rule(struct decision *d, size_t i, int *denied, int *unavailable)
 	}
 }
 
+/*
+ * A bad request is bad_status (400 when 0); a rule over its limit denies
+ * (deny_status) unless in dry run (reason dry_run), as does a remembered
+ * denial (reason local_cache); a rule Redis could not decide follows its
+ * on_error (deny: 503, never in dry run; local: decided in memory, reason
+ * local); a rule that admitted is allowed only when counted (else
+ * other_rule).
+ */
 void
 decision_settle(struct decision *d)
 {

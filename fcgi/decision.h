@@ -61,14 +61,10 @@ struct decision {
 };
 
 /*
- * Settles d (conf, m, n, v, the bad_ fields set) into status, allowed,
- * retry_after_ms, delay_ms and each rule's outcome: a bad request is
- * bad_status (400 when 0); a rule over its limit denies (deny_status)
- * unless in dry run (reason dry_run), as does a remembered denial (reason
- * local_cache); a rule Redis could not decide follows its on_error (deny:
- * 503, never in dry run; local: decided in memory, reason local); a rule
- * that admitted is allowed only when counted (else other_rule).
- * retry_after_ms is the longest denial's, delay_ms the longest admission's.
+ * Settles d (conf, m, n, v and the bad_ fields set) into status, allowed,
+ * retry_after_ms (the longest denial's), delay_ms (the longest admission's)
+ * and each rule's outcome and reason: the one place a verdict is made.
+ * Allocates nothing; d is the caller's.
  */
 void		 decision_settle(struct decision *d);
 

@@ -954,6 +954,12 @@ room_requests(struct limiter *l, size_t nr, size_t nv)
 	return ok ? 0 : -1;
 }
 
+/*
+ * The deny cache answers first; then Redis, in one round trip for the
+ * batch, each request all-or-nothing (with a cluster's undo round when its
+ * keys span slots); rules Redis could not answer follow on_error (local:
+ * local.h).
+ */
 int
 limiter_decide(struct limiter *l, const struct conf *c,
     struct decision *const *d, size_t nd)

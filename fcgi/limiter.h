@@ -101,14 +101,10 @@ void		 limiter_set_metrics(struct limiter *l,
 
 /*
  * Decides d[0..nd) (conf c; each with conf, req, m, n and the bad_ fields
- * set) and settles each (decision_settle()): on return status, allowed and
- * every rule's outcome are final. Redis decides first, in one round trip
- * for the batch, each request all-or-nothing (with a cluster's undo round
- * when its keys span slots); the deny cache answers before it; rules Redis
- * could not answer follow on_error (local: local.h). d[k]->v points to the
- * limiter's verdicts until its next call. Returns 0, or -1 when a rule was
- * left to on_error (limiter_errstr() says why). One limiter per loop: not
- * thread safe.
+ * set) and settles each (decision_settle()): status, allowed and every
+ * outcome are final. d[k]->v points to the limiter's verdicts until its next
+ * call. 0, or -1 when a rule was left to on_error (limiter_errstr()). One
+ * limiter per loop: not thread safe.
  */
 int		 limiter_decide(struct limiter *l, const struct conf *c,
 		    struct decision *const *d, size_t nd);

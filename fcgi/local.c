@@ -78,6 +78,13 @@ find(uint64_t h, enum rlg_algorithm alg, long long now)
 	return spare;
 }
 
+/*
+ * v's fields: answered = 1, by_local = 1, allowed, counted (= allowed: the
+ * local state counts what it admits, even when another rule of the request
+ * denies it: less admitted, never more), remaining, limit, window_ms,
+ * burst, reset_ms, retry_after_ms, delay_ms, now_us (now_ms x 1000). A key
+ * not yet in the table takes a free slot or one whose state is idle again.
+ */
 void
 local_decide(const struct match *m, long long num, long long den,
     long long now_ms, struct verdict *v)

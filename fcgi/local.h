@@ -33,14 +33,9 @@ long long	 local_share(long long limit, long long num, long long den);
 
 /*
  * Decides match m (rule, key, cost) at now_ms on local share num/den and
- * fills v as Redis would: answered = 1, by_local = 1, allowed, counted
- * (= allowed: the local state counts what it admits, even when another
- * rule of the request denies it: less admitted, never more), remaining,
- * limit (the share), window_ms, burst (the share), reset_ms,
- * retry_after_ms, delay_ms, now_us (now_ms x 1000). A key not yet in the
- * table takes a free slot or one whose state is idle again; when none is
- * (the table full of live keys) the request is denied. Thread safe (one
- * mutex; taken only while Redis cannot answer). No allocation.
+ * fills v as Redis would (answered, by_local, counted = allowed, the share
+ * as limit and burst); denied when the table is full of live keys. Thread
+ * safe (one mutex, taken only while Redis cannot answer). No allocation.
  */
 void		 local_decide(const struct match *m, long long num,
 		    long long den, long long now_ms, struct verdict *v);

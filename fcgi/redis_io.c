@@ -105,6 +105,12 @@ fail:
 	return NULL;
 }
 
+/*
+ * The context holds the CA, the client certificate and key and the server
+ * name. Called where the configuration is loaded (start-up, rlgate -t, a
+ * reload, rlgate-ctl): the connections open keep the context they started
+ * with.
+ */
 int
 redis_io_setup(const struct conf *c, char *err, size_t errlen)
 {
@@ -195,6 +201,9 @@ io_error(redisContext *ctx, SSL *ssl, int n)
 	}
 }
 
+/*
+ * Sends SNI; waits at most ctx's timeout (timeout_ms is for the message).
+ */
 int
 redis_io_start(redisContext *ctx, const char *host, long long timeout_ms,
     char *err, size_t errlen)

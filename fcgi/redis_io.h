@@ -16,23 +16,18 @@
 struct conf;
 
 /*
- * Builds the process's TLS context from c's [redis] tls_* keys (the CA,
- * the client certificate and key, the server name), or drops it when
- * tls = no. Called where the configuration is loaded (start-up, rlgate -t,
- * a reload, rlgate-ctl): connections made after it use the new context,
- * the ones open keep theirs. 0, or -1 with a sentence in err naming the
- * file and what is wrong with it. Thread safe.
+ * Builds the process's TLS context from c's [redis] tls_* keys, or drops it
+ * when tls = no; connections made after it use the new one. 0, or -1 with a
+ * sentence in err naming the file and what is wrong. Thread safe.
  */
 int		 redis_io_setup(const struct conf *c, char *err,
 		    size_t errlen);
 
 /*
  * Starts TLS on ctx's connected socket when TLS is on (nothing for a unix
- * socket or with TLS off): SNI and the check of the certificate against
- * tls_server_name, else host. Uses ctx's timeout (timeout_ms, for the
- * message). 0, or -1 with "TLS
- * handshake: why" in err (ctx is left for the caller to free with
- * redis_io_free()).
+ * socket or with TLS off), checking the certificate against
+ * tls_server_name, else host. 0, or -1 with "TLS handshake: why" in err;
+ * the caller frees ctx with redis_io_free() either way.
  */
 int		 redis_io_start(redisContext *ctx, const char *host,
 		    long long timeout_ms, char *err, size_t errlen);

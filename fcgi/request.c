@@ -298,6 +298,13 @@ put_hex(char *out, unsigned long long v, int width)
 	return out;
 }
 
+/*
+ * Path and query come from REQUEST_URI, because nginx's auth subrequest
+ * empties QUERY_STRING; CGI servers without REQUEST_URI fall back to
+ * SCRIPT_NAME, PATH_INFO and QUERY_STRING. The client is REMOTE_ADDR, or,
+ * when that is a trusted proxy, the rightmost X-Forwarded-For entry that
+ * is not.
+ */
 int
 request_init(struct request *r, char **envp, const struct conf *c,
     const char **errstr)

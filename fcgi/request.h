@@ -36,13 +36,9 @@ struct request {
 };
 
 /*
- * Fills r from envp (which must outlive r). Path and query come from
- * REQUEST_URI, because nginx's auth subrequest empties QUERY_STRING; CGI
- * servers without REQUEST_URI fall back to SCRIPT_NAME, PATH_INFO and
- * QUERY_STRING. The client address is REMOTE_ADDR, or, when REMOTE_ADDR is
- * one of c's trusted proxies, the rightmost X-Forwarded-For entry that is
- * not. Returns 0, or an HTTP status (400, 414) with *errstr naming the
- * field when the request cannot be read. Thread safe.
+ * Fills r from envp, which must outlive r: path, query, host, method and
+ * the client address (c's trusted proxies decide X-Forwarded-For). 0, or
+ * an HTTP status (400, 414) with *errstr naming the field. Thread safe.
  */
 int		 request_init(struct request *r, char **envp,
 		    const struct conf *c, const char **errstr);

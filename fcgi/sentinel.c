@@ -92,6 +92,13 @@ check_role(redisContext *ctx, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * Each Sentinel with c's timeouts (AUTH with sentinel_password): SENTINEL
+ * get-master-addr-by-name, then the address given (username, password,
+ * database) must say master, else the next Sentinel. err: "no Sentinel
+ * reachable (tried A (why), ...)", "no Sentinel knows master 'x' (asked
+ * A, ...)", or what was wrong with the master each Sentinel named.
+ */
 redisContext *
 sentinel_master(const struct conf *c, char *host, size_t hostlen, int *port,
     char *err, size_t errlen)

@@ -14,15 +14,10 @@
 struct redisContext;
 
 /*
- * Asks each Sentinel of c in turn (c's timeouts; AUTH with
- * sentinel_password) SENTINEL get-master-addr-by-name, connects to the
- * address given (as redis_dial() does for data nodes: username, password,
- * database) and checks that ROLE says master; else goes on with the next
- * Sentinel. Returns that blocking connection (the caller frees it with
- * redis_io_free()) with the master's host and port, or NULL with a sentence in
- * err: "no Sentinel reachable (tried A (why), ...)", "no Sentinel knows
- * master 'x' (asked A, ...)", or what was wrong with the master each
- * Sentinel named. Thread safe.
+ * Asks c's Sentinels in turn for the master, connects to it as redis_dial()
+ * does and checks ROLE. Returns that blocking connection (the caller frees
+ * it with redis_io_free()) with the master's host and port, or NULL with a
+ * sentence in err naming each Sentinel asked and why. Thread safe.
  */
 struct redisContext *sentinel_master(const struct conf *c, char *host,
 		    size_t hostlen, int *port, char *err, size_t errlen);

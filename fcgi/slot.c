@@ -131,6 +131,12 @@ reply_str(const redisReply *r, char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * CLUSTER SLOTS: {start, end, {host, port, id...}, replicas...}...;
+ * CLUSTER SHARDS: each shard a flat array of name/value pairs, "slots"
+ * {start, end, ...} and "nodes", each a flat array with "ip"/"endpoint",
+ * "port", "role". Slot numbers and ports may be integers or strings.
+ */
 int
 slot_parse_slots(const redisReply *rep, slot_range_fn fn, void *arg,
     char *err, size_t errlen)

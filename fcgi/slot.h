@@ -52,13 +52,9 @@ typedef int	(*slot_range_fn)(void *arg, int first, int last,
 		    const char *host, int port);
 
 /*
- * Walks a CLUSTER SLOTS reply ({start, end, {host, port, id...},
- * replicas...}...) or a CLUSTER SHARDS reply (RESP2: each shard a flat
- * array of name/value pairs: "slots" {start, end, ...} and "nodes", each a
- * flat array with "ip"/"endpoint", "port", "role"), calling fn for each
- * range and its master. Slot numbers and ports may be integers or
- * strings. Returns 0, or -1 with a sentence in err (a malformed reply; fn
- * may have been called for the ranges before it).
+ * Walks a CLUSTER SLOTS or CLUSTER SHARDS (RESP2) reply, calling fn for
+ * each range and its master. Returns 0, or -1 with a sentence in err (a
+ * malformed reply; fn may have been called for the ranges before it).
  */
 int		 slot_parse_slots(const struct redisReply *rep,
 		    slot_range_fn fn, void *arg, char *err, size_t errlen);

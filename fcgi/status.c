@@ -362,6 +362,12 @@ page_reply(struct page *p, int status, const char *type, size_t body_len)
 	return (size_t)n + body_len;
 }
 
+/*
+ * For status_allow clients when the web server maps the path to rlgate as
+ * a responder; asked as an authorizer about such a path (lighttpd asks its
+ * "/" authorizer before it runs the responder), it says "go on" with no
+ * decision and no audit row: a scrape is never rate-limited.
+ */
 size_t
 status_page(const struct conf *c, const struct request *req,
     struct redis *r, struct page *p)

@@ -25,15 +25,10 @@ struct page {
 };
 
 /*
- * Answers req, a request for c's status endpoint (its path is
- * status_path or under it), into p (realloc'd as need be; the caller
- * frees p->buf), with r, the calling loop's Redis connections, for the
- * health check's PING. For status_allow clients when the web server maps
- * the path to rlgate as a responder; asked as an authorizer about such a
- * path (lighttpd asks its "/" authorizer before it runs the responder),
- * it says "go on" with no decision and no audit row: a scrape is never
- * rate-limited. Returns the reply's length (0 when out of memory). Not
- * thread safe for one r: r's loop only.
+ * Answers req, a request for c's status endpoint (status_path or under
+ * it), into p (realloc'd as need be; the caller frees p->buf), using r, the
+ * calling loop's Redis connections, for the health check. Returns the
+ * reply's length (0 when out of memory). r's loop only: not thread safe.
  */
 size_t		 status_page(const struct conf *c, const struct request *req,
 		    struct redis *r, struct page *p);

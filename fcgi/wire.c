@@ -298,6 +298,15 @@ get_values(struct wire *w, const unsigned char *p, size_t len)
 	return record(w, GET_VALUES_RESULT, 0, res, n);
 }
 
+/*
+ * Management records: GET_VALUES, unknown types; refusals: another request
+ * id, a role other than RESPONDER or AUTHORIZER. A request over
+ * WIRE_MAX_PARAMS or WIRE_MAX_ENV is read to its end all the same (the
+ * rest of its params dropped) and becomes READY with w->refused set; so
+ * does one with a NUL byte in a value, which HTTP never sends and a C
+ * string would cut short. An aborted request (FCGI_ABORT_REQUEST before
+ * READY) is ended and forgotten.
+ */
 long
 wire_feed(struct wire *w, const unsigned char *buf, size_t len)
 {

@@ -72,18 +72,10 @@ void	wire_free(struct wire *w);
 void	wire_reset(struct wire *w);
 
 /*
- * Takes the complete records at the start of buf[0..len) and returns how
- * many bytes it used (0: no complete record there yet), stopping after the
- * record that makes the request READY. Management records (GET_VALUES,
- * unknown types) and refusals (another request id, a role other than
- * RESPONDER or AUTHORIZER) are answered in w->out. A request over
- * WIRE_MAX_PARAMS or WIRE_MAX_ENV is read to its end all the same (the
- * rest of its params dropped) and becomes READY with w->refused set; so
- * does one with a NUL byte in a value, which HTTP never sends and a C
- * string would cut short.
- * Returns -1 when the peer does not speak FastCGI; w->error then says why,
- * and the connection should be closed. An aborted request
- * (FCGI_ABORT_REQUEST before READY) is ended and forgotten.
+ * Takes the complete records at the start of buf[0..len), stopping after
+ * the one that makes the request READY, and returns the bytes used (0: no
+ * complete record yet); management replies and refusals go to w->out.
+ * -1: the peer does not speak FastCGI (w->error says why; close it).
  */
 long	wire_feed(struct wire *w, const unsigned char *buf, size_t len);
 

@@ -294,6 +294,11 @@ add_dir(struct paths *p, const char *dir, char *err, size_t errlen)
 	return ret;
 }
 
+/*
+ * A directory: its files ending in ".db", not starting with ".", sorted by
+ * name, which is by date for the gateway's audit-%Y-%m-%d.db. A pattern
+ * (holding * ? or [) only when it is not a file itself; its files sorted.
+ */
 int
 db_expand(char **args, size_t nargs, char ***paths, size_t *n, char *err,
     size_t errlen)
@@ -502,6 +507,11 @@ db_rule_names(struct rdbs *dbs, char *buf, size_t len)
 	}
 }
 
+/*
+ * A client's bytes are stored as they came: a text holding NUL bytes is not
+ * cut at the first one. output.c writes C0 80 as \u0000 in JSON and U+FFFD
+ * elsewhere.
+ */
 const char *
 db_column_str(sqlite3_stmt *st, int col, struct db_str *sb)
 {

@@ -28,14 +28,10 @@ struct rdbs {
 };
 
 /*
- * The database files that the command line's arguments name, in order: a
- * file as it is; a directory: every file in it whose name ends in ".db"
- * (not starting with "."), sorted by name, which is by date for the
- * gateway's audit-%Y-%m-%d.db; an argument holding * ? or [ that is not a
- * file itself: the files glob(3) finds, sorted. A path named twice is kept
- * once. Returns 0 and a list (*paths, *n) the caller frees with
- * db_paths_free(), or -1 with one sentence in err (a directory without
- * .db files, a pattern that matches nothing).
+ * The database files the command line's arguments name, in order: a file;
+ * a directory's "*.db" files; a glob(3) pattern's files; each path once.
+ * Returns 0 and (*paths, *n), freed by the caller with db_paths_free(), or
+ * -1 with a sentence in err (a directory without .db files, no match).
  */
 int		 db_expand(char **args, size_t nargs, char ***paths, size_t *n,
 		    char *err, size_t errlen);
@@ -82,13 +78,10 @@ struct db_str {
 };
 
 /*
- * The text of column col of the current row as a C string, or NULL for SQL
- * NULL. A text holding NUL bytes (a client's bytes stored as they came) is
- * not cut at the first one: each NUL is written as the two bytes C0 80 (the
- * "modified UTF-8" of Java and Tcl), which output.c writes as \u0000 in JSON
- * and U+FFFD elsewhere. Valid until the next step of st or the next call
- * with the same sb (one sb per column). Out of memory, the text is cut at
- * its first NUL.
+ * The text of column col of st's current row as a C string (NULL for SQL
+ * NULL), each NUL byte as C0 80 ("modified UTF-8"; escape.h writes it).
+ * Valid until the next step of st or the next call with sb (one sb per
+ * column). Out of memory, the text is cut at its first NUL.
  */
 const char	*db_column_str(sqlite3_stmt *st, int col, struct db_str *sb);
 

@@ -52,6 +52,13 @@ is_nul(const unsigned char *p)
 
 #define REPLACEMENT	"\xef\xbf\xbd"	/* U+FFFD in UTF-8 */
 
+/*
+ * JSON escapes control characters as \u00XX and invalid bytes as \ufffd;
+ * CSV quotes per RFC 4180 and keeps control characters inside the field;
+ * HTML escapes & < > " ' as entities and writes control characters other
+ * than tab, CR and LF as U+FFFD; text writes every control character (C0,
+ * DEL, C1) as U+FFFD, so that no key can drive a terminal.
+ */
 void
 escape_json(FILE *fp, const char *s)
 {

@@ -12,14 +12,9 @@
 
 /*
  * The escapers the formats share, so that every output is valid whatever
- * bytes a client sent: s may be NULL (JSON null, CSV and HTML empty). Each
- * byte that is not part of valid UTF-8 is written as U+FFFD (JSON:
- * \ufffd), and so is a NUL (db.h), which JSON writes as \u0000. JSON
- * escapes control characters as \u00XX; CSV quotes per RFC 4180 and keeps
- * control characters inside the field; HTML escapes & < > " ' as entities
- * and writes control characters other than tab, CR and LF as U+FFFD; text
- * writes every control character (C0, DEL, C1) as U+FFFD, so that no key
- * can drive a terminal.
+ * bytes a client sent: s may be NULL (JSON null, CSV and HTML empty);
+ * invalid UTF-8 and NUL (db.h's C0 80) are written as U+FFFD (JSON:
+ * \u0000 for NUL); no control character reaches a terminal. Thread safe.
  */
 void	escape_json(FILE *fp, const char *s);
 void	escape_csv(FILE *fp, const char *s);

@@ -48,6 +48,29 @@ dup_column(sqlite3_stmt *st, int col, struct db_str *sb)
 	return s != NULL ? strdup(s) : NULL;
 }
 
+/* A load's rc when a copy ran out of memory: no SQLite result code. */
+#define LOAD_OOM	(-1)
+
+/*
+ * Ends a load: finalizes st; 0 when its last step's rc was SQLITE_DONE,
+ * else -1 with why in err ("out of memory" for LOAD_OOM).
+ */
+static int
+load_end(struct rdb *d, sqlite3_stmt *st, int rc, char *err, size_t errlen)
+{
+	sqlite3_finalize(st);
+	if (rc == LOAD_OOM) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", d->path,
+		    sqlite3_errmsg(d->db));
+		return -1;
+	}
+	return 0;
+}
+
 /* Every statement below selects id first; rows with other ids are skipped. */
 static int
 load_rules(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
@@ -68,13 +91,17 @@ load_rules(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
 		r = &x->rule[id];
 		r->present = 1;
 		if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
-		    (r->name = dup_column(st, 1, sb)) == NULL)
-			goto oom;
+		    (r->name = dup_column(st, 1, sb)) == NULL) {
+			rc = LOAD_OOM;
+			break;
+		}
 		/* Readers take the algorithm as a C string, cut at a NUL. */
 		if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
 		    (r->algorithm = strdup((const char *)
-		    sqlite3_column_text(st, 2))) == NULL)
-			goto oom;
+		    sqlite3_column_text(st, 2))) == NULL) {
+			rc = LOAD_OOM;
+			break;
+		}
 		r->has_limit = sqlite3_column_type(st, 3) != SQLITE_NULL;
 		r->limit_value = sqlite3_column_int64(st, 3);
 		r->has_window = sqlite3_column_type(st, 4) != SQLITE_NULL;
@@ -82,17 +109,7 @@ load_rules(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
 		r->has_burst = sqlite3_column_type(st, 5) != SQLITE_NULL;
 		r->burst = sqlite3_column_int64(st, 5);
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
-		return -1;
-	}
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	snprintf(err, errlen, "out of memory");
-	return -1;
+	return load_end(d, st, rc, err, errlen);
 }
 
 static int
@@ -115,20 +132,12 @@ load_outcomes(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
 		o->allowed = sqlite3_column_int(st, 1);
 		/* reason is NOT NULL: a NULL one reads as the empty string. */
 		o->reason = dup_column(st, 2, sb);
-		if (o->reason == NULL && (o->reason = strdup("")) == NULL)
-			goto oom;
+		if (o->reason == NULL && (o->reason = strdup("")) == NULL) {
+			rc = LOAD_OOM;
+			break;
+		}
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
-		return -1;
-	}
-	return 0;
-oom:
-	sqlite3_finalize(st);
-	snprintf(err, errlen, "out of memory");
-	return -1;
+	return load_end(d, st, rc, err, errlen);
 }
 
 static int
@@ -147,18 +156,11 @@ load_texts(struct rdb *d, struct rowids *x, struct db_str *sb, char *err,
 		    sqlite3_column_type(st, 1) == SQLITE_NULL)
 			continue;
 		if ((x->text[id] = dup_column(st, 1, sb)) == NULL) {
-			sqlite3_finalize(st);
-			snprintf(err, errlen, "out of memory");
-			return -1;
+			rc = LOAD_OOM;
+			break;
 		}
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
-		return -1;
-	}
-	return 0;
+	return load_end(d, st, rc, err, errlen);
 }
 
 int

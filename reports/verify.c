@@ -775,6 +775,14 @@ check_records(struct ctx *c)
 	return 0;
 }
 
+/*
+ * All of a key's history: a window may open before f's time range. An
+ * inferred block width comes from the denials (their retry times are block
+ * boundaries), else the gateway's default. Rows admitted without a count
+ * (reason redis_error) are counted per rule (unchecked) and, with strict,
+ * replayed as if Redis had admitted them: whether the limit held from the
+ * clients' point of view.
+ */
 int
 verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
     int64_t precision_ms, int strict, char *err, size_t errlen)

@@ -68,16 +68,10 @@ struct verify {
 };
 
 /*
- * Verifies the rows matching f's rule and key (all of their history: a
- * window may open before f's time range). Violations are kept when they
- * touch [f->since_ms, f->until_ms). precision_ms > 0 forces the block
- * width of sliding_window rules; 0 infers it from the denials (their
- * retry times are block boundaries), or takes the gateway's default.
- * Rows admitted without a count (reason redis_error) are counted per rule
- * (unchecked) and, with strict, replayed as if Redis had admitted them:
- * whether the limit held from the clients' point of view.
- * Returns 0 (see v->nv), or -1 with one sentence in err. Free with
- * verify_free() either way; v zeroed by the caller first.
+ * Verifies the rows matching f's rule and key (all their history), keeping
+ * violations that touch [f->since_ms, f->until_ms); precision_ms > 0 forces
+ * sliding_window's block, 0 infers it. v zeroed by the caller first. 0 (see
+ * v->nv), or -1 with a sentence in err; verify_free() v either way.
  */
 int		 verify_run(struct verify *v, struct rdbs *dbs, const struct filter *f,
 		    int64_t precision_ms, int strict, char *err, size_t errlen);

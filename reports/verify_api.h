@@ -22,12 +22,10 @@ struct verify_admission {
 };
 
 /*
- * Checks a[0..n), in time order, the admissions of one key of algorithm
- * alg with these parameters (precision_ms: sliding_window's block, else
- * 0; burst: the limit for the algorithms without one), against its
- * promise. Returns 0 with the violations in v->v (v->nv of them), or -1
- * with a sentence in err (out of memory). Free v with verify_free()
- * either way; v zeroed by the caller first.
+ * Checks a[0..n), one key's admissions in time order, of algorithm alg
+ * with these parameters (precision_ms: sliding_window's block, else 0;
+ * burst: the limit where none), against its promise. v zeroed first; 0 and
+ * v->v[0..v->nv), or -1 (out of memory) with err; verify_free() v always.
  */
 int		 verify_admissions(struct verify *v, enum rlg_algorithm alg,
 		    int64_t limit, int64_t window_ms, int64_t burst,

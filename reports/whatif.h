@@ -21,13 +21,10 @@
 struct whatif_conf;
 
 /*
- * Loads NEW.ini with the gateway's own parser (conf_load: its mistakes are
- * "FILE:LINE: ..." as rlgate -t says them), and refuses, with the file, the
- * rule's line and the reason, a rule the databases do not know whose match
- * or key or cost needs request fields the audit does not keep (it keeps
- * the client address, path and method). Returns 0 and *wc (free with
- * whatif_conf_free()), or -1 and *errors, one "FILE:LINE: ..." per line, a
- * string the caller frees.
+ * Loads NEW.ini with the gateway's conf_load() and refuses a new rule that
+ * needs request fields the audit does not keep. Returns 0 and *wc (free
+ * with whatif_conf_free()), or -1 and *errors, one "FILE:LINE: ..." per
+ * line, a string the caller frees.
  */
 int		 whatif_conf_load(struct whatif_conf **wc, const char *path,
 		    struct rdbs *dbs, char **errors);

@@ -101,6 +101,12 @@ refuse_new(const struct conf *c, const struct rule *ru, int match_kept,
 	return 0;
 }
 
+/*
+ * conf_load's mistakes read as rlgate -t says them. A rule the databases do
+ * not know is refused, with the file, its line and the reason, when its
+ * match, key or cost needs more than the audit keeps (the client address,
+ * path and method).
+ */
 int
 whatif_conf_load(struct whatif_conf **wcp, const char *path, struct rdbs *dbs,
     char **errors)

@@ -98,6 +98,10 @@ days_in_month(int y, int m)
 	return dim[m - 1];
 }
 
+/*
+ * A 'T' may replace the space and a trailing 'Z' is allowed; the fraction
+ * has 1 to 3 digits; a date alone is midnight UTC.
+ */
 int
 window_parse_time(const char *s, int64_t *out_ms, const char **errstr)
 {

@@ -18,12 +18,9 @@ int64_t		 window_start(int64_t ts_ms, int64_t width_ms);
 char		*window_format_time(int64_t ms, char buf[RLG_TIME_LEN]);
 
 /*
- * Parses a point in time: "YYYY-MM-DD HH:MM:SS.mmm" (UTC; a 'T' may
- * replace the space, a trailing 'Z' is allowed, the seconds, minutes and
- * milliseconds may be left out, the fraction may have 1 to 3 digits),
- * "YYYY-MM-DD" (midnight UTC), or a plain integer of milliseconds since
- * the epoch. Returns 0 and stores *out_ms, or -1 with *errstr pointing at a
- * static phrase that completes "... is not a time (...)".
+ * Parses a point in time: "YYYY-MM-DD[ HH[:MM[:SS[.mmm]]]]" (UTC),
+ * "YYYY-MM-DD", or milliseconds since the epoch. Returns 0 and *out_ms, or
+ * -1 with *errstr a static phrase that completes "... is not a time (...)".
  */
 int		 window_parse_time(const char *s, int64_t *out_ms, const char **errstr);
 

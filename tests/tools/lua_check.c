@@ -70,8 +70,15 @@ static const char *const field_names[NFIELDS] = {
 
 #define T0	1700000000000000LL	/* virtual time origin, us, block-aligned */
 
-/* With an override key (KEYS[2]), fields 8-11 of the reply, and the 12th. */
-enum { XWINDOW, XBURST, XPRECISION, XOVERRIDE, NEXT };
+/* With an override key (KEYS[2]), fields 8-11 of the reply (facts.h's
+ * RLG_REPLY_WINDOW_MS to _OVERRIDE, from x[0]), and the 12th. */
+enum {
+	XWINDOW = RLG_REPLY_WINDOW_MS - NFIELDS,
+	XBURST = RLG_REPLY_BURST - NFIELDS,
+	XPRECISION = RLG_REPLY_PRECISION_MS - NFIELDS,
+	XOVERRIDE = RLG_REPLY_OVERRIDE - NFIELDS,
+	NEXT
+};
 static const char *const ext_names[NEXT] = {
 	"window_ms", "burst", "precision_ms", "override"
 };
@@ -128,17 +135,14 @@ note(const char *fmt, ...)
 static uint64_t
 rnd(void)
 {
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ULL;
+	return tool_rnd(&rng);
 }
 
 /* Uniform in [lo, hi]. */
 static long long
 rnd_between(long long lo, long long hi)
 {
-	return lo + (long long)(rnd() % (uint64_t)(hi - lo + 1));
+	return tool_between(&rng, lo, hi);
 }
 
 static long long
@@ -278,7 +282,7 @@ decision_argv(const char **argv, char *fname, size_t flen, enum alg a,
 static redisReply *
 decide_as_standalone(redisReply *e, const char *okey, char *err, size_t errlen)
 {
-	static redisReply out, el[12], *elp[12];
+	static redisReply out, el[RLG_REPLY_FIELDS], *elp[RLG_REPLY_FIELDS];
 	struct limiter_row row;
 	size_t i, n = okey == NULL ? NFIELDS : NFIELDS + NEXT;
 	long long ov;
@@ -475,9 +479,8 @@ call(enum alg a, const char *key, long long now, long long cost,
 	call_k(a, key, NULL, now, cost, p, out);
 }
 
-/* LIB_peek's reply: fields 1-11 as a decision's row (remaining and
- * reset_ms of the state as it is), then why, ttl_ms, state. */
-enum { PEEK_WHY = 11, PEEK_TTL, PEEK_STATE, PEEK_FIELDS };
+/* LIB_peek's reply (facts.h's RLG_PEEK_*): fields 1-11 as a decision's
+ * (remaining and reset_ms of the state as it is), then why, ttl_ms, state. */
 
 /*
  * FCALL_RO LIB_peek at now with call_k's arguments, into pk (its integer
@@ -485,7 +488,7 @@ enum { PEEK_WHY = 11, PEEK_TTL, PEEK_STATE, PEEK_FIELDS };
  */
 static int
 peek_k(enum alg a, const char *key, const char *okey, long long now,
-    long long cost, const struct params *p, long long pk[PEEK_FIELDS],
+    long long cost, const struct params *p, long long pk[RLG_PEEK_FIELDS],
     char *err, size_t errlen)
 {
 	char fname[64], v[6][32];
@@ -511,14 +514,17 @@ peek_k(enum alg a, const char *key, const char *okey, long long now,
 		argv[n++] = v[i];
 	if ((r = redisCommandArgv(rc, n, argv, NULL)) == NULL)
 		fatal("redis: %s", rc->errstr);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != PEEK_FIELDS) {
-		snprintf(err, errlen, "%s: %s", fname, r->type == REDIS_REPLY_ERROR ?
-		    r->str : "not an array of 14");
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != RLG_PEEK_FIELDS) {
+		if (r->type == REDIS_REPLY_ERROR)
+			snprintf(err, errlen, "%s: %s", fname, r->str);
+		else
+			snprintf(err, errlen, "%s: not an array of %d", fname,
+			    (int)RLG_PEEK_FIELDS);
 		freeReplyObject(r);
 		return -1;
 	}
-	for (i = 0; i < PEEK_FIELDS; i++) {
-		int str = i == PEEK_WHY || i == PEEK_STATE;
+	for (i = 0; i < RLG_PEEK_FIELDS; i++) {
+		int str = i == RLG_PEEK_WHY || i == RLG_PEEK_STATE;
 
 		if (r->element[i]->type != (str ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER)) {
 			snprintf(err, errlen, "%s: field %d of the wrong type", fname, i + 1);
@@ -540,7 +546,7 @@ peek_k(enum alg a, const char *key, const char *okey, long long now,
  * the first noted.
  */
 static int
-peek_agrees(const char *what, size_t step, const long long pk[PEEK_FIELDS],
+peek_agrees(const char *what, size_t step, const long long pk[RLG_PEEK_FIELDS],
     const struct reply *r, long long cost, int ext)
 {
 	static const int same[] = { ALLOWED, LIMIT, RETRY, NOW, DELAY };
@@ -560,9 +566,9 @@ peek_agrees(const char *what, size_t step, const long long pk[PEEK_FIELDS],
 		note("%s step %zu: peek's reset_ms %lld, the decision's %lld", what, step,
 		    pk[RESET], r->v[RESET]);
 	for (i = 0; ext && i < NEXT; i++)
-		if (pk[NFIELDS + i] != r->x[i] && bad++ == 0)
+		if (pk[RLG_PEEK_WINDOW_MS + i] != r->x[i] && bad++ == 0)
 			note("%s step %zu: peek's %s %lld, the decision's %lld", what, step,
-			    ext_names[i], pk[NFIELDS + i], r->x[i]);
+			    ext_names[i], pk[RLG_PEEK_WINDOW_MS + i], r->x[i]);
 	return bad;
 }
 
@@ -588,7 +594,7 @@ run_steps(enum alg a, const char *what, const struct params *p,
     const struct step *s, size_t n)
 {
 	char key[128], pwhat[160], perr[256];
-	long long pk[PEEK_FIELDS];
+	long long pk[RLG_PEEK_FIELDS];
 	struct reply r;
 	size_t i;
 	int bad = 0, pbad = 0;
@@ -1239,8 +1245,9 @@ test_undo_twin(int count)
 			if (rx.is_err || ry.is_err || memcmp(rx.v, ry.v, sizeof(rx.v)) != 0) {
 				if (diff++ < 3)
 					note("%s step %d: x %lld %lld %lld %lld %lld, twin %lld %lld %lld %lld %lld",
-					    alg_names[a], i, rx.v[0], rx.v[1], rx.v[3], rx.v[4], rx.v[6],
-					    ry.v[0], ry.v[1], ry.v[3], ry.v[4], ry.v[6]);
+					    alg_names[a], i, rx.v[ALLOWED], rx.v[REMAINING], rx.v[RESET],
+					    rx.v[RETRY], rx.v[DELAY], ry.v[ALLOWED], ry.v[REMAINING],
+					    ry.v[RESET], ry.v[RETRY], ry.v[DELAY]);
 			}
 			admitted += ry.v[ALLOWED] == 1;
 		}
@@ -1633,7 +1640,7 @@ run_osteps(enum alg a, const char *what, const struct params *p,
     const struct ostep *s, size_t n)
 {
 	char key[160], okey[180], pwhat[200], perr[256];
-	long long pk[PEEK_FIELDS];
+	long long pk[RLG_PEEK_FIELDS];
 	struct reply r;
 	size_t i;
 	int bad = 0, pbad = 0, f;

@@ -1,5 +1,5 @@
 /*
- * tool.h: what the benchmark tools in tests/tools share. Header only: each
+ * tool.h: what the tools in tests/tools share. Header only: each
  * tool is one .c file built on its own.
  */
 #ifndef RLG_TOOL_H
@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,27 @@ tool_read_file(const char *path)
 	}
 	fclose(f);
 	return text;
+}
+
+/*
+ * xorshift64*: the next number after *state, which it advances (never 0:
+ * seed it with 1 or more). The random vectors of lua_check and twin_diff,
+ * reproducible from a seed; nothing secret. Not thread-safe on one state.
+ */
+static inline uint64_t
+tool_rnd(uint64_t *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return *state * 2685821657736338717ULL;
+}
+
+/* tool_rnd() uniform in [lo, hi] (lo <= hi). */
+static inline long long
+tool_between(uint64_t *state, long long lo, long long hi)
+{
+	return lo + (long long)(tool_rnd(state) % (uint64_t)(hi - lo + 1));
 }
 
 #endif

@@ -26,7 +26,12 @@
 #include <hiredis/hiredis.h>
 
 #include "algo.h"
+#include "limiter_int.h"
 #include "scripts.h"
+#include "tool.h"
+
+/* A LIB_decide row's integers: the fields before the undo token. */
+#define NROW	RLG_DECIDE_ROW_UNDO
 
 #define MAX_RULES	4
 #define MAX_REQS	3
@@ -57,16 +62,13 @@ static long long	 seen[RLG_ALGORITHM_COUNT][2];	/* denied, admitted */
 static uint64_t
 rnd(void)
 {
-	rng ^= rng >> 12;
-	rng ^= rng << 25;
-	rng ^= rng >> 27;
-	return rng * 2685821657736338717ULL;
+	return tool_rnd(&rng);
 }
 
 static long long
 between(long long lo, long long hi)
 {
-	return lo + (long long)(rnd() % (uint64_t)(hi - lo + 1));
+	return tool_between(&rng, lo, hi);
 }
 
 static int
@@ -386,29 +388,10 @@ send_call(struct call *c, const struct trule *rules, redisReply **tx)
 	return (*tx)->element[0];
 }
 
-/* The 11 integers of a row ("... WHY"), and whether why is there. */
-static int
-parse_row(const char *s, long long v[11], int *has_why)
-{
-	const char *p = s;
-	char *end;
-	int i;
-
-	for (i = 0; i < 11; i++) {
-		v[i] = strtoll(p, &end, 10);
-		if (end == p || *end != ' ')
-			return -1;
-		p = end + 1;
-	}
-	p = strchr(p, ' ');	/* after the undo token */
-	*has_why = p != NULL && p[1] != '\0';
-	return p == NULL ? -1 : 0;
-}
-
 /* The twin's request q of c at now: rows into want[k], counted. */
 static int
 twin_request(const struct call *c, int q, struct trule *rules, long long now,
-    long long want[MAX_RULES][11], int *error)
+    long long want[MAX_RULES][NROW], int *error)
 {
 	struct algo_params p[MAX_RULES];
 	struct algo_decision d[MAX_RULES];
@@ -452,25 +435,45 @@ twin_request(const struct call *c, int q, struct trule *rules, long long now,
 		if (counted)
 			algo_commit(&p[k], &r->st, now, &d[k]);
 		algo_reply(&p[k], code[k] == 2 ? NULL : &d[k], counted, now, want[k]);
-		want[k][7] = p[k].window_ms;
-		want[k][8] = p[k].burst;
-		want[k][9] = p[k].precision_ms;
-		want[k][10] = code[k];
+		want[k][RLG_DECIDE_ROW_WINDOW_MS] = p[k].window_ms;
+		want[k][RLG_DECIDE_ROW_BURST] = p[k].burst;
+		want[k][RLG_DECIDE_ROW_PRECISION_MS] = p[k].precision_ms;
+		want[k][RLG_DECIDE_ROW_OVERRIDE] = code[k];
 	}
 	return admitted;
 }
 
-static const char *const row_names[11] = {
-	"allowed", "remaining", "limit", "reset_ms", "retry_after_ms", "now_us",
-	"delay_ms", "window_ms", "burst", "precision_ms", "override"
+static const char *const row_names[NROW] = {
+	[RLG_DECIDE_ROW_ALLOWED] = "allowed",
+	[RLG_DECIDE_ROW_REMAINING] = "remaining",
+	[RLG_DECIDE_ROW_LIMIT] = "limit",
+	[RLG_DECIDE_ROW_RESET_MS] = "reset_ms",
+	[RLG_DECIDE_ROW_RETRY_AFTER_MS] = "retry_after_ms",
+	[RLG_DECIDE_ROW_NOW_US] = "now_us",
+	[RLG_DECIDE_ROW_DELAY_MS] = "delay_ms",
+	[RLG_DECIDE_ROW_WINDOW_MS] = "window_ms",
+	[RLG_DECIDE_ROW_BURST] = "burst",
+	[RLG_DECIDE_ROW_PRECISION_MS] = "precision_ms",
+	[RLG_DECIDE_ROW_OVERRIDE] = "override"
 };
+
+/* Element e of the reply, a LIB_decide row, read as the gateway reads it. */
+static int
+row_of(const redisReply *x, size_t e, struct limiter_row *row)
+{
+	const redisReply *y = x->element[e];
+
+	return y->type == REDIS_REPLY_STRING ? limiter_row(y->str, y->len, row) :
+	    -1;
+}
 
 /* Compares request q's part of the reply from element *e on. */
 static int
 compare_request(const struct call *c, int q, struct trule *rules,
     const redisReply *x, size_t *e, long long *now)
 {
-	long long want[MAX_RULES][11], got[11];
+	long long want[MAX_RULES][NROW];
+	struct limiter_row row;
 	char why[512];
 	int k, i, error, counted, has_why;
 	const redisReply *y;
@@ -487,8 +490,8 @@ compare_request(const struct call *c, int q, struct trule *rules,
 		return -1;
 	}
 	/* Redis TIME: the now the Lua replied, from the first row. */
-	if (*now < 0 && parse_row(x->element[*e + 1]->str, got, &has_why) == 0)
-		*now = got[5];
+	if (*now < 0 && row_of(x, *e + 1, &row) == 0)
+		*now = row.f[RLG_DECIDE_ROW_NOW_US];
 	counted = twin_request(c, q, rules, *now, want, &error);
 	if (error || y->type != REDIS_REPLY_INTEGER || y->integer != counted) {
 		snprintf(why, sizeof(why), "request %d: counted %lld, the twin says "
@@ -498,19 +501,23 @@ compare_request(const struct call *c, int q, struct trule *rules,
 		return -1;
 	}
 	for (k = 0; k < c->nrules[q]; k++) {
-		const char *row = x->element[*e + 1 + (size_t)k]->str;
+		const char *str = x->element[*e + 1 + (size_t)k]->str;
 
-		if (parse_row(row, got, &has_why) == -1)
-			die("a row not of 13 fields: \"%s\"", row);
-		for (i = 0; i < 11; i++)
-			if (got[i] != want[k][i])
+		if (row_of(x, *e + 1 + (size_t)k, &row) == -1)
+			die("not a row of %d fields: \"%s\"", RLG_DECIDE_ROW_FIELDS,
+			    str);
+		has_why = row.why_len > 0;
+		for (i = 0; i < NROW; i++)
+			if (row.f[i] != want[k][i])
 				break;
-		if (i == 11 && has_why == (want[k][10] == 3))
+		if (i == NROW && has_why ==
+		    (want[k][RLG_DECIDE_ROW_OVERRIDE] == 3))
 			continue;
 		snprintf(why, sizeof(why), "request %d rule %d: %s is %lld in the "
 		    "Lua (row \"%s\"), %lld in the twin", q + 1, k + 1,
-		    i < 11 ? row_names[i] : "why", i < 11 ? got[i] : has_why,
-		    row, i < 11 ? want[k][i] : (long long)(want[k][10] == 3));
+		    i < NROW ? row_names[i] : "why", i < NROW ? row.f[i] : has_why,
+		    str, i < NROW ? want[k][i] :
+		    (long long)(want[k][RLG_DECIDE_ROW_OVERRIDE] == 3));
 		print_vector(c, rules, why);
 		return -1;
 	}
