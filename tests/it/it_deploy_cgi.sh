@@ -23,12 +23,13 @@ cp "$TOP/tests/www/cgi-bin/app.cgi" "$T/cgi-bin/app.cgi"
 head -c 300000 /dev/urandom > "$T/body.bin"
 
 AUDIT_DB=$T/var/audit.db
-# The seeds' window: 10 s, not their 1 s. The demo checks the exact 100 +
-# 10 of one window, and its 110 CGI processes (each starts, reads its
-# configuration, connects to Redis) outlast a second on a loaded machine,
-# or under the sanitizers: then two windows admitted all 110. How fast
-# they run is measured by hand (tests/bench), not asserted here.
-SEED_WINDOW=10s
+# The seeds' window: a minute, not their 1 s. The demo checks the exact
+# 100 + 10 of one window, and its 110 CGI processes (each starts, reads
+# its configuration, connects to Redis) outlast a second on a loaded
+# machine, and under the sanitizers at load 10 outlasted 10 s (12.5 s:
+# two windows admitted all 110). How fast they run is measured by hand
+# (tests/bench), not asserted here.
+SEED_WINDOW=1m
 # check.ini: rlgate alone. 2 per org per minute on /ratelimit/login.
 cat > "$T/check.ini" <<EOF
 [redis]
