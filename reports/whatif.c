@@ -559,7 +559,8 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 	const char *key = whatif_text(c->rd, row->src, row->key);
 	long long cost = row->cost >= 0 ? row->cost : 1;
 
-	memset(a, 0, sizeof(*a));
+	/* Fields set below on every path that returns 1; decide() sets the
+	 * rest (k, d, allowed). */
 	a->rule = r;
 	a->row = row;
 	if (ru == NULL) {

@@ -499,9 +499,11 @@ src_fill(struct wreader *r, struct wsrc *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The next row of the merged timeline into w. 1, 0 at the end, -1. */
+/* The next row of the merged timeline: *w in its file's buffer, valid until
+ * that file's buffer is filled again. 1, 0 at the end, -1. */
 static int
-merged_next(struct wreader *r, struct wrow *w, char *err, size_t errlen)
+merged_next(struct wreader *r, const struct wrow **w, char *err,
+    size_t errlen)
 {
 	struct wsrc *best = NULL;
 
@@ -516,13 +518,13 @@ merged_next(struct wreader *r, struct wrow *w, char *err, size_t errlen)
 	}
 	if (best == NULL)
 		return 0;
-	*w = BUF_AT(best, 0);
+	*w = &BUF_AT(best, 0);
 	best->head = (best->head + 1) & (best->cap - 1);
 	best->n--;
-	if (w->ts_ms < best->last_out_ts)
+	if ((*w)->ts_ms < best->last_out_ts)
 		r->late++;
 	else
-		best->last_out_ts = w->ts_ms;
+		best->last_out_ts = (*w)->ts_ms;
 	return 1;
 }
 
@@ -616,24 +618,25 @@ ring_push(struct wreader *r, const struct wrow *w)
 	return 0;
 }
 
-/* Adds w to the open requests. 0, or -1 out of memory. */
+/* Adds a copy of w to the open requests. 0, or -1 out of memory. */
 static int
-group_add(struct wreader *r, struct wrow *w)
+group_add(struct wreader *r, const struct wrow *w)
 {
 	uint64_t seq = r->rtail, h;
-	struct wrow *p;
+	struct wrow *p, *x;
 	size_t i, n;
 
-	w->next = 0;
-	w->done = 0;
 	if (ring_push(r, w) == -1)
 		return -1;
-	if (w->lone)
+	x = &RING(r, seq);
+	x->next = 0;
+	x->done = 0;
+	if (x->lone)
 		return 0;
 	if ((r->sn + 1) * 2 > r->scap && slots_grow(r) == -1)
 		return -1;
-	h = req_hash(w);
-	i = slot_of(r, w, h);
+	h = req_hash(x);
+	i = slot_of(r, x, h);
 	if (r->slots[i].seq == 0) {
 		r->slots[i].seq = seq + 1;
 		r->slots[i].hash = h;
@@ -648,15 +651,15 @@ group_add(struct wreader *r, struct wrow *w)
 	 */
 	n = 1;
 	for (p = &RING(r, r->slots[i].seq - 1); ; p = &RING(r, p->next - 1), n++) {
-		if (p->rule == w->rule || n >= RLG_WHATIF_GROUP_MAX) {
-			RING(r, seq).lone = 1;
+		if (p->rule == x->rule || n >= RLG_WHATIF_GROUP_MAX) {
+			x->lone = 1;
 			return 0;
 		}
 		if (p->next == 0)
 			break;
 	}
 	p->next = seq + 1;
-	RING(r, seq).done = 2;	/* a member, handed out with its leader */
+	x->done = 2;	/* a member, handed out with its leader */
 	return 0;
 }
 
@@ -691,7 +694,7 @@ int
 whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
     char *err, size_t errlen)
 {
-	struct wrow w;
+	const struct wrow *w;
 	int rc;
 
 	/* Rows handed out before are gone now; members follow their leader. */
@@ -712,7 +715,7 @@ whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
 			r->merged_eof = 1;
 			continue;
 		}
-		if (group_add(r, &w) == -1)
+		if (group_add(r, w) == -1)
 			goto oom;
 	}
 	if ((rc = group_take(r)) == -1)
