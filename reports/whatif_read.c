@@ -1,9 +1,10 @@
 /*
  * whatif_read: the audit's requests in time order for the what-if replay
- * (whatif_read.h): a reader per file (by ids, or through the view), a
- * reorder buffer per file, the merge of the files, the grouping by request
- * id. Memory: the reorder buffers, the requests within
- * RLG_WHATIF_GROUP_MS, and the files' interned texts; never every row.
+ * (whatif_read.h): a reader per file (by ids, its rows staged inside
+ * SQLite's scan; or through the view), a reorder buffer per file, the
+ * merge of the files, the grouping by request id. Memory: the stages, the
+ * reorder buffers, the requests within RLG_WHATIF_GROUP_MS, and the files'
+ * interned texts; never every row.
  */
 #include <stdio.h>
 #include <stdlib.h>
