@@ -19,11 +19,20 @@ typedef __int128 i128;
 #define MAX	(1LL << 52)	/* the Lua's MAX: integers below are exact */
 #define EXACT	(1LL << 53)	/* the Lua's EXACT */
 
-/* floor and ceiling of a / b, b > 0 (the Lua's fdiv, cdiv). */
+/* floor and ceiling of a / b, b > 0 (the Lua's fdiv, cdiv). Operands of
+ * 64 bits divide in 64 bits, the same quotient and remainder: a 128-bit
+ * division is a library call, and most of what the twin costs. */
 static long long
 floor_div(i128 a, i128 b)
 {
-	i128 q = a / b;
+	i128 q;
+
+	if (a >= LLONG_MIN && a <= LLONG_MAX && b > 0 && b <= LLONG_MAX) {
+		long long x = (long long)a, y = (long long)b, r = x / y;
+
+		return x % y != 0 && x < 0 ? r - 1 : r;
+	}
+	q = a / b;
 
 	if (a % b != 0 && a < 0)
 		q--;

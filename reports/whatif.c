@@ -81,6 +81,10 @@ struct ctx {
 	uint32_t		*g2r;		/* reader rule id -> result rule */
 	size_t			 ng2r;
 	uint32_t		*c2r;		/* NEW.ini rule -> result rule */
+	/* NEW.ini's rules that may apply where no row names them: match
+	 * and key of the kept fields, a fixed cost (attempts_new()) */
+	uint32_t		*fresh;
+	size_t			 nfresh;
 	/* keys in flight */
 	struct wkey		*keys;
 	size_t			 nkeys, kcap, live;
@@ -555,7 +559,8 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 	const char *key = whatif_text(c->rd, row->src, row->key);
 	long long cost = row->cost >= 0 ? row->cost : 1;
 
-	memset(a, 0, sizeof(*a));
+	/* Fields set below on every path that returns 1; decide() sets the
+	 * rest (k, d, allowed). */
 	a->rule = r;
 	a->row = row;
 	if (ru == NULL) {
@@ -595,12 +600,12 @@ attempts_new(struct ctx *c, size_t n)
 {
 	const struct conf *cf = c->wc->c;
 
-	for (size_t i = 0; i < cf->nrules && n < sizeof(c->at) / sizeof(c->at[0]); i++) {
+	for (size_t j = 0; j < c->nfresh && n < sizeof(c->at) / sizeof(c->at[0]); j++) {
+		uint32_t i = c->fresh[j];
 		const struct rule *ru = &cf->rules[i];
 		struct attempt *a = &c->at[n];
 
-		if (c->seen[i] || !c->wc->match_kept[i] || !c->wc->key_kept[i] ||
-		    ru->cost_tmpl.nparts > 0 || !rule_fits(ru, &c->req) ||
+		if (c->seen[i] || !rule_fits(ru, &c->req) ||
 		    rule_expand(&ru->key, ru, &c->req, c->kbuf[n], RLG_MAX_KEY) < 0)
 			continue;
 		memset(a, 0, sizeof(*a));
@@ -842,6 +847,7 @@ ctx_free(struct ctx *c)
 	free(c->rr);
 	free(c->g2r);
 	free(c->c2r);
+	free(c->fresh);
 	whatif_read_free(c->rd);
 }
 
@@ -882,8 +888,14 @@ whatif_run(struct whatif *w, const struct whatif_conf *wc, struct rdbs *dbs,
 	c->f = f;
 	if ((c->c2r = malloc((wc->c->nrules + 1) * sizeof(*c->c2r))) == NULL)
 		goto oom;
-	for (size_t i = 0; i < wc->c->nrules; i++)
+	if ((c->fresh = malloc((wc->c->nrules + 1) * sizeof(*c->fresh))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < wc->c->nrules; i++) {
 		c->c2r[i] = NONE;
+		if (wc->match_kept[i] && wc->key_kept[i] &&
+		    wc->c->rules[i].cost_tmpl.nparts == 0)
+			c->fresh[c->nfresh++] = (uint32_t)i;
+	}
 	/* NEW.ini's rules the record lacks come last, in file order. */
 	c->fields = needs_fields(wc);
 	c->req.method = "GET";

@@ -1,9 +1,10 @@
 /*
  * whatif_read: the audit's requests in time order for the what-if replay
- * (whatif_read.h): a reader per file (by ids, or through the view), a
- * reorder buffer per file, the merge of the files, the grouping by request
- * id. Memory: the reorder buffers, the requests within
- * RLG_WHATIF_GROUP_MS, and the files' interned texts; never every row.
+ * (whatif_read.h): a reader per file (by ids, its rows staged inside
+ * SQLite's scan; or through the view), a reorder buffer per file, the
+ * merge of the files, the grouping by request id. Memory: the stages, the
+ * reorder buffers, the requests within RLG_WHATIF_GROUP_MS, and the files'
+ * interned texts; never every row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 #include "intern.h"
 #include "rowids.h"
 #include "whatif_read.h"
+
+/* Rows a file's scan hands over at a time (by ids). */
+#define STAGE_ROWS	1024
 
 /* One file: its statement, its tables, its reorder buffer. */
 struct wsrc {
@@ -28,6 +32,13 @@ struct wsrc {
 		uint32_t method;
 	}		*out;
 	size_t		 nout;
+	/* by ids: rows rlg_whatif_row() took inside SQLite's scan, handed
+	 * to the reorder buffer in the file's order */
+	struct wrow	*stage;
+	size_t		 stage_head, stage_n;
+	int64_t		 until_ms;
+	uint32_t	 idx;		/* the file's index */
+	int		 fields, scan_done;
 	/* the view: its texts interned here */
 	struct intern	 texts;
 	struct db_str	 sb[8];
@@ -186,38 +197,6 @@ oom:
 	return -1;
 }
 
-static int
-open_src(struct wreader *r, struct wsrc *s, int64_t until_ms, char *err,
-    size_t errlen)
-{
-	struct filter f = { NULL, NULL, INT64_MIN, until_ms };
-	int rc = 1;
-
-	if (s->d->layout >= 2 && (rc = rowids_load(s->d, &s->x, err,
-	    errlen)) == -1)
-		return -1;
-	s->by_ids = rc == 0;
-	s->max_ts = s->last_out_ts = INT64_MIN;
-	if (s->by_ids) {
-		if (load_ids(r, s, err, errlen) == -1)
-			return -1;
-		/* -1 for NULL: no ids, counts or costs are negative. */
-		s->st = rowids_select(s->d, &f, r->fields ?
-		    "id, ts_ms, coalesce(rq, -1), coalesce(rn, -1), rule, "
-		    "coalesce(key, -1), outcome, coalesce(cost, -1), "
-		    "coalesce(path, -1), coalesce(client_ip, -1)" :
-		    "id, ts_ms, coalesce(rq, -1), coalesce(rn, -1), rule, "
-		    "coalesce(key, -1), outcome, coalesce(cost, -1)",
-		    "1", err, errlen);
-	} else {
-		s->st = db_select(s->d, &f, "id, ts_ms, request_id, rule, key, "
-		    "algorithm, allowed, reason, cost, limit_value, window_ms, "
-		    "burst, method, path, client_ip", "rule IS NOT NULL", err,
-		    errlen);
-	}
-	return s->st == NULL ? -1 : 0;
-}
-
 static uint32_t
 text_col(struct intern *in, sqlite3_stmt *st, int col, struct db_str *sb,
     int *oom)
@@ -277,33 +256,51 @@ row_view(struct wreader *r, struct wsrc *s, struct wrow *w)
 	return oom ? -1 : 1;
 }
 
-static uint32_t
-id_col(sqlite3_stmt *st, int col, size_t n)
+/* An argument as the view's coalesce(col, -1) reads it. */
+static int64_t
+arg_or(sqlite3_value *v)
 {
-	int64_t v = sqlite3_column_int64(st, col);
-
-	return v < 0 || (uint64_t)v >= n ? RLG_WHATIF_NONE : (uint32_t)v;
+	return sqlite3_value_type(v) == SQLITE_NULL ? -1 :
+	    sqlite3_value_int64(v);
 }
 
-/* A row of rlg_rows into w. 1, or 0 to skip it. */
-static int
-row_ids(struct wreader *r, struct wsrc *s, struct wrow *w)
+static uint32_t
+id_arg(sqlite3_value *v, size_t n)
 {
-	sqlite3_stmt *st = s->st;
-	int64_t rule = sqlite3_column_int64(st, 4);
-	int64_t o = sqlite3_column_int64(st, 6);
+	int64_t id = arg_or(v);
 
+	return id < 0 || (uint64_t)id >= n ? RLG_WHATIF_NONE : (uint32_t)id;
+}
+
+/* A row of rlg_rows (id, ts_ms, rq, rn, rule, key, outcome, cost[, path,
+ * client_ip]) into w. 1, or 0 to skip it. */
+static int
+row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
+{
+	int64_t rule = sqlite3_value_int64(argv[4]);
+	int64_t o = sqlite3_value_int64(argv[6]);
+	int64_t ts = sqlite3_value_int64(argv[1]);
+
+	/* The file's filter again: SQLite may call this before it. */
+	if (s->until_ms != INT64_MAX && ts >= s->until_ms)
+		return 0;
 	if (rule < 0 || (size_t)rule >= s->nrule || s->grule[rule] ==
 	    RLG_WHATIF_NONE)
 		return 0;
-	w->id = sqlite3_column_int64(st, 0);
-	w->ts_ms = sqlite3_column_int64(st, 1);
-	w->rq = (uint64_t)sqlite3_column_int64(st, 2);
-	w->rn = (uint64_t)sqlite3_column_int64(st, 3);
-	w->lone = w->rq == UINT64_MAX && w->rn == UINT64_MAX;
+	w->id = sqlite3_value_int64(argv[0]);
+	w->ts_ms = ts;
+	w->rq = (uint64_t)arg_or(argv[2]);
+	w->rn = (uint64_t)arg_or(argv[3]);
+	w->cost = arg_or(argv[7]);
+	w->src = s->idx;
 	w->rule = s->grule[rule];
 	w->params = s->gparams[rule];
-	w->key = id_col(st, 5, s->x.ntext);
+	w->key = id_arg(argv[5], s->x.ntext);
+	w->path = w->ip = RLG_WHATIF_NONE;
+	if (s->fields) {
+		w->path = id_arg(argv[8], s->x.ntext);
+		w->ip = id_arg(argv[9], s->x.ntext);
+	}
 	if (o >= 0 && (size_t)o < s->nout && s->out[o].present) {
 		w->allowed = s->out[o].allowed;
 		w->reason = s->out[o].reason;
@@ -313,13 +310,70 @@ row_ids(struct wreader *r, struct wsrc *s, struct wrow *w)
 		w->reason = WR_OTHER;
 		w->method = RLG_WHATIF_NONE;
 	}
-	w->cost = sqlite3_column_int64(st, 7);
-	w->path = w->ip = RLG_WHATIF_NONE;
-	if (r->fields) {
-		w->path = id_col(st, 8, s->x.ntext);
-		w->ip = id_col(st, 9, s->x.ntext);
-	}
+	w->lone = w->rq == UINT64_MAX && w->rn == UINT64_MAX;
+	w->done = 0;
+	w->next = 0;
 	return 1;
+}
+
+/*
+ * rlg_whatif_row(), a WHERE term: SQLite calls it inside its scan and it
+ * keeps the row in s's stage, so rows are not handed over a step at a time
+ * (most of what a row cost). It is true, ending the step, once the stage
+ * is full.
+ */
+static void
+stage_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	struct wsrc *s = sqlite3_user_data(ctx);
+
+	(void)argc;
+	if (s->stage_n < STAGE_ROWS)
+		s->stage_n += (size_t)row_ids(s, argv, &s->stage[s->stage_n]);
+	sqlite3_result_int(ctx, s->stage_n == STAGE_ROWS);
+}
+
+static int
+open_src(struct wreader *r, struct wsrc *s, int64_t until_ms, char *err,
+    size_t errlen)
+{
+	struct filter f = { NULL, NULL, INT64_MIN, until_ms };
+	int rc = 1;
+
+	if (s->d->layout >= 2 && (rc = rowids_load(s->d, &s->x, err,
+	    errlen)) == -1)
+		return -1;
+	s->by_ids = rc == 0;
+	s->max_ts = s->last_out_ts = INT64_MIN;
+	if (s->by_ids) {
+		if (load_ids(r, s, err, errlen) == -1)
+			return -1;
+		if ((s->stage = malloc(STAGE_ROWS * sizeof(*s->stage))) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		s->idx = (uint32_t)(s - r->src);
+		s->fields = r->fields;
+		s->until_ms = until_ms;
+		if (sqlite3_create_function(s->d->db, "rlg_whatif_row",
+		    r->fields ? 10 : 8, SQLITE_UTF8, s, stage_row, NULL,
+		    NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "%s: %s", s->d->path,
+			    sqlite3_errmsg(s->d->db));
+			return -1;
+		}
+		s->st = rowids_select(s->d, &f, "1", r->fields ?
+		    "rlg_whatif_row(id, ts_ms, rq, rn, rule, key, outcome, "
+		    "cost, path, client_ip)" :
+		    "rlg_whatif_row(id, ts_ms, rq, rn, rule, key, outcome, "
+		    "cost)", err, errlen);
+	} else {
+		s->st = db_select(s->d, &f, "id, ts_ms, request_id, rule, key, "
+		    "algorithm, allowed, reason, cost, limit_value, window_ms, "
+		    "burst, method, path, client_ip", "rule IS NOT NULL", err,
+		    errlen);
+	}
+	return s->st == NULL ? -1 : 0;
 }
 
 /* The replay's order: time, then the admitted first (within one ms the
@@ -368,28 +422,77 @@ buf_insert(struct wsrc *s, const struct wrow *w)
 	return 0;
 }
 
+/* The file's next row through the view into w. 1, 0 at the end, -1. */
+static int
+view_next(struct wreader *r, struct wsrc *s, struct wrow *w, char *err,
+    size_t errlen)
+{
+	int rc, ok;
+
+	for (;;) {
+		if ((rc = sqlite3_step(s->st)) != SQLITE_ROW)
+			break;
+		memset(w, 0, sizeof(*w));
+		w->src = (uint32_t)(s - r->src);
+		if ((ok = row_view(r, s, w)) == -1) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (ok == 1)
+			return 1;
+	}
+	if (rc != SQLITE_DONE) {
+		snprintf(err, errlen, "%s: cannot read: %s", s->d->path,
+		    sqlite3_errmsg(s->d->db));
+		return -1;
+	}
+	return 0;
+}
+
+/* The file's next row by ids: *w in its stage. 1, 0 at the end, -1. */
+static int
+ids_next(struct wsrc *s, const struct wrow **w, char *err, size_t errlen)
+{
+	int rc;
+
+	if (s->stage_head == s->stage_n) {
+		s->stage_head = s->stage_n = 0;
+		if (s->scan_done)
+			return 0;
+		rc = sqlite3_step(s->st);
+		if (rc == SQLITE_DONE)
+			s->scan_done = 1;
+		else if (rc != SQLITE_ROW) {
+			snprintf(err, errlen, "%s: cannot read: %s",
+			    s->d->path, sqlite3_errmsg(s->d->db));
+			return -1;
+		}
+		if (s->stage_n == 0)
+			return 0;
+	}
+	*w = &s->stage[s->stage_head++];
+	return 1;
+}
+
 /* Fills s's buffer until its first row is ready. 0, or -1 with err. */
 static int
 src_fill(struct wreader *r, struct wsrc *s, char *err, size_t errlen)
 {
-	struct wrow w;
-	int rc, ok;
+	struct wrow vw;
+	const struct wrow *w = &vw;
+	int rc;
 
 	while (!s->eof && (s->n == 0 || (BUF_AT(s, 0).ts_ms >
 	    s->max_ts - RLG_WHATIF_REORDER_MS && s->n < RLG_WHATIF_REORDER_ROWS))) {
-		if ((rc = sqlite3_step(s->st)) != SQLITE_ROW) {
-			if (rc != SQLITE_DONE) {
-				snprintf(err, errlen, "%s: cannot read: %s",
-				    s->d->path, sqlite3_errmsg(s->d->db));
-				return -1;
-			}
+		rc = s->by_ids ? ids_next(s, &w, err, errlen) :
+		    view_next(r, s, &vw, err, errlen);
+		if (rc == -1)
+			return -1;
+		if (rc == 0) {
 			s->eof = 1;
 			break;
 		}
-		memset(&w, 0, sizeof(w));
-		w.src = (uint32_t)(s - r->src);
-		ok = s->by_ids ? row_ids(r, s, &w) : row_view(r, s, &w);
-		if (ok == -1 || (ok == 1 && buf_insert(s, &w) == -1)) {
+		if (buf_insert(s, w) == -1) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
@@ -397,9 +500,11 @@ src_fill(struct wreader *r, struct wsrc *s, char *err, size_t errlen)
 	return 0;
 }
 
-/* The next row of the merged timeline into w. 1, 0 at the end, -1. */
+/* The next row of the merged timeline: *w in its file's buffer, valid until
+ * that file's buffer is filled again. 1, 0 at the end, -1. */
 static int
-merged_next(struct wreader *r, struct wrow *w, char *err, size_t errlen)
+merged_next(struct wreader *r, const struct wrow **w, char *err,
+    size_t errlen)
 {
 	struct wsrc *best = NULL;
 
@@ -414,13 +519,13 @@ merged_next(struct wreader *r, struct wrow *w, char *err, size_t errlen)
 	}
 	if (best == NULL)
 		return 0;
-	*w = BUF_AT(best, 0);
+	*w = &BUF_AT(best, 0);
 	best->head = (best->head + 1) & (best->cap - 1);
 	best->n--;
-	if (w->ts_ms < best->last_out_ts)
+	if ((*w)->ts_ms < best->last_out_ts)
 		r->late++;
 	else
-		best->last_out_ts = w->ts_ms;
+		best->last_out_ts = (*w)->ts_ms;
 	return 1;
 }
 
@@ -514,24 +619,25 @@ ring_push(struct wreader *r, const struct wrow *w)
 	return 0;
 }
 
-/* Adds w to the open requests. 0, or -1 out of memory. */
+/* Adds a copy of w to the open requests. 0, or -1 out of memory. */
 static int
-group_add(struct wreader *r, struct wrow *w)
+group_add(struct wreader *r, const struct wrow *w)
 {
 	uint64_t seq = r->rtail, h;
-	struct wrow *p;
+	struct wrow *p, *x;
 	size_t i, n;
 
-	w->next = 0;
-	w->done = 0;
 	if (ring_push(r, w) == -1)
 		return -1;
-	if (w->lone)
+	x = &RING(r, seq);
+	x->next = 0;
+	x->done = 0;
+	if (x->lone)
 		return 0;
 	if ((r->sn + 1) * 2 > r->scap && slots_grow(r) == -1)
 		return -1;
-	h = req_hash(w);
-	i = slot_of(r, w, h);
+	h = req_hash(x);
+	i = slot_of(r, x, h);
 	if (r->slots[i].seq == 0) {
 		r->slots[i].seq = seq + 1;
 		r->slots[i].hash = h;
@@ -546,15 +652,15 @@ group_add(struct wreader *r, struct wrow *w)
 	 */
 	n = 1;
 	for (p = &RING(r, r->slots[i].seq - 1); ; p = &RING(r, p->next - 1), n++) {
-		if (p->rule == w->rule || n >= RLG_WHATIF_GROUP_MAX) {
-			RING(r, seq).lone = 1;
+		if (p->rule == x->rule || n >= RLG_WHATIF_GROUP_MAX) {
+			x->lone = 1;
 			return 0;
 		}
 		if (p->next == 0)
 			break;
 	}
 	p->next = seq + 1;
-	RING(r, seq).done = 2;	/* a member, handed out with its leader */
+	x->done = 2;	/* a member, handed out with its leader */
 	return 0;
 }
 
@@ -589,7 +695,7 @@ int
 whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
     char *err, size_t errlen)
 {
-	struct wrow w;
+	const struct wrow *w;
 	int rc;
 
 	/* Rows handed out before are gone now; members follow their leader. */
@@ -610,7 +716,7 @@ whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
 			r->merged_eof = 1;
 			continue;
 		}
-		if (group_add(r, &w) == -1)
+		if (group_add(r, w) == -1)
 			goto oom;
 	}
 	if ((rc = group_take(r)) == -1)
@@ -658,6 +764,11 @@ whatif_read_free(struct wreader *r)
 		struct wsrc *s = &r->src[i];
 
 		sqlite3_finalize(s->st);
+		if (s->stage != NULL)
+			sqlite3_create_function(s->d->db, "rlg_whatif_row",
+			    r->fields ? 10 : 8, SQLITE_UTF8, NULL, NULL, NULL,
+			    NULL);
+		free(s->stage);
 		rowids_free(&s->x);
 		free(s->grule);
 		free(s->gparams);
