@@ -16,9 +16,6 @@
 
 typedef __int128 i128;
 
-#define MAX	(1LL << 52)	/* the Lua's MAX: integers below are exact */
-#define EXACT	(1LL << 53)	/* the Lua's EXACT */
-
 /* floor and ceiling of a / b, b > 0 (the Lua's fdiv, cdiv). Operands of
  * 64 bits divide in 64 bits, the same quotient and remainder: a 128-bit
  * division is a library call, and most of what the twin costs. */
@@ -130,12 +127,12 @@ params_burst(struct algo_params *p, long long burst, char *err, size_t len)
 	g = gcd(p->window_us, p->limit);
 	p->scale = p->window_us / g;
 	p->rate = p->limit / g;
-	if (!queue && (i128)burst * p->scale >= EXACT)
+	if (!queue && (i128)burst * p->scale >= RLG_EXACT)
 		return fail(err, len, "burst %lld is too large for limit %lld per "
 		    "%lld ms: burst * window_us / gcd(limit, window_us) must stay "
 		    "below 2^53 (use a shorter window or a limit sharing more "
 		    "factors with it)", burst, p->limit, p->window_ms);
-	if (queue && (i128)(burst + p->cost) * p->scale >= MAX)
+	if (queue && (i128)(burst + p->cost) * p->scale >= RLG_EXACT_MAX)
 		return fail(err, len, "burst %lld and cost %lld are too large for "
 		    "limit %lld per %lld ms: (burst + cost) * window_us / "
 		    "gcd(limit, window_us) must stay below 2^52 (use a shorter "
@@ -416,7 +413,7 @@ check_leaky(const struct algo_params *p, const struct algo_state *s,
 	i128 per_ms = (i128)p->rate * 1000, w, q;
 	long long kept_remaining = 0, kept_reset_ms, rem;
 
-	w = ticks_ahead(s, now, p->rate, MAX);
+	w = ticks_ahead(s, now, p->rate, RLG_EXACT_MAX);
 	if (w <= max_wait) {
 		kept_remaining = floor_div(max_wait - w, p->scale) + 1;
 		if (kept_remaining < 0)
