@@ -255,7 +255,7 @@ scan_view(struct rdb *d, const struct filter *f, struct agg *a,
 			goto oom;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;
@@ -315,7 +315,7 @@ scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
 			goto oom;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;
@@ -414,8 +414,7 @@ scan_counts(struct rdb *d, const struct filter *f, struct agg *a,
 		a->rows += allowed + denied;
 	}
 	if (rc != SQLITE_DONE && rc != SQLITE_NOMEM)
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 	sqlite3_finalize(st);
 	free(rb.buf);
 	if (rc != SQLITE_DONE)

@@ -132,8 +132,7 @@ check_layout(struct rdb *d, const char *want, char *err, size_t errlen)
 	size_t n;
 
 	if (layout_items(d->db, have, sizeof(have)) == -1) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		return -1;
 	}
 	for (p = want; *p != '\0'; p = *end != '\0' ? end + 1 : end) {
@@ -187,8 +186,7 @@ check_schema(struct rdb *d, const struct columns *want, const char *items,
 		if (sqlite3_errcode(d->db) == SQLITE_NOTADB)
 			snprintf(err, errlen, "%s: not an SQLite database", d->path);
 		else
-			snprintf(err, errlen, "%s: cannot read: %s", d->path,
-			    sqlite3_errmsg(d->db));
+			db_read_error(d, err, errlen);
 		return -1;
 	}
 	if (have.n == 0) {
@@ -432,6 +430,14 @@ db_prepare(struct rdb *d, const char *sql, char *err, size_t errlen)
 		return NULL;
 	}
 	return st;
+}
+
+int
+db_read_error(const struct rdb *d, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s: cannot read: %s", d->path,
+	    sqlite3_errmsg(d->db));
+	return -1;
 }
 
 int

@@ -62,6 +62,10 @@ sqlite3_stmt	*db_prepare(struct rdb *d, const char *sql, char *err, size_t errle
 int		 db_has(struct rdbs *dbs, const char *rule, const char *key,
 		    char *err, size_t errlen);
 
+/* "PATH: cannot read: SQLite's message" into err, for a statement of d
+ * that stopped short of SQLITE_DONE. Returns -1. */
+int		 db_read_error(const struct rdb *d, char *err, size_t errlen);
+
 /*
  * The distinct rule names in all databases, sorted, joined with ", " and
  * cut to about len bytes, into buf (for "unknown rule" messages).

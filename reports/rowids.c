@@ -64,8 +64,7 @@ load_end(struct rdb *d, sqlite3_stmt *st, int rc, char *err, size_t errlen)
 		return -1;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		return -1;
 	}
 	return 0;

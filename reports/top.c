@@ -90,8 +90,7 @@ scan_view(struct rdb *d, const struct filter *f, struct intern *ids,
 		cnt->v[id].denied += sqlite3_column_int(st, 2) == 0;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;
@@ -183,8 +182,7 @@ scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
 		goto out;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path,
-		    sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;

@@ -272,7 +272,7 @@ load_view(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 			goto out;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;
@@ -520,7 +520,7 @@ load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
 	if (s.failed)
 		goto out;
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
+		db_read_error(d, err, errlen);
 		goto out;
 	}
 	ret = 0;

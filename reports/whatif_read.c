@@ -186,8 +186,7 @@ load_ids(struct wreader *r, struct wsrc *s, char *err, size_t errlen)
 	sqlite3_finalize(st);
 	free(sb.buf);
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", s->d->path,
-		    sqlite3_errmsg(s->d->db));
+		db_read_error(s->d, err, errlen);
 		return -1;
 	}
 	return 0;
@@ -442,8 +441,7 @@ view_next(struct wreader *r, struct wsrc *s, struct wrow *w, char *err,
 			return 1;
 	}
 	if (rc != SQLITE_DONE) {
-		snprintf(err, errlen, "%s: cannot read: %s", s->d->path,
-		    sqlite3_errmsg(s->d->db));
+		db_read_error(s->d, err, errlen);
 		return -1;
 	}
 	return 0;
@@ -463,8 +461,7 @@ ids_next(struct wsrc *s, const struct wrow **w, char *err, size_t errlen)
 		if (rc == SQLITE_DONE)
 			s->scan_done = 1;
 		else if (rc != SQLITE_ROW) {
-			snprintf(err, errlen, "%s: cannot read: %s",
-			    s->d->path, sqlite3_errmsg(s->d->db));
+			db_read_error(s->d, err, errlen);
 			return -1;
 		}
 		if (s->stage_n == 0)
@@ -857,8 +854,7 @@ whatif_rule_names(struct rdbs *dbs, char ***names, size_t *n, char *err,
 		}
 		sqlite3_finalize(st);
 		if (rc != SQLITE_DONE) {
-			snprintf(err, errlen, "%s: cannot read: %s",
-			    dbs->v[i].path, sqlite3_errmsg(dbs->v[i].db));
+			db_read_error(&dbs->v[i], err, errlen);
 			goto out;
 		}
 	}
