@@ -35,6 +35,16 @@ rows_sql() {
 	done
 }
 
+# rule_ini ALG LIMIT [LINE...]: the rule named ALG, of algorithm ALG, on
+# {query.k}, LIMIT per 1s, and the extra lines.
+rule_ini() {
+	printf '[rule:%s]\nkey = {query.k}\nalgorithm = %s\nlimit = %s\nwindow = 1s\n' \
+	    "$1" "$1" "$2"
+	shift 2
+	[ $# -eq 0 ] || printf '%s\n' "$@"
+	echo
+}
+
 echo "# each algorithm, by hand"
 HAND=$T/hand.db
 newdb "$HAND"
@@ -46,47 +56,14 @@ newdb "$HAND"
 	rows_sql gcra 0 0 0 0 500 1000 1500 2000
 	rows_sql leaky_bucket 0 0 0 0 500 1000 3500
 } | sqlite3 "$HAND"
-cat > "$T/hand.ini" <<EOF
-[rule:fixed_window]
-key = {query.k}
-algorithm = fixed_window
-limit = 3
-window = 1s
-
-[rule:sliding_log]
-key = {query.k}
-algorithm = sliding_log
-limit = 3
-window = 1s
-
-[rule:sliding_window]
-key = {query.k}
-algorithm = sliding_window
-limit = 3
-window = 1s
-precision = 500ms
-
-[rule:token_bucket]
-key = {query.k}
-algorithm = token_bucket
-limit = 1
-window = 1s
-burst = 3
-
-[rule:gcra]
-key = {query.k}
-algorithm = gcra
-limit = 1
-window = 1s
-burst = 3
-
-[rule:leaky_bucket]
-key = {query.k}
-algorithm = leaky_bucket
-limit = 1
-window = 1s
-burst = 2
-EOF
+{
+	rule_ini fixed_window 3
+	rule_ini sliding_log 3
+	rule_ini sliding_window 3 "precision = 500ms"
+	rule_ini token_bucket 1 "burst = 3"
+	rule_ini gcra 1 "burst = 3"
+	rule_ini leaky_bucket 1 "burst = 2"
+} > "$T/hand.ini"
 # fixed_window: [0, 1s) takes 0 500 600, 700 denied, 1100 opens [1100,
 # 2100): 5 + 1. sliding_log: at 1100 (100, 1100] holds 500 600, at 1200
 # (200, 1200] holds 500 600 1100: 4 + 2. sliding_window (blocks of 500 ms,
@@ -276,40 +253,13 @@ is "--what-if with --verify: exit 2" 2 "$rc"
 echo "# lower limits: the what-if admissions keep each promise (--verify)"
 GENDB=$T/gen.db
 "$GEN" -o "$GENDB" -a mix -n 6000 -k 12 -l 20 -w 1000 -b 10 -c 1 -p 100 -s 7 > /dev/null
-cat > "$T/low.ini" <<EOF
-[rule:fixed_window]
-key = {query.k}
-algorithm = fixed_window
-limit = 5
-window = 1s
-
-[rule:sliding_window]
-key = {query.k}
-algorithm = sliding_window
-limit = 5
-window = 1s
-precision = 100ms
-
-[rule:sliding_log]
-key = {query.k}
-algorithm = sliding_log
-limit = 5
-window = 1s
-
-[rule:token_bucket]
-key = {query.k}
-algorithm = token_bucket
-limit = 5
-window = 1s
-burst = 4
-
-[rule:gcra]
-key = {query.k}
-algorithm = gcra
-limit = 5
-window = 1s
-burst = 4
-EOF
+{
+	rule_ini fixed_window 5
+	rule_ini sliding_window 5 "precision = 100ms"
+	rule_ini sliding_log 5
+	rule_ini token_bucket 5 "burst = 4"
+	rule_ini gcra 5 "burst = 4"
+} > "$T/low.ini"
 # whatif_db RULE ALG LIMIT BURST: the what-if admissions of each key of
 # RULE as rows of a first-layout file, from its 1 ms windows.
 whatif_db() {
