@@ -279,6 +279,7 @@ row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
 	int64_t rule = sqlite3_value_int64(argv[4]);
 	int64_t o = sqlite3_value_int64(argv[6]);
 	int64_t ts = sqlite3_value_int64(argv[1]);
+	int rq_null, rn_null;
 
 	/* The file's filter again: SQLite may call this before it. */
 	if (s->until_ms != INT64_MAX && ts >= s->until_ms)
@@ -288,8 +289,12 @@ row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
 		return 0;
 	w->id = sqlite3_value_int64(argv[0]);
 	w->ts_ms = ts;
-	w->rq = (uint64_t)arg_or(argv[2]);
-	w->rn = (uint64_t)arg_or(argv[3]);
+	/* NULL reads as UINT64_MAX; lone by the NULLs alone, for rn -1 is
+	 * the id ffffffffffffffff. */
+	rq_null = sqlite3_value_type(argv[2]) == SQLITE_NULL;
+	rn_null = sqlite3_value_type(argv[3]) == SQLITE_NULL;
+	w->rq = rq_null ? UINT64_MAX : (uint64_t)sqlite3_value_int64(argv[2]);
+	w->rn = rn_null ? UINT64_MAX : (uint64_t)sqlite3_value_int64(argv[3]);
 	w->cost = arg_or(argv[7]);
 	w->src = s->idx;
 	w->rule = s->grule[rule];
@@ -309,7 +314,7 @@ row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
 		w->reason = WR_OTHER;
 		w->method = RLG_WHATIF_NONE;
 	}
-	w->lone = w->rq == UINT64_MAX && w->rn == UINT64_MAX;
+	w->lone = rq_null && rn_null;
 	w->done = 0;
 	w->next = 0;
 	return 1;
@@ -635,6 +640,15 @@ group_add(struct wreader *r, const struct wrow *w)
 		return -1;
 	h = req_hash(x);
 	i = slot_of(r, x, h);
+	/* Further from its leader than one request's rows are: the id's
+	 * next request, x its leader in the slot. The one before is closed
+	 * (out of the table), handed out as it is. */
+	if (r->slots[i].seq != 0 && x->ts_ms - RING(r, r->slots[i].seq -
+	    1).ts_ms > RLG_WHATIF_GROUP_MS) {
+		RING(r, r->slots[i].seq - 1).lone = 1;
+		r->slots[i].seq = seq + 1;
+		return 0;
+	}
 	if (r->slots[i].seq == 0) {
 		r->slots[i].seq = seq + 1;
 		r->slots[i].hash = h;
@@ -695,14 +709,18 @@ whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
 	const struct wrow *w;
 	int rc;
 
-	/* Rows handed out before are gone now; members follow their leader. */
+	/*
+	 * Rows handed out before are gone now; members follow their leader.
+	 * A request is handed out once a row further than
+	 * RLG_WHATIF_GROUP_MS from its leader came: none later joins it.
+	 */
 	while (r->rhead < r->rtail && RING(r, r->rhead).done == 1)
 		r->rhead++;
 	for (;;) {
 		while (r->rhead < r->rtail && RING(r, r->rhead).done == 1)
 			r->rhead++;
 		if (r->rhead < r->rtail && (r->merged_eof ||
-		    RING(r, r->rhead).ts_ms + RLG_WHATIF_GROUP_MS <=
+		    RING(r, r->rhead).ts_ms + RLG_WHATIF_GROUP_MS <
 		    RING(r, r->rtail - 1).ts_ms))
 			break;
 		if (r->merged_eof)
