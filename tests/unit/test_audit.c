@@ -105,6 +105,10 @@ teardown(void **state)
 	return 0;
 }
 
+/* What the capture read so far (capture_wait(), capture_end()). */
+static char	capture_buf[65536 + 1];
+static size_t	capture_len;
+
 /* Sends stderr (where log writes) to a pipe until capture_end(). */
 static void
 capture_start(void)
@@ -118,24 +122,50 @@ capture_start(void)
 	assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
 	close(p[1]);
 	capture_rd = p[0];
+	capture_len = 0;
+}
+
+/* What the pipe holds now, appended to capture_buf. */
+static void
+capture_read(void)
+{
+	size_t room = sizeof(capture_buf) - 1;
+	ssize_t n;
+
+	while (capture_len < room && (n = read(capture_rd,
+	    capture_buf + capture_len, room - capture_len)) > 0)
+		capture_len += (size_t)n;
+	capture_buf[capture_len] = '\0';
+}
+
+/* Waits up to timeout_ms for a logged line holding s; 1 when it came. */
+static int
+capture_wait(const char *s, long long timeout_ms)
+{
+	long long end = mono_ms() + timeout_ms;
+
+	for (;;) {
+		capture_read();
+		if (strstr(capture_buf, s) != NULL)
+			return 1;
+		if (mono_ms() >= end)
+			return 0;
+		sleep_ms(2);
+	}
 }
 
 /* Returns what was logged, in a string the caller frees, and echoes it. */
 static char *
 capture_end(void)
 {
-	size_t len = 0, cap = 65536;
-	char *buf = malloc(cap + 1);
-	ssize_t n;
+	char *buf;
 
-	assert_non_null(buf);
 	dup2(capture_saved, STDERR_FILENO);
 	close(capture_saved);
-	while (len < cap && (n = read(capture_rd, buf + len, cap - len)) > 0)
-		len += (size_t)n;
+	capture_read();
 	close(capture_rd);
 	capture_saved = capture_rd = -1;
-	buf[len] = '\0';
+	assert_non_null(buf = strdup(capture_buf));
 	fputs(buf, stderr);
 	return buf;
 }
@@ -1140,6 +1170,36 @@ wait_thread(const char *name)
 #define WAL_BOUND	(32 + (off_t)AUDIT_CHECKPOINT_MAX * (4096 + 24) + \
 			    (off_t)AUDIT_TXN_ROWS * 1024)
 
+/* A big-endian 32-bit field of SQLite's WAL. */
+static uint32_t
+be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * The pages the WAL open at fd holds, as SQLite's file format defines
+ * them (fileformat2.html, 4.1): the frames since it began again from its
+ * beginning, which carry its header's salts, up to the last one that
+ * ends a commit. Read while no transaction is under way.
+ */
+static long
+wal_frames(int fd)
+{
+	unsigned char hdr[32], fh[24];
+	off_t frame;
+	long n, frames = 0;
+
+	assert_int_equal(pread(fd, hdr, sizeof(hdr), 0), sizeof(hdr));
+	frame = 24 + (off_t)be32(hdr + 8);
+	for (n = 0; pread(fd, fh, sizeof(fh), 32 + n * frame) ==
+	    (ssize_t)sizeof(fh) && memcmp(fh + 8, hdr + 16, 8) == 0; n++)
+		if (be32(fh + 4) != 0)
+			frames = n + 1;
+	return frames;
+}
+
 static void
 test_checkpoints_off_the_writer(void **state)
 {
@@ -1205,14 +1265,18 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	struct audit *a;
 	struct stat db, w;
 	off_t wal_max = 0, db_at_fallback;
-	long long written = 0;
-	int fd, batches = 0, at_fallback;
+	long long written = 0, rows = 0;
+	long frames;
+	int fd, walfd, t, batches = 0;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
 	wide_rows = 1;
 	capture_start();
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
+	/* The WAL is read on a descriptor of the test's own (SQLite locks
+	 * the database and -shm files, not the WAL), opened first. */
+	assert_true((walfd = open(wal, O_RDONLY | O_CLOEXEC)) >= 0);
 	/* No descriptor can be opened once the lowest free one is the limit
 	 * (the test asserts only with the limit restored). */
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -1221,6 +1285,10 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	none = rl;
 	none.rlim_cur = (rlim_t)fd;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+	/* Batches until the database file grows, and until the WAL has
+	 * begun again after that checkpoint (the next commit begins it: no
+	 * other connection can read it now, which later the checkpointer
+	 * could). */
 	do {
 		push_range(a, batches, 0, 20000);
 		written += 20000;
@@ -1230,7 +1298,13 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 			break;
 		if (w.st_size > wal_max)
 			wal_max = w.st_size;
-	} while (db.st_size < 4 << 20 && batches < 200);
+	} while ((db.st_size < 4 << 20 ||
+	    wal_frames(walfd) >= AUDIT_CHECKPOINT_MAX) && batches < 200);
+	/* The checkpointer, asked since the WAL held AUDIT_CHECKPOINT_PAGES,
+	 * has said it cannot open the database before it is given
+	 * descriptors again (a busy machine may run it late). */
+	assert_true(capture_wait("the writer checkpoints when the WAL "
+	    "reaches", 30000));
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	assert_int_equal(stats(a).written, written);
 	/* The pages went to the database file once the WAL held four times
@@ -1240,17 +1314,43 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	assert_true(wal_max >= 4 * (WAL_DUE - 32));
 	assert_true(wal_max < WAL_BOUND);
 
-	/* The checkpointer again, at the next 4000 pages: the database file
-	 * grows long before the WAL is back at the writer's fallback, in
-	 * less than half the batches that took (about a quarter). */
+	/*
+	 * The checkpointer again: rows, 1000 at a time, until its checkpoint
+	 * is due (the WAL holds AUDIT_CHECKPOINT_PAGES again) after a commit
+	 * with descriptors back, then none. The writer would checkpoint
+	 * itself only at AUDIT_CHECKPOINT_MAX, far above the end of the last
+	 * batch and 1000 rows more (a row writes a few pages at most), so
+	 * the database file can now grow only by the checkpointer's hand,
+	 * however late a busy machine lets it run (it may also come sooner,
+	 * for a request made before).
+	 */
 	db_at_fallback = db.st_size;
-	at_fallback = batches;
-	while (db.st_size == db_at_fallback && batches < 250) {
-		push_batch(a, batches++);
+	do {
+		push_range(a, batches + (int)(rows / 20000), (int)(rows % 20000),
+		    1000);
+		rows += 1000;
+		assert_int_equal(wait_written(a, written + rows, 30000),
+		    written + rows);
+		frames = wal_frames(walfd);
+		assert_int_equal(stat(f->path, &db), 0);
+	} while (frames < AUDIT_CHECKPOINT_PAGES &&
+	    db.st_size == db_at_fallback);
+	assert_true(frames < AUDIT_CHECKPOINT_MAX);
+	for (t = 0; t < 3000 && db.st_size == db_at_fallback; t++) {
+		sleep_ms(10);
 		assert_int_equal(stat(f->path, &db), 0);
 	}
 	assert_true(db.st_size > db_at_fallback);
-	assert_true(batches - at_fallback < at_fallback / 2);
+	/* The last batch completed, for check_rows(). */
+	while (rows % 20000 != 0) {
+		push_range(a, batches + (int)(rows / 20000),
+		    (int)(rows % 20000), 1000);
+		rows += 1000;
+	}
+	batches += (int)(rows / 20000);
+	assert_int_equal(wait_written(a, written + rows, 30000),
+	    written + rows);
+	close(walfd);
 	assert_int_equal(audit_close(a, 5000), 0);
 	log = capture_end();
 	assert_int_equal(count_lines(log, "warn: audit:", "checkpoint failed: "
