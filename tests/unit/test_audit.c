@@ -105,6 +105,10 @@ teardown(void **state)
 	return 0;
 }
 
+/* What the capture read so far (capture_wait(), capture_end()). */
+static char	capture_buf[65536 + 1];
+static size_t	capture_len;
+
 /* Sends stderr (where log writes) to a pipe until capture_end(). */
 static void
 capture_start(void)
@@ -118,24 +122,50 @@ capture_start(void)
 	assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
 	close(p[1]);
 	capture_rd = p[0];
+	capture_len = 0;
+}
+
+/* What the pipe holds now, appended to capture_buf. */
+static void
+capture_read(void)
+{
+	size_t room = sizeof(capture_buf) - 1;
+	ssize_t n;
+
+	while (capture_len < room && (n = read(capture_rd,
+	    capture_buf + capture_len, room - capture_len)) > 0)
+		capture_len += (size_t)n;
+	capture_buf[capture_len] = '\0';
+}
+
+/* Waits up to timeout_ms for a logged line holding s; 1 when it came. */
+static int
+capture_wait(const char *s, long long timeout_ms)
+{
+	long long end = mono_ms() + timeout_ms;
+
+	for (;;) {
+		capture_read();
+		if (strstr(capture_buf, s) != NULL)
+			return 1;
+		if (mono_ms() >= end)
+			return 0;
+		sleep_ms(2);
+	}
 }
 
 /* Returns what was logged, in a string the caller frees, and echoes it. */
 static char *
 capture_end(void)
 {
-	size_t len = 0, cap = 65536;
-	char *buf = malloc(cap + 1);
-	ssize_t n;
+	char *buf;
 
-	assert_non_null(buf);
 	dup2(capture_saved, STDERR_FILENO);
 	close(capture_saved);
-	while (len < cap && (n = read(capture_rd, buf + len, cap - len)) > 0)
-		len += (size_t)n;
+	capture_read();
 	close(capture_rd);
 	capture_saved = capture_rd = -1;
-	buf[len] = '\0';
+	assert_non_null(buf = strdup(capture_buf));
 	fputs(buf, stderr);
 	return buf;
 }
@@ -541,6 +571,74 @@ test_tiny_queue_loses_nothing(void **state)
 }
 
 /*
+ * The writer, parked in its audit_on_write() hook (called after each
+ * attempt, a's lock not held): PARK_ARMED parks it at its next attempt
+ * until the test sets PARK_RELEASED.
+ */
+enum { PARK_OFF, PARK_ARMED, PARK_PARKED, PARK_RELEASED };
+static int	park_state;
+
+static void
+park_hook(void)
+{
+	int armed = PARK_ARMED;
+
+	if (!__atomic_compare_exchange_n(&park_state, &armed, PARK_PARKED, 0,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	while (__atomic_load_n(&park_state, __ATOMIC_ACQUIRE) != PARK_RELEASED)
+		sleep_ms(1);
+}
+
+/* Waits up to timeout_ms for park_state to be state; 1 when it is. */
+static int
+wait_park(int state, long long timeout_ms)
+{
+	long long end = mono_ms() + timeout_ms;
+
+	while (__atomic_load_n(&park_state, __ATOMIC_ACQUIRE) != state) {
+		if (mono_ms() >= end)
+			return 0;
+		sleep_ms(2);
+	}
+	return 1;
+}
+
+/* Rows 10..14 pushed on a thread of their own into a full queue. */
+struct full_pushes {
+	pthread_t	 thread;
+	struct audit	*a;
+	int		 refused;	/* returned -1 with ENOSPC */
+	long		 blocked;	/* the thread's voluntary switches */
+	int		 done;
+};
+
+static void *
+full_push_main(void *arg)
+{
+	struct full_pushes *p = arg;
+	struct audit_row r;
+	struct row_bufs b;
+	struct rusage before, after;
+	int i;
+
+	/* The thread's first allocation sets up its allocator's state: made
+	 * before counting. */
+	free(malloc(64));
+	getrusage(RUSAGE_THREAD, &before);
+	for (i = 10; i < 15; i++) {
+		make_row(0, i, &r, &b);
+		errno = 0;
+		if (audit_push(p->a, &r) == -1 && errno == ENOSPC)
+			p->refused++;
+	}
+	getrusage(RUSAGE_THREAD, &after);
+	p->blocked = after.ru_nvcsw - before.ru_nvcsw;
+	__atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
  * A full queue never makes audit_push() wait: the row is refused (ENOSPC),
  * counted as lost, and the writer logs it once; the rows queued are
  * written when the database is writable again.
@@ -549,54 +647,81 @@ static void
 test_full_queue_loses_rows(void **state)
 {
 	struct fixture *f = *state;
+	struct full_pushes p;
 	struct audit_row r;
 	struct row_bufs b;
 	char err[512], *log;
 	struct audit *a;
 	sqlite3 *locker;
-	long long t0;
-	int i, lines;
+	struct audit_stats st;
+	long long end;
+	int i, full, full_lines, lost_lines;
 
 	assert_non_null(a = audit_open(f->path, 10, 1, 0, err, sizeof(err)));
+	audit_on_write(a, park_hook);
 	locker = db_open(f->path);
 	db_exec(locker, "BEGIN EXCLUSIVE");
 
 	capture_start();
+	__atomic_store_n(&park_state, PARK_ARMED, __ATOMIC_RELEASE);
 	for (i = 0; i < 10; i++) {
 		make_row(0, i, &r, &b);
 		assert_int_equal(audit_push(a, &r), 0);
 	}
+	/* The writer's first attempt fails on the lock, and it parks. */
+	assert_true(wait_park(PARK_PARKED, 30000));
 	assert_int_equal(audit_full(a), 1);
-	t0 = mono_ms();
-	for (i = 10; i < 15; i++) {
-		make_row(0, i, &r, &b);
-		errno = 0;
-		assert_int_equal(audit_push(a, &r), -1);
-		assert_int_equal(errno, ENOSPC);
-	}
-	assert_true(mono_ms() - t0 < 200);	/* no waiting */
-	assert_int_equal(stats(a).queued, 10);
-	assert_int_equal(stats(a).lost, 5);
-	assert_int_equal(stats(a).written, 0);
 
+	/*
+	 * Room could come only from the writer, parked until these pushes
+	 * have returned, while the lock is still held: a push that waited
+	 * for room would never return. One that waited at all (a sleep, a
+	 * condition, a lock the writer holds, the disk) would block its
+	 * thread: the kernel counts that a voluntary context switch, which
+	 * being preempted on a busy machine is not. No other thread takes
+	 * a's lock or allocates meanwhile (the checkpointer has nothing to
+	 * do; this one only polls p.done).
+	 */
+	memset(&p, 0, sizeof(p));
+	p.a = a;
+	assert_int_equal(pthread_create(&p.thread, NULL, full_push_main, &p),
+	    0);
+	for (end = mono_ms() + 30000; !__atomic_load_n(&p.done,
+	    __ATOMIC_ACQUIRE) && mono_ms() < end; )
+		sleep_ms(2);
+	assert_true(__atomic_load_n(&p.done, __ATOMIC_ACQUIRE));
+	pthread_join(p.thread, NULL);
+	full = audit_full(a);
+	st = stats(a);
+	/* The writer and the lock released before asserting: a failure
+	 * leaves neither behind. */
 	db_exec(locker, "COMMIT");
 	sqlite3_close(locker);
+	__atomic_store_n(&park_state, PARK_RELEASED, __ATOMIC_RELEASE);
+	assert_int_equal(p.refused, 5);
+	assert_int_equal(p.blocked, 0);
+	assert_int_equal(full, 1);
+	assert_int_equal(st.queued, 10);
+	assert_int_equal(st.lost, 5);
+	assert_int_equal(st.written, 0);
+
 	assert_int_equal(wait_written(a, 10, 5000), 10);
 	assert_int_equal(audit_full(a), 0);
 	make_row(0, 10, &r, &b);	/* again: the first try was lost */
 	assert_int_equal(audit_push(a, &r), 0);
 	assert_int_equal(audit_close(a, 2000), 0);
+	__atomic_store_n(&park_state, PARK_OFF, __ATOMIC_RELEASE);
 	log = capture_end();
 	/*
-	 * The losses are logged once when the writer next looks (one line a
-	 * second at most), the rest at close: one line, or two when the
-	 * writer looked between two of the pushes above.
+	 * The losses are logged when the writer next looks, after it was
+	 * released (one line a second at most): all five in one line.
 	 */
-	assert_int_equal(count_lines(log, "the queue is full (10 rows): ",
-	    "rows not recorded since the last line, 5 in all"), 1);
-	lines = count_lines(log, "not recorded", NULL);
-	assert_true(lines == 1 || lines == 2);
+	full_lines = count_lines(log, "the queue is full (10 rows): ",
+	    "5 rows not recorded since the last line, 5 in all");
+	lost_lines = count_lines(log, "not recorded", NULL);
 	free(log);
+	assert_int_equal(full_lines, 1);
+	assert_int_equal(lost_lines, 1);
 	/* Rows 0..10, each once. */
 	check_rows(f->path, 1, 11);
 }
@@ -739,7 +864,7 @@ test_locked_database_recovers(void **state)
 	char err[512], *log;
 	struct audit *a;
 	sqlite3 *locker;
-	long long t0, t, slowest = 0;
+	long long t0;
 	int i;
 
 	capture_start();
@@ -748,18 +873,15 @@ test_locked_database_recovers(void **state)
 	locker = db_open(f->path);
 	db_exec(locker, "BEGIN EXCLUSIVE");
 
-	/* 2 s of pushes while another connection holds the write lock. */
+	/* 2 s of pushes while another connection holds the write lock: they
+	 * all return while it is held, so none waited for the database. */
 	t0 = mono_ms();
 	for (i = 0; i < 300; i++) {
-		t = mono_ms();
 		push_range(a, 0, i, 1);
-		if (mono_ms() - t > slowest)
-			slowest = mono_ms() - t;
 		sleep_ms(5);
 	}
 	while (mono_ms() - t0 < 2000)
 		sleep_ms(10);
-	assert_true(slowest < 100);
 	assert_int_equal(stats(a).written, 0);
 	assert_int_equal(stats(a).queued, 300);
 	assert_true(stats(a).failures >= 1);
@@ -989,7 +1111,7 @@ test_two_processes_share_file(void **state)
 	char err[512], *log;
 	struct audit *a;
 	pid_t pid;
-	int status, i;
+	int status, i, cannot, locked, recovered;
 
 	capture_start();
 	for (i = 0; i < 3; i++) {	/* both create the file: a start-up race */
@@ -1034,11 +1156,24 @@ test_two_processes_share_file(void **state)
 		check_rows(f->path, 4, 4000);
 	}
 	log = capture_end();
-	/* Neither writer starves the other past its busy timeout. (The
-	 * pushers outrun the queue: rows refused and pushed again are
-	 * logged as not recorded.) */
-	assert_int_equal(count_lines(log, "cannot write", NULL), 0);
+	/*
+	 * Each process's rows once (check_rows), none given up (the closes).
+	 * The writers take turns, but whether a waiting one gets the lock
+	 * within its busy timeout is the scheduler's: a wait that lasts
+	 * past AUDIT_BUSY_REPORT_MS (on a loaded machine its polls may come
+	 * too late for the other's gaps that long) is an episode, logged
+	 * once, and logged as recovered when its rows go (audit_int.h). So
+	 * every "cannot write" is the other's lock, and recovered. (The
+	 * pushers outrun the queue: rows refused and pushed again are logged
+	 * as not recorded.)
+	 */
+	cannot = count_lines(log, "cannot write", NULL);
+	locked = count_lines(log, "error: audit:",
+	    "cannot write: database is locked; ");
+	recovered = count_lines(log, "info: audit:", "recovered, ");
 	free(log);
+	assert_int_equal(locked, cannot);
+	assert_int_equal(recovered, cannot);
 }
 
 /*
@@ -1140,6 +1275,36 @@ wait_thread(const char *name)
 #define WAL_BOUND	(32 + (off_t)AUDIT_CHECKPOINT_MAX * (4096 + 24) + \
 			    (off_t)AUDIT_TXN_ROWS * 1024)
 
+/* A big-endian 32-bit field of SQLite's WAL. */
+static uint32_t
+be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+/*
+ * The pages the WAL open at fd holds, as SQLite's file format defines
+ * them (fileformat2.html, 4.1): the frames since it began again from its
+ * beginning, which carry its header's salts, up to the last one that
+ * ends a commit. Read while no transaction is under way.
+ */
+static long
+wal_frames(int fd)
+{
+	unsigned char hdr[32], fh[24];
+	off_t frame;
+	long n, frames = 0;
+
+	assert_int_equal(pread(fd, hdr, sizeof(hdr), 0), sizeof(hdr));
+	frame = 24 + (off_t)be32(hdr + 8);
+	for (n = 0; pread(fd, fh, sizeof(fh), 32 + n * frame) ==
+	    (ssize_t)sizeof(fh) && memcmp(fh + 8, hdr + 16, 8) == 0; n++)
+		if (be32(fh + 4) != 0)
+			frames = n + 1;
+	return frames;
+}
+
 static void
 test_checkpoints_off_the_writer(void **state)
 {
@@ -1205,14 +1370,18 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	struct audit *a;
 	struct stat db, w;
 	off_t wal_max = 0, db_at_fallback;
-	long long written = 0;
-	int fd, batches = 0, at_fallback;
+	long long written = 0, rows = 0;
+	long frames;
+	int fd, walfd, t, batches = 0;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
 	wide_rows = 1;
 	capture_start();
 	assert_non_null(a = audit_open(f->path, 100000, 1000, 5, err,
 	    sizeof(err)));
+	/* The WAL is read on a descriptor of the test's own (SQLite locks
+	 * the database and -shm files, not the WAL), opened first. */
+	assert_true((walfd = open(wal, O_RDONLY | O_CLOEXEC)) >= 0);
 	/* No descriptor can be opened once the lowest free one is the limit
 	 * (the test asserts only with the limit restored). */
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -1221,6 +1390,10 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	none = rl;
 	none.rlim_cur = (rlim_t)fd;
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+	/* Batches until the database file grows, and until the WAL has
+	 * begun again after that checkpoint (the next commit begins it: no
+	 * other connection can read it now, which later the checkpointer
+	 * could). */
 	do {
 		push_range(a, batches, 0, 20000);
 		written += 20000;
@@ -1230,7 +1403,13 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 			break;
 		if (w.st_size > wal_max)
 			wal_max = w.st_size;
-	} while (db.st_size < 4 << 20 && batches < 200);
+	} while ((db.st_size < 4 << 20 ||
+	    wal_frames(walfd) >= AUDIT_CHECKPOINT_MAX) && batches < 200);
+	/* The checkpointer, asked since the WAL held AUDIT_CHECKPOINT_PAGES,
+	 * has said it cannot open the database before it is given
+	 * descriptors again (a busy machine may run it late). */
+	assert_true(capture_wait("the writer checkpoints when the WAL "
+	    "reaches", 30000));
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	assert_int_equal(stats(a).written, written);
 	/* The pages went to the database file once the WAL held four times
@@ -1240,17 +1419,43 @@ test_writer_checkpoints_if_the_checkpointer_cannot(void **state)
 	assert_true(wal_max >= 4 * (WAL_DUE - 32));
 	assert_true(wal_max < WAL_BOUND);
 
-	/* The checkpointer again, at the next 4000 pages: the database file
-	 * grows long before the WAL is back at the writer's fallback, in
-	 * less than half the batches that took (about a quarter). */
+	/*
+	 * The checkpointer again: rows, 1000 at a time, until its checkpoint
+	 * is due (the WAL holds AUDIT_CHECKPOINT_PAGES again) after a commit
+	 * with descriptors back, then none. The writer would checkpoint
+	 * itself only at AUDIT_CHECKPOINT_MAX, far above the end of the last
+	 * batch and 1000 rows more (a row writes a few pages at most), so
+	 * the database file can now grow only by the checkpointer's hand,
+	 * however late a busy machine lets it run (it may also come sooner,
+	 * for a request made before).
+	 */
 	db_at_fallback = db.st_size;
-	at_fallback = batches;
-	while (db.st_size == db_at_fallback && batches < 250) {
-		push_batch(a, batches++);
+	do {
+		push_range(a, batches + (int)(rows / 20000), (int)(rows % 20000),
+		    1000);
+		rows += 1000;
+		assert_int_equal(wait_written(a, written + rows, 30000),
+		    written + rows);
+		frames = wal_frames(walfd);
+		assert_int_equal(stat(f->path, &db), 0);
+	} while (frames < AUDIT_CHECKPOINT_PAGES &&
+	    db.st_size == db_at_fallback);
+	assert_true(frames < AUDIT_CHECKPOINT_MAX);
+	for (t = 0; t < 3000 && db.st_size == db_at_fallback; t++) {
+		sleep_ms(10);
 		assert_int_equal(stat(f->path, &db), 0);
 	}
 	assert_true(db.st_size > db_at_fallback);
-	assert_true(batches - at_fallback < at_fallback / 2);
+	/* The last batch completed, for check_rows(). */
+	while (rows % 20000 != 0) {
+		push_range(a, batches + (int)(rows / 20000),
+		    (int)(rows % 20000), 1000);
+		rows += 1000;
+	}
+	batches += (int)(rows / 20000);
+	assert_int_equal(wait_written(a, written + rows, 30000),
+	    written + rows);
+	close(walfd);
 	assert_int_equal(audit_close(a, 5000), 0);
 	log = capture_end();
 	assert_int_equal(count_lines(log, "warn: audit:", "checkpoint failed: "
@@ -1423,8 +1628,9 @@ test_close_gives_up(void **state)
 	db_exec(locker, "COMMIT");
 	sqlite3_close(locker);
 	log = capture_end();
+	/* It waited its 300 ms (load only makes that longer), then gave up:
+	 * returning at all while the lock is held is the promise. */
 	assert_true(took >= 250);
-	assert_true(took < 2000);
 	assert_int_equal(count_lines(log, "error: audit:", "giving up"), 1);
 	assert_int_equal(count_lines(log, "error: audit:", "50 rows not "
 	    "written"), 1);
