@@ -23,6 +23,7 @@
 #include "../../reports/agg.h"
 #include "../../reports/db.h"
 #include "../../reports/intern.h"
+#include "../../reports/rowscan.h"
 #include "../../reports/verify.h"
 #include "../../reports/verify_int.h"
 #include "../../reports/window.h"
@@ -409,6 +410,103 @@ test_agg_windows(void **state)
 	assert_true(agg_per_second(3, 60000) == 0.05);
 }
 
+/* What a scan handed over (rowscan's consumer below). */
+struct seen {
+	int64_t		 n, last_id, keyless, at_sum;
+	int64_t		 stop_at;	/* the row that stops the scan; 0: none */
+	int		 disorder;	/* an id not above the one before */
+};
+
+/* Rows of (id, key, ts_ms). */
+static int
+see_row(void *arg, const int64_t *v, uint32_t nulls)
+{
+	struct seen *s = arg;
+
+	s->disorder |= v[0] <= s->last_id;
+	s->last_id = v[0];
+	s->keyless += nulls == 2 && v[1] == 0;
+	s->at_sum += v[2] - BASE;
+	return ++s->n == s->stop_at;
+}
+
+static struct seen
+scan_rows(const char *path, int64_t since, int64_t until, const char *where,
+    int jobs, int64_t stop_at, int *rc)
+{
+	struct filter f = { NULL, NULL, since, until };
+	struct seen s = { 0, 0, 0, 0, stop_at, 0 };
+	struct rdbs dbs;
+	char err[512];
+
+	open_db(&dbs, path);
+	*rc = rowscan_run(&dbs.v[0], &f, "id, key, ts_ms", 3, where, jobs,
+	    see_row, &s, err, sizeof(err));
+	if (*rc == -1)
+		fail_msg("%s", err);
+	db_close_all(&dbs);
+	return s;
+}
+
+/*
+ * 30000 rows, one a ms (ids 1 to 30000), every tenth without a key; ids
+ * 9000 to 20999 deleted, a gap wider than a chunk. Every number of threads
+ * hands over the same rows once, in id order: 18000, 1800 keyless, their
+ * ms after BASE summing to 449985000 - 179982000; with a time filter and
+ * a where clause as well; and the consumer stops a scan at its row.
+ */
+static void
+test_rowscan(void **state)
+{
+	static const int jobs[] = { 1, 2, 3, 8 };
+	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64], err[256];
+	struct audit *a;
+	struct seen s;
+	sqlite3 *db;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	/* The rows in one queue: inline, the writer takes them at the close. */
+	assert_non_null(a = audit_open_inline(path, 30000, err, sizeof(err)));
+	for (int i = 0; i < 30000; i++) {
+		struct audit_row r = { BASE + i, "r", "api", i % 10 ? "org1" :
+		    NULL, "fixed_window", 1, "limit", 1, 100, 1000, 100, -1, -1,
+		    -1, "GET", "/", "10.0.0.1", 200, 10 };
+
+		assert_int_equal(audit_push(a, &r), 0);
+	}
+	assert_int_equal(audit_close(a, 5000), 0);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DELETE FROM rlg_rows WHERE id "
+	    "BETWEEN 9000 AND 20999", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
+		s = scan_rows(path, INT64_MIN, INT64_MAX, "1", jobs[j], 0, &rc);
+		assert_int_equal(rc, 0);
+		assert_int_equal(s.n, 18000);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, 30000);
+		assert_int_equal(s.keyless, 1800);
+		assert_int_equal(s.at_sum, 449985000 - 179982000);
+		/* ms 5000 to 8998 and 20999 to 24999. */
+		s = scan_rows(path, BASE + 5000, BASE + 25000, "1", jobs[j], 0,
+		    &rc);
+		assert_int_equal(s.n, 3999 + 4001);
+		assert_int_equal(s.disorder, 0);
+		s = scan_rows(path, INT64_MIN, INT64_MAX, "key IS NOT NULL",
+		    jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18000 - 1800);
+		assert_int_equal(s.keyless, 0);
+		s = scan_rows(path, INT64_MIN, INT64_MAX, "1", jobs[j], 10000,
+		    &rc);
+		assert_int_equal(rc, 1);
+		assert_int_equal(s.n, 10000);
+	}
+	rm_db(dir);
+}
+
 int
 main(void)
 {
@@ -424,6 +522,7 @@ main(void)
 		cmocka_unit_test(test_leaky_bucket),
 		cmocka_unit_test(test_verify_range),
 		cmocka_unit_test(test_agg_windows),
+		cmocka_unit_test(test_rowscan),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
