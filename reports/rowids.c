@@ -237,6 +237,58 @@ rowids_select(struct rdb *d, const struct filter *f, const char *cols,
 	    errlen);
 }
 
+/* " AND col IN (ids)" into m: the ids below n whose name(x, id) is want;
+ * " AND 0" for none. */
+static void
+print_ids(FILE *m, const char *col, const struct rowids *x, size_t n,
+    const char *(*name)(const struct rowids *, int64_t), const char *want)
+{
+	size_t found = 0;
+
+	for (size_t id = 0; id < n; id++) {
+		const char *s = name(x, (int64_t)id);
+
+		if (s == NULL || strcmp(s, want) != 0)
+			continue;
+		if (found++ == 0)
+			fprintf(m, " AND %s IN (", col);
+		else
+			fputs(", ", m);
+		fprintf(m, "%zu", id);
+	}
+	fputs(found ? ")" : " AND 0", m);
+}
+
+static const char *
+rule_name(const struct rowids *x, int64_t id)
+{
+	const struct rowids_rule *r = rowids_rule(x, id);
+
+	return r != NULL ? r->name : NULL;
+}
+
+char *
+rowids_filter_sql(const struct rowids *x, const struct filter *f)
+{
+	char *sql = NULL;
+	size_t len;
+	FILE *m;
+	int bad;
+
+	if ((m = open_memstream(&sql, &len)) == NULL)
+		return NULL;
+	if (f->rule != NULL)
+		print_ids(m, "rule", x, x->nrule, rule_name, f->rule);
+	if (f->key != NULL)
+		print_ids(m, "key", x, x->ntext, rowids_text, f->key);
+	bad = ferror(m);
+	if (fclose(m) == EOF || bad) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
+}
+
 uint32_t
 rowids_pair(struct rowids_memo *m, struct intern *in, const struct rowids *x,
     int64_t rule_id, int64_t key_id)

@@ -68,6 +68,14 @@ sqlite3_stmt	*rowids_select(struct rdb *d, const struct filter *f,
 		    const char *cols, const char *where, char *err, size_t errlen);
 
 /*
+ * f's rule and key as conditions on rlg_rows' ids, found in x (no
+ * subquery that each scan of a range would run again): " AND rule IN
+ * (1, 4) AND key IN (7)"; " AND 0" where no id has the name; "" without
+ * them. A string to free(), or NULL out of memory.
+ */
+char		*rowids_filter_sql(const struct rowids *x, const struct filter *f);
+
+/*
  * Intern ids of (rule name, key) pairs, remembered by one database's key
  * id and rule id so that rows of a known pair skip the hash. Zero it
  * first; one per database and intern table.

@@ -1,13 +1,14 @@
 /*
- * rowscan: rlg_rows read by several threads, consumed in id order.
+ * rowscan: rlg_rows read by several threads, taken in id order.
  *
  * Decoding a row's columns is most of what a report costs, and SQLite
  * does it on one core per connection. Here the ids from the first row to
  * the last are cut into chunks of CHUNK_IDS; thread t of n decodes chunks
  * t, t + n, t + 2n ... on its own connection, into a ring of 2n slots, so
- * each thread fills a second chunk while the first waits for the consumer.
- * The consumer takes chunk 0, 1, 2 ... in order, so it sees the rows as a
- * single scan would.
+ * each thread fills a second chunk while the reader works on the first.
+ * The reader takes chunk 0, 1, 2 ... in order, so it sees the rows as a
+ * single scan would. With one job there is no thread: the reader decodes
+ * each chunk itself, on the file's own connection, when it asks for it.
  *
  * A file being written: the scan reads the ids that were in the file when
  * it began, as a single scan would; rows that [audit] keep_rows deletes
@@ -20,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rowids.h"
 #include "rowscan.h"
 
 /*
@@ -32,41 +32,54 @@
 
 struct slot {
 	int64_t		 chunk;		/* the chunk it holds or may take */
-	int		 ready;		/* filled: the consumer's turn */
+	int		 ready;		/* filled: the reader's turn */
 	size_t		 n;		/* rows */
 	int64_t		*v;		/* n rows of stride integers */
 };
 
-struct shared {
+/* A connection that decodes chunks: a thread's, or the file's own. */
+struct filler {
+	struct rowscan	*rs;
+	struct rdb	 d;
+	sqlite3_stmt	*st;
+	struct slot	*fill;		/* the slot being filled */
+	pthread_t	 tid;
+	int		 index;
+};
+
+struct rowscan {
 	pthread_mutex_t	 mu;
 	pthread_cond_t	 cv;
 	struct slot	*slot;
 	size_t		 nslot;
-	int		 stop;		/* an error, or the consumer stopped */
-	char		*err;		/* the first error, under mu */
-	size_t		 errlen;
-	/* Fixed once the threads start: */
-	struct rdb	*d;
+	int		 stop;		/* an error, or the reader closed */
+	char		 err[512];	/* a thread's first error, under mu */
 	const struct filter *f;
-	const char	*cols, *where;
-	int		 ncols, stride, nthreads;
+	const char	*cols;
+	char		*where;		/* by chunk: ids ?5 to ?6 */
+	int		 ncols, stride, nthreads, started;
 	int64_t		 lo, nchunk;
+	int64_t		 next;		/* the chunk the reader takes next */
+	struct slot	*held;		/* the reader's, until the next call */
+	struct filler	*fl;		/* nthreads, or the file's own one */
 };
 
-struct worker {
-	struct shared	*sh;
-	pthread_t	 tid;
-	int		 index;
-	struct slot	*fill;		/* the slot being filled */
-};
-
-/* The row of argv as stride integers: the NULL mask, then the columns. */
+/* A filler's aggregate step: the row, as stride integers (the NULL mask,
+ * then the columns), into the slot it fills. */
 static void
-decode(int ncols, sqlite3_value **argv, int64_t *out)
+collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
+	struct filler *fl = sqlite3_user_data(ctx);
+	struct slot *s = fl->fill;
+	int64_t *out;
 	uint32_t nulls = 0;
 
-	for (int i = 0; i < ncols; i++) {
+	if (s->n == CHUNK_IDS) {	/* ids are unique: never */
+		sqlite3_result_error(ctx, "more rows than ids in a chunk", -1);
+		return;
+	}
+	out = s->v + s->n++ * (size_t)fl->rs->stride;
+	for (int i = 0; i < argc; i++) {
 		if (sqlite3_value_type(argv[i]) == SQLITE_NULL) {
 			nulls |= 1u << i;
 			out[i + 1] = 0;
@@ -76,195 +89,93 @@ decode(int ncols, sqlite3_value **argv, int64_t *out)
 	out[0] = nulls;
 }
 
-/* A worker's aggregate step: the row into the slot it fills. */
 static void
-collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-	struct worker *w = sqlite3_user_data(ctx);
-	struct slot *s = w->fill;
-
-	if (s->n == CHUNK_IDS) {	/* ids are unique: never */
-		sqlite3_result_error(ctx, "more rows than ids in a chunk", -1);
-		return;
-	}
-	decode(argc, argv, s->v + s->n++ * (size_t)w->sh->stride);
-}
-
-/* The calling thread's aggregate step: the row straight to the consumer. */
-struct inline_scan {
-	rowscan_fn	 fn;
-	void		*arg;
-	int		 stopped;
-};
-
-static void
-inline_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-	struct inline_scan *s = sqlite3_user_data(ctx);
-	int64_t row[ROWSCAN_MAXCOLS + 1];
-
-	if (s->stopped)
-		return;
-	decode(argc, argv, row);
-	if (s->fn(s->arg, row + 1, (uint32_t)row[0]) != 0) {
-		s->stopped = 1;
-		sqlite3_result_error(ctx, "stopped", -1);
-	}
-}
-
-static void
-scan_done(sqlite3_context *ctx)
+collect_done(sqlite3_context *ctx)
 {
 	sqlite3_result_null(ctx);
 }
 
-/* "SELECT rlg_rowscan(cols) FROM rlg_rows WHERE where ..." on d's db. */
-static sqlite3_stmt *
-prepare(struct rdb *d, const struct filter *f, const char *cols,
-    const char *where, void (*step)(sqlite3_context *, int, sqlite3_value **),
-    void *arg, int ncols, char *err, size_t errlen)
+/* Prepares fl's statement on its connection. 0, or -1 with err set. */
+static int
+filler_prepare(struct filler *fl, char *err, size_t errlen)
 {
+	struct rowscan *rs = fl->rs;
+	struct filter times = { NULL, NULL, rs->f->since_ms, rs->f->until_ms };
 	char sel[512];
 
-	if (sqlite3_create_function(d->db, "rlg_rowscan", ncols, SQLITE_UTF8,
-	    arg, NULL, step, scan_done) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", d->path, sqlite3_errmsg(d->db));
-		return NULL;
+	if (sqlite3_create_function(fl->d.db, "rlg_rowscan", rs->ncols,
+	    SQLITE_UTF8, fl, NULL, collect_row, collect_done) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", fl->d.path,
+		    sqlite3_errmsg(fl->d.db));
+		return -1;
 	}
-	snprintf(sel, sizeof(sel), "rlg_rowscan(%s)", cols);
-	return rowids_select(d, f, sel, where, err, errlen);
+	snprintf(sel, sizeof(sel), "rlg_rowscan(%s)", rs->cols);
+	fl->st = db_select_from(&fl->d, &times, sel, "rlg_rows", "", "",
+	    rs->where, err, errlen);
+	return fl->st == NULL ? -1 : 0;
 }
 
-/* The scan on the calling thread alone. */
+/* Decodes chunk c into slot s. 0, or -1 with err set. */
 static int
-run_inline(struct rdb *d, const struct filter *f, const char *cols,
-    int ncols, const char *where, rowscan_fn fn, void *arg, char *err,
+fill_chunk(struct filler *fl, struct slot *s, int64_t c, char *err,
     size_t errlen)
 {
-	struct inline_scan s = { fn, arg, 0 };
-	sqlite3_stmt *st;
+	int64_t from = fl->rs->lo + c * CHUNK_IDS;
 	int rc;
 
-	if ((st = prepare(d, f, cols, where, inline_row, &s, ncols, err,
-	    errlen)) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+	fl->fill = s;
+	s->n = 0;
+	sqlite3_bind_int64(fl->st, 5, from);
+	sqlite3_bind_int64(fl->st, 6, from + CHUNK_IDS);
+	while ((rc = sqlite3_step(fl->st)) == SQLITE_ROW)
 		;
-	if (!s.stopped && rc != SQLITE_DONE)
-		db_read_error(d, err, errlen);
-	sqlite3_finalize(st);
-	sqlite3_create_function(d->db, "rlg_rowscan", ncols, SQLITE_UTF8,
-	    NULL, NULL, NULL, NULL);
-	return s.stopped ? 1 : rc == SQLITE_DONE ? 0 : -1;
+	sqlite3_reset(fl->st);
+	return rc == SQLITE_DONE ? 0 : db_read_error(&fl->d, err, errlen);
 }
 
 /* Stops every thread, keeping the first error. Called with mu held. */
 static void
-fail_locked(struct shared *sh, const char *msg)
+stop_locked(struct rowscan *rs, const char *msg)
 {
-	if (!sh->stop && msg != NULL)
-		snprintf(sh->err, sh->errlen, "%s", msg);
-	sh->stop = 1;
-	pthread_cond_broadcast(&sh->cv);
-}
-
-/* Decodes chunk c into its slot; 0, or -1 with err set. */
-static int
-fill_chunk(struct worker *w, sqlite3_stmt *st, int64_t c, struct rdb *wd,
-    char *err, size_t errlen)
-{
-	struct shared *sh = w->sh;
-	int64_t from = sh->lo + c * CHUNK_IDS;
-	int rc;
-
-	w->fill->n = 0;
-	sqlite3_bind_int64(st, 5, from);
-	sqlite3_bind_int64(st, 6, from + CHUNK_IDS);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		;
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
-		return db_read_error(wd, err, errlen);
-	return 0;
+	if (!rs->stop && msg != NULL)
+		snprintf(rs->err, sizeof(rs->err), "%s", msg);
+	rs->stop = 1;
+	pthread_cond_broadcast(&rs->cv);
 }
 
 static void *
-worker_main(void *arg)
+filler_main(void *arg)
 {
-	struct worker *w = arg;
-	struct shared *sh = w->sh;
-	struct rdb wd = { sh->d->path, NULL, sh->d->layout, 0 };
-	char err[512] = "", where[384];
-	sqlite3_stmt *st = NULL;
+	struct filler *fl = arg;
+	struct rowscan *rs = fl->rs;
+	char err[512] = "";
 
-	snprintf(where, sizeof(where), "id >= ?5 AND id < ?6 AND (%s)",
-	    sh->where);
-	if (db_connect(wd.path, &wd.db, err, sizeof(err)) == -1 ||
-	    (st = prepare(&wd, sh->f, sh->cols, where, collect_row, w,
-	    sh->ncols, err, sizeof(err))) == NULL)
+	if (db_connect(fl->d.path, &fl->d.db, err, sizeof(err)) == -1 ||
+	    filler_prepare(fl, err, sizeof(err)) == -1)
 		goto out;
-	for (int64_t c = w->index; c < sh->nchunk; c += sh->nthreads) {
-		struct slot *s = &sh->slot[c % (int64_t)sh->nslot];
-
+	for (int64_t c = fl->index; c < rs->nchunk; c += rs->nthreads) {
+		struct slot *s = &rs->slot[c % (int64_t)rs->nslot];
 		int stop;
 
-		pthread_mutex_lock(&sh->mu);
-		while (!sh->stop && s->chunk != c)
-			pthread_cond_wait(&sh->cv, &sh->mu);
-		stop = sh->stop;
-		pthread_mutex_unlock(&sh->mu);
-		if (stop)
+		pthread_mutex_lock(&rs->mu);
+		while (!rs->stop && s->chunk != c)
+			pthread_cond_wait(&rs->cv, &rs->mu);
+		stop = rs->stop;
+		pthread_mutex_unlock(&rs->mu);
+		if (stop || fill_chunk(fl, s, c, err, sizeof(err)) == -1)
 			break;
-		w->fill = s;
-		if (fill_chunk(w, st, c, &wd, err, sizeof(err)) == -1)
-			break;
-		pthread_mutex_lock(&sh->mu);
+		pthread_mutex_lock(&rs->mu);
 		s->ready = 1;
-		pthread_cond_broadcast(&sh->cv);
-		pthread_mutex_unlock(&sh->mu);
+		pthread_cond_broadcast(&rs->cv);
+		pthread_mutex_unlock(&rs->mu);
 	}
 out:
 	if (err[0] != '\0') {
-		pthread_mutex_lock(&sh->mu);
-		fail_locked(sh, err);
-		pthread_mutex_unlock(&sh->mu);
+		pthread_mutex_lock(&rs->mu);
+		stop_locked(rs, err);
+		pthread_mutex_unlock(&rs->mu);
 	}
-	sqlite3_finalize(st);
-	sqlite3_close(wd.db);
 	return NULL;
-}
-
-/* Hands every chunk's rows to fn in order. Returns 0, 1 (fn stopped) or -1. */
-static int
-consume(struct shared *sh, rowscan_fn fn, void *arg)
-{
-	for (int64_t c = 0; c < sh->nchunk; c++) {
-		struct slot *s = &sh->slot[c % (int64_t)sh->nslot];
-		int stopped = 0, stop;
-
-		pthread_mutex_lock(&sh->mu);
-		while (!sh->stop && !(s->chunk == c && s->ready))
-			pthread_cond_wait(&sh->cv, &sh->mu);
-		stop = sh->stop;
-		pthread_mutex_unlock(&sh->mu);
-		if (stop)
-			return -1;
-		for (size_t i = 0; i < s->n && !stopped; i++) {
-			const int64_t *row = s->v + i * (size_t)sh->stride;
-
-			stopped = fn(arg, row + 1, (uint32_t)row[0]);
-		}
-		pthread_mutex_lock(&sh->mu);
-		if (stopped)
-			fail_locked(sh, NULL);
-		s->chunk = c + (int64_t)sh->nslot;
-		s->ready = 0;
-		pthread_cond_broadcast(&sh->cv);
-		pthread_mutex_unlock(&sh->mu);
-		if (stopped)
-			return 1;
-	}
-	return 0;
 }
 
 /* The first and last ids of d's rlg_rows; 0, 1 when it is empty, or -1. */
@@ -274,11 +185,11 @@ id_range(struct rdb *d, int64_t *lo, int64_t *hi, char *err, size_t errlen)
 	sqlite3_stmt *st;
 	int rc;
 
+	/* Two subqueries: min() and max() together would scan the table. */
 	if ((st = db_prepare(d, "SELECT (SELECT min(id) FROM rlg_rows), "
-	    "(SELECT max(id) FROM rlg_rows)", err,
-	    errlen)) == NULL)
+	    "(SELECT max(id) FROM rlg_rows)", err, errlen)) == NULL)
 		return -1;
-	if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
 		return db_read_error(d, err, errlen);
 	}
@@ -289,78 +200,195 @@ id_range(struct rdb *d, int64_t *lo, int64_t *hi, char *err, size_t errlen)
 	return rc;
 }
 
-/* Starts the threads, consumes, joins. */
+/* The slots, and the threads or the file's own filler. 0, or -1. */
 static int
-run_threads(struct shared *sh, rowscan_fn fn, void *arg)
+rowscan_start(struct rowscan *rs, struct rdb *d, char *err, size_t errlen)
 {
-	struct worker *w;
-	int started = 0, ret;
+	int n = rs->nthreads > 0 ? rs->nthreads : 1;
 
-	if ((w = calloc((size_t)sh->nthreads, sizeof(*w))) == NULL) {
-		snprintf(sh->err, sh->errlen, "out of memory");
-		return -1;
+	rs->nslot = rs->nthreads > 0 ? 2 * (size_t)rs->nthreads : 1;
+	if ((rs->slot = calloc(rs->nslot, sizeof(*rs->slot))) == NULL ||
+	    (rs->fl = calloc((size_t)n, sizeof(*rs->fl))) == NULL)
+		goto oom;
+	for (size_t i = 0; i < rs->nslot; i++) {
+		rs->slot[i].chunk = (int64_t)i;
+		if ((rs->slot[i].v = malloc(CHUNK_IDS * sizeof(int64_t) *
+		    (size_t)rs->stride)) == NULL)
+			goto oom;
 	}
-	for (; started < sh->nthreads; started++) {
-		w[started] = (struct worker){ sh, 0, started, NULL };
-		if (pthread_create(&w[started].tid, NULL, worker_main,
-		    &w[started]) != 0)
-			break;
+	for (int i = 0; i < n; i++)
+		rs->fl[i] = (struct filler){ rs, { d->path, NULL, d->layout, 0 },
+		    NULL, NULL, 0, i };
+	if (rs->nthreads == 0) {
+		rs->fl[0].d = *d;
+		return filler_prepare(&rs->fl[0], err, errlen);
 	}
-	if (started < sh->nthreads) {
-		pthread_mutex_lock(&sh->mu);
-		fail_locked(sh, "cannot start a thread");
-		pthread_mutex_unlock(&sh->mu);
-		ret = -1;
-	} else
-		ret = consume(sh, fn, arg);
-	for (int i = 0; i < started; i++)
-		pthread_join(w[i].tid, NULL);
-	free(w);
-	return ret;
+	for (; rs->started < rs->nthreads; rs->started++)
+		if (pthread_create(&rs->fl[rs->started].tid, NULL, filler_main,
+		    &rs->fl[rs->started]) != 0) {
+			snprintf(err, errlen, "cannot start a thread");
+			return -1;
+		}
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
 }
 
-int
-rowscan_run(struct rdb *d, const struct filter *f, const char *cols,
-    int ncols, const char *where, int jobs, rowscan_fn fn, void *arg,
-    char *err, size_t errlen)
+struct rowscan *
+rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
+    const char *cols, int ncols, const char *where, int jobs, char *err,
+    size_t errlen)
 {
-	struct shared sh = { .d = d, .f = f, .cols = cols, .where = where,
-	    .ncols = ncols, .stride = ncols + 1, .err = err, .errlen = errlen };
+	struct rowscan *rs;
+	char *ids;
 	int64_t hi = 0;
 	int rc;
 
-	if (jobs <= 1)
-		return run_inline(d, f, cols, ncols, where, fn, arg, err, errlen);
-	if ((rc = id_range(d, &sh.lo, &hi, err, errlen)) != 0)
-		return rc == 1 ? 0 : -1;
-	sh.nchunk = (hi - sh.lo) / CHUNK_IDS + 1;
-	if (sh.nchunk < 2)
-		return run_inline(d, f, cols, ncols, where, fn, arg, err, errlen);
-	sh.nthreads = sh.nchunk < jobs ? (int)sh.nchunk : jobs;
-	sh.nslot = 2 * (size_t)sh.nthreads;
-	if ((sh.slot = calloc(sh.nslot, sizeof(*sh.slot))) == NULL) {
+	if ((rs = calloc(1, sizeof(*rs))) == NULL) {
 		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&rs->mu, NULL);
+	pthread_cond_init(&rs->cv, NULL);
+	rs->f = f;
+	rs->cols = cols;
+	rs->ncols = ncols;
+	rs->stride = ncols + 1;
+	if ((rc = id_range(d, &rs->lo, &hi, err, errlen)) == -1)
+		goto fail;
+	rs->nchunk = rc == 1 ? 0 : (hi - rs->lo) / CHUNK_IDS + 1;
+	if (jobs > 1 && rs->nchunk > 1)
+		rs->nthreads = rs->nchunk < jobs ? (int)rs->nchunk : jobs;
+	if ((ids = rowids_filter_sql(x, f)) == NULL ||
+	    asprintf(&rs->where, "id >= ?5 AND id < ?6 AND (%s)%s", where,
+	    ids) == -1) {
+		rs->where = NULL;
+		free(ids);
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	free(ids);
+	if (rowscan_start(rs, d, err, errlen) == 0)
+		return rs;
+fail:
+	rowscan_close(rs);
+	return NULL;
+}
+
+/* Gives the reader's slot back to the threads. */
+static void
+release(struct rowscan *rs)
+{
+	if (rs->held == NULL)
+		return;
+	if (rs->nthreads > 0) {
+		pthread_mutex_lock(&rs->mu);
+		rs->held->chunk += (int64_t)rs->nslot;
+		rs->held->ready = 0;
+		pthread_cond_broadcast(&rs->cv);
+		pthread_mutex_unlock(&rs->mu);
+	}
+	rs->held = NULL;
+}
+
+/* Waits for chunk c in its slot. The slot, or NULL with err set. */
+static struct slot *
+wait_chunk(struct rowscan *rs, int64_t c, char *err, size_t errlen)
+{
+	struct slot *s = &rs->slot[c % (int64_t)rs->nslot];
+
+	pthread_mutex_lock(&rs->mu);
+	while (!rs->stop && !(s->chunk == c && s->ready))
+		pthread_cond_wait(&rs->cv, &rs->mu);
+	if (rs->stop) {
+		snprintf(err, errlen, "%s", rs->err);
+		s = NULL;
+	}
+	pthread_mutex_unlock(&rs->mu);
+	return s;
+}
+
+int
+rowscan_next(struct rowscan *rs, const int64_t **rows, size_t *n, char *err,
+    size_t errlen)
+{
+	while (rs->next < rs->nchunk) {
+		int64_t c = rs->next++;
+
+		release(rs);
+		if (rs->nthreads == 0) {
+			if (fill_chunk(&rs->fl[0], &rs->slot[0], c, err,
+			    errlen) == -1)
+				return -1;
+			rs->held = &rs->slot[0];
+		} else if ((rs->held = wait_chunk(rs, c, err, errlen)) == NULL)
+			return -1;
+		if (rs->held->n > 0) {
+			*rows = rs->held->v;
+			*n = rs->held->n;
+			return 1;
+		}
+	}
+	release(rs);
+	*n = 0;
+	return 0;
+}
+
+void
+rowscan_close(struct rowscan *rs)
+{
+	if (rs == NULL)
+		return;
+	pthread_mutex_lock(&rs->mu);
+	stop_locked(rs, NULL);
+	pthread_mutex_unlock(&rs->mu);
+	for (int i = 0; i < rs->started; i++) {
+		pthread_join(rs->fl[i].tid, NULL);
+		sqlite3_finalize(rs->fl[i].st);
+		sqlite3_close(rs->fl[i].d.db);
+	}
+	if (rs->nthreads == 0 && rs->fl != NULL) {
+		/* The file's own connection: the statement and function go. */
+		sqlite3_finalize(rs->fl[0].st);
+		if (rs->fl[0].d.db != NULL)
+			sqlite3_create_function(rs->fl[0].d.db, "rlg_rowscan",
+			    rs->ncols, SQLITE_UTF8, NULL, NULL, NULL, NULL);
+	}
+	for (size_t i = 0; rs->slot != NULL && i < rs->nslot; i++)
+		free(rs->slot[i].v);
+	free(rs->slot);
+	free(rs->fl);
+	free(rs->where);
+	pthread_cond_destroy(&rs->cv);
+	pthread_mutex_destroy(&rs->mu);
+	free(rs);
+}
+
+int
+rowscan_run(struct rdb *d, const struct rowids *x, const struct filter *f,
+    const char *cols, int ncols, const char *where, int jobs, rowscan_fn fn,
+    void *arg, char *err, size_t errlen)
+{
+	struct rowscan *rs;
+	const int64_t *rows;
+	size_t n;
+	int rc;
+
+	if ((rs = rowscan_open(d, x, f, cols, ncols, where, jobs, err,
+	    errlen)) == NULL)
 		return -1;
-	}
-	rc = 0;
-	for (size_t i = 0; i < sh.nslot; i++) {
-		sh.slot[i].chunk = (int64_t)i;
-		if ((sh.slot[i].v = malloc(CHUNK_IDS * sizeof(int64_t) *
-		    (size_t)sh.stride)) == NULL)
-			rc = -1;
-	}
-	if (rc == -1)
-		snprintf(err, errlen, "out of memory");
-	else {
-		pthread_mutex_init(&sh.mu, NULL);
-		pthread_cond_init(&sh.cv, NULL);
-		rc = run_threads(&sh, fn, arg);
-		pthread_cond_destroy(&sh.cv);
-		pthread_mutex_destroy(&sh.mu);
-	}
-	for (size_t i = 0; i < sh.nslot; i++)
-		free(sh.slot[i].v);
-	free(sh.slot);
+	while ((rc = rowscan_next(rs, &rows, &n, err, errlen)) == 1)
+		for (size_t i = 0; i < n; i++) {
+			const int64_t *row = rows + i * (size_t)(ncols + 1);
+
+			if (fn(arg, row + 1, (uint32_t)row[0]) != 0) {
+				rc = 1;
+				goto out;
+			}
+		}
+out:
+	rowscan_close(rs);
 	return rc;
 }
 

@@ -154,7 +154,7 @@ scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
 	struct scan s = { x, ids, cnt, { 0 }, -1, -1, RLG_INTERN_FAIL };
 	int rc;
 
-	rc = rowscan_run(d, f, "rule, key, outcome", 3, "1", jobs, count_row,
+	rc = rowscan_run(d, x, f, "rule, key, outcome", 3, "1", jobs, count_row,
 	    &s, err, errlen);
 	if (rc == 1)
 		snprintf(err, errlen, "out of memory");

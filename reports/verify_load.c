@@ -486,7 +486,7 @@ load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, int jobs,
 	    "decisions WHERE id = ?1", err, errlen)) == NULL)
 		goto out;
 	/* 1: load_row stopped with err set. */
-	ret = rowscan_run(d, &f, LOAD_COLS, LOAD_NCOLS, where, jobs, load_row,
+	ret = rowscan_run(d, x, &f, LOAD_COLS, LOAD_NCOLS, where, jobs, load_row,
 	    &s, err, errlen) == 0 ? 0 : -1;
 out:
 	sqlite3_finalize(s.pst);

@@ -23,6 +23,7 @@
 #include "../../reports/agg.h"
 #include "../../reports/db.h"
 #include "../../reports/intern.h"
+#include "../../reports/rowids.h"
 #include "../../reports/rowscan.h"
 #include "../../reports/verify.h"
 #include "../../reports/verify_int.h"
@@ -431,19 +432,21 @@ see_row(void *arg, const int64_t *v, uint32_t nulls)
 }
 
 static struct seen
-scan_rows(const char *path, int64_t since, int64_t until, const char *where,
+scan_rows(const char *path, const struct filter *f, const char *where,
     int jobs, int64_t stop_at, int *rc)
 {
-	struct filter f = { NULL, NULL, since, until };
 	struct seen s = { 0, 0, 0, 0, stop_at, 0 };
+	struct rowids x;
 	struct rdbs dbs;
 	char err[512];
 
 	open_db(&dbs, path);
-	*rc = rowscan_run(&dbs.v[0], &f, "id, key, ts_ms", 3, where, jobs,
+	assert_int_equal(rowids_load(&dbs.v[0], &x, err, sizeof(err)), 0);
+	*rc = rowscan_run(&dbs.v[0], &x, f, "id, key, ts_ms", 3, where, jobs,
 	    see_row, &s, err, sizeof(err));
 	if (*rc == -1)
 		fail_msg("%s", err);
+	rowids_free(&x);
 	db_close_all(&dbs);
 	return s;
 }
@@ -452,13 +455,19 @@ scan_rows(const char *path, int64_t since, int64_t until, const char *where,
  * 30000 rows, one a ms (ids 1 to 30000), every tenth without a key; ids
  * 9000 to 20999 deleted, a gap wider than a chunk. Every number of threads
  * hands over the same rows once, in id order: 18000, 1800 keyless, their
- * ms after BASE summing to 449985000 - 179982000; with a time filter and
- * a where clause as well; and the consumer stops a scan at its row.
+ * ms after BASE summing to 449985000 - 179982000; with a time filter, a
+ * where clause, and a rule and key (found by id; none for names no row
+ * has) as well; and the consumer stops a scan at its row.
  */
 static void
 test_rowscan(void **state)
 {
 	static const int jobs[] = { 1, 2, 3, 8 };
+	const struct filter all = { NULL, NULL, INT64_MIN, INT64_MAX },
+	    span = { NULL, NULL, BASE + 5000, BASE + 25000 },
+	    org1 = { "api", "org1", INT64_MIN, INT64_MAX },
+	    nokey = { "api", "org2", INT64_MIN, INT64_MAX },
+	    norule = { "web", NULL, INT64_MIN, INT64_MAX };
 	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64], err[256];
 	struct audit *a;
 	struct seen s;
@@ -483,7 +492,7 @@ test_rowscan(void **state)
 	    "BETWEEN 9000 AND 20999", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
-		s = scan_rows(path, INT64_MIN, INT64_MAX, "1", jobs[j], 0, &rc);
+		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
 		assert_int_equal(rc, 0);
 		assert_int_equal(s.n, 18000);
 		assert_int_equal(s.disorder, 0);
@@ -491,16 +500,20 @@ test_rowscan(void **state)
 		assert_int_equal(s.keyless, 1800);
 		assert_int_equal(s.at_sum, 449985000 - 179982000);
 		/* ms 5000 to 8998 and 20999 to 24999. */
-		s = scan_rows(path, BASE + 5000, BASE + 25000, "1", jobs[j], 0,
-		    &rc);
+		s = scan_rows(path, &span, "1", jobs[j], 0, &rc);
 		assert_int_equal(s.n, 3999 + 4001);
 		assert_int_equal(s.disorder, 0);
-		s = scan_rows(path, INT64_MIN, INT64_MAX, "key IS NOT NULL",
-		    jobs[j], 0, &rc);
+		s = scan_rows(path, &all, "key IS NOT NULL", jobs[j], 0, &rc);
 		assert_int_equal(s.n, 18000 - 1800);
 		assert_int_equal(s.keyless, 0);
-		s = scan_rows(path, INT64_MIN, INT64_MAX, "1", jobs[j], 10000,
-		    &rc);
+		/* The filter's rule and key, found by id. */
+		s = scan_rows(path, &org1, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18000 - 1800);
+		assert_int_equal(scan_rows(path, &nokey, "1", jobs[j], 0,
+		    &rc).n, 0);
+		assert_int_equal(scan_rows(path, &norule, "1", jobs[j], 0,
+		    &rc).n, 0);
+		s = scan_rows(path, &all, "1", jobs[j], 10000, &rc);
 		assert_int_equal(rc, 1);
 		assert_int_equal(s.n, 10000);
 	}
