@@ -1,8 +1,9 @@
 /*
- * rowids: the second layout's interned tables as arrays by id, and the
- * scan of its rows. The arrays reproduce the view's LEFT JOINs: an id
- * that no row of a table holds reads as NULL. Not here: what a reader does
- * with a row (top.c, verify_load.c, agg.c).
+ * rowids: the second layout's interned tables as arrays by id, and a
+ * filter's names as ids. The arrays reproduce the view's LEFT JOINs: an
+ * id that no row of a table holds reads as NULL. Not here: the scan of
+ * the rows (rowscan.c), what a reader does with a row (agg.c, top.c,
+ * verify_load.c, whatif_read.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,17 +225,6 @@ const char *
 rowids_text(const struct rowids *x, int64_t id)
 {
 	return id >= 0 && (size_t)id < x->ntext ? x->text[id] : NULL;
-}
-
-sqlite3_stmt *
-rowids_select(struct rdb *d, const struct filter *f, const char *cols,
-    const char *where, char *err, size_t errlen)
-{
-	/* rlg_rows has no index: a scan in id order, the view's own order. */
-	return db_select_from(d, f, cols, "rlg_rows",
-	    " AND rule IN (SELECT id FROM rlg_rules WHERE name = ?1)",
-	    " AND key IN (SELECT id FROM rlg_texts WHERE s = ?2)", where, err,
-	    errlen);
 }
 
 /* " AND col IN (ids)" into m: the ids below n whose name(x, id) is want;
