@@ -3,12 +3,13 @@
  *
  * Decoding a row's columns is most of what a report costs, and SQLite
  * does it on one core per connection. Here the ids from the first row to
- * the last are cut into chunks of CHUNK_IDS; thread t of n decodes chunks
- * t, t + n, t + 2n ... on its own connection, into a ring of 2n slots, so
- * each thread fills a second chunk while the reader works on the first.
- * The reader takes chunk 0, 1, 2 ... in order, so it sees the rows as a
- * single scan would. With one job there is no thread: the reader decodes
- * each chunk itself, on the file's own connection, when it asks for it.
+ * the last are cut into chunks of CHUNK_IDS ids; thread t of n decodes
+ * chunks t, t + n, t + 2n ... on its own connection, into a ring of 2n
+ * slots, so each thread fills a second chunk while the reader works on
+ * the first. The reader takes chunk 0, 1, 2 ... in order, so it sees the
+ * rows as a single scan would. With one job there is no thread: the
+ * reader decodes the next CHUNK_IDS rows itself, on the file's own
+ * connection, when it asks for them.
  *
  * A file being written: the scan reads the ids that were in the file when
  * it began, as a single scan would; rows that [audit] keep_rows deletes
@@ -24,9 +25,10 @@
 #include "rowscan.h"
 
 /*
- * Ids a chunk covers: enough rows that its seek and its handover are
- * nothing beside them, few enough that 2 slots a thread stay small (a
- * slot holds CHUNK_IDS rows of up to 17 integers: 1 MB).
+ * Ids a chunk covers (rows, without threads): enough rows that its seek
+ * and its handover are nothing beside them, few enough that 2 slots a
+ * thread stay small (a slot holds CHUNK_IDS rows of up to 17 integers:
+ * 1 MB).
  */
 #define CHUNK_IDS	8192
 
@@ -43,6 +45,8 @@ struct filler {
 	struct rdb	 d;
 	sqlite3_stmt	*st;
 	struct slot	*fill;		/* the slot being filled */
+	int64_t		 last_id;	/* of the last row it took */
+	int		 full;		/* the slot is: the scan stopped */
 	pthread_t	 tid;
 	int		 index;
 };
@@ -60,33 +64,38 @@ struct rowscan {
 	int		 ncols, stride, nthreads, started;
 	int64_t		 lo, nchunk;
 	int64_t		 next;		/* the chunk the reader takes next */
+	int64_t		 from;		/* without threads: the next id */
+	int		 done;		/* without threads: no rows after */
 	struct slot	*held;		/* the reader's, until the next call */
 	struct filler	*fl;		/* nthreads, or the file's own one */
 };
 
-/* A filler's aggregate step: the row, as stride integers (the NULL mask,
- * then the columns), into the slot it fills. */
+/*
+ * A filler's aggregate step, rlg_rowscan(id, cols): the row, as stride
+ * integers (the NULL mask, then the columns), into the slot it fills. A
+ * full slot stops the scan (an error SQLite returns, which fill() knows).
+ */
 static void
 collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct filler *fl = sqlite3_user_data(ctx);
 	struct slot *s = fl->fill;
-	int64_t *out;
+	int64_t *out = s->v + s->n++ * (size_t)fl->rs->stride;
 	uint32_t nulls = 0;
 
-	if (s->n == CHUNK_IDS) {	/* ids are unique: never */
-		sqlite3_result_error(ctx, "more rows than ids in a chunk", -1);
-		return;
-	}
-	out = s->v + s->n++ * (size_t)fl->rs->stride;
-	for (int i = 0; i < argc; i++) {
+	fl->last_id = sqlite3_value_int64(argv[0]);
+	for (int i = 1; i < argc; i++) {
 		if (sqlite3_value_type(argv[i]) == SQLITE_NULL) {
-			nulls |= 1u << i;
-			out[i + 1] = 0;
+			nulls |= 1u << (i - 1);
+			out[i] = 0;
 		} else
-			out[i + 1] = sqlite3_value_int64(argv[i]);
+			out[i] = sqlite3_value_int64(argv[i]);
 	}
 	out[0] = nulls;
+	if (s->n == CHUNK_IDS) {
+		fl->full = 1;
+		sqlite3_result_error(ctx, "a full slot", -1);
+	}
 }
 
 static void
@@ -103,34 +112,48 @@ filler_prepare(struct filler *fl, char *err, size_t errlen)
 	struct filter times = { NULL, NULL, rs->f->since_ms, rs->f->until_ms };
 	char sel[512];
 
-	if (sqlite3_create_function(fl->d.db, "rlg_rowscan", rs->ncols,
+	if (sqlite3_create_function(fl->d.db, "rlg_rowscan", rs->ncols + 1,
 	    SQLITE_UTF8, fl, NULL, collect_row, collect_done) != SQLITE_OK) {
 		snprintf(err, errlen, "%s: %s", fl->d.path,
 		    sqlite3_errmsg(fl->d.db));
 		return -1;
 	}
-	snprintf(sel, sizeof(sel), "rlg_rowscan(%s)", rs->cols);
+	snprintf(sel, sizeof(sel), "rlg_rowscan(id, %s)", rs->cols);
 	fl->st = db_select_from(&fl->d, &times, sel, "rlg_rows", "", "",
 	    rs->where, err, errlen);
 	return fl->st == NULL ? -1 : 0;
 }
 
-/* Decodes chunk c into slot s. 0, or -1 with err set. */
+/* Decodes the rows of ids from to to, up to a full slot, into s. 0, or
+ * -1 with err set. */
+static int
+fill(struct filler *fl, struct slot *s, int64_t from, int64_t to, char *err,
+    size_t errlen)
+{
+	int rc;
+
+	fl->fill = s;
+	fl->full = 0;
+	s->n = 0;
+	sqlite3_bind_int64(fl->st, 5, from);
+	sqlite3_bind_int64(fl->st, 6, to);
+	while ((rc = sqlite3_step(fl->st)) == SQLITE_ROW)
+		;
+	if (rc != SQLITE_DONE && !fl->full)
+		db_read_error(&fl->d, err, errlen);
+	sqlite3_reset(fl->st);
+	return rc == SQLITE_DONE || fl->full ? 0 : -1;
+}
+
+/* Decodes chunk c (its CHUNK_IDS ids) into s. */
 static int
 fill_chunk(struct filler *fl, struct slot *s, int64_t c, char *err,
     size_t errlen)
 {
 	int64_t from = fl->rs->lo + c * CHUNK_IDS;
-	int rc;
 
-	fl->fill = s;
-	s->n = 0;
-	sqlite3_bind_int64(fl->st, 5, from);
-	sqlite3_bind_int64(fl->st, 6, from + CHUNK_IDS);
-	while ((rc = sqlite3_step(fl->st)) == SQLITE_ROW)
-		;
-	sqlite3_reset(fl->st);
-	return rc == SQLITE_DONE ? 0 : db_read_error(&fl->d, err, errlen);
+	return fill(fl, s, from, from > INT64_MAX - (CHUNK_IDS - 1) ?
+	    INT64_MAX : from + (CHUNK_IDS - 1), err, errlen);
 }
 
 /* Stops every thread, keeping the first error. Called with mu held. */
@@ -178,16 +201,22 @@ out:
 	return NULL;
 }
 
-/* The first and last ids of d's rlg_rows; 0, 1 when it is empty, or -1. */
+/*
+ * The first and last ids of d's rlg_rows, and the file's size in bytes;
+ * 0, 1 when it has no row, or -1 with err set.
+ */
 static int
-id_range(struct rdb *d, int64_t *lo, int64_t *hi, char *err, size_t errlen)
+id_range(struct rdb *d, int64_t *lo, int64_t *hi, int64_t *bytes, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	/* Two subqueries: min() and max() together would scan the table. */
 	if ((st = db_prepare(d, "SELECT (SELECT min(id) FROM rlg_rows), "
-	    "(SELECT max(id) FROM rlg_rows)", err, errlen)) == NULL)
+	    "(SELECT max(id) FROM rlg_rows), (SELECT page_count * page_size "
+	    "FROM pragma_page_count(), pragma_page_size())", err,
+	    errlen)) == NULL)
 		return -1;
 	if (sqlite3_step(st) != SQLITE_ROW) {
 		sqlite3_finalize(st);
@@ -196,8 +225,27 @@ id_range(struct rdb *d, int64_t *lo, int64_t *hi, char *err, size_t errlen)
 	rc = sqlite3_column_type(st, 0) == SQLITE_NULL;
 	*lo = sqlite3_column_int64(st, 0);
 	*hi = sqlite3_column_int64(st, 1);
+	*bytes = sqlite3_column_int64(st, 2);
 	sqlite3_finalize(st);
 	return rc;
+}
+
+/*
+ * The chunks for jobs threads, or none (a scan without threads). Ids are
+ * cut into chunks only where there are fewer than one for each 16 KB of
+ * the file (a row takes more than 2 bytes), so that few chunks are empty:
+ * a hand-made file whose ids leap to 2^62 is read without threads, by rows.
+ */
+static void
+plan(struct rowscan *rs, int64_t hi, int64_t bytes, int jobs)
+{
+	uint64_t span = (uint64_t)hi - (uint64_t)rs->lo;
+
+	if (jobs < 2 || bytes < 0 || span > (uint64_t)bytes / 2)
+		return;
+	rs->nchunk = (int64_t)(span / CHUNK_IDS) + 1;
+	if (rs->nchunk > 1)
+		rs->nthreads = rs->nchunk < jobs ? (int)rs->nchunk : jobs;
 }
 
 /* The slots, and the threads or the file's own filler. 0, or -1. */
@@ -217,8 +265,8 @@ rowscan_start(struct rowscan *rs, struct rdb *d, char *err, size_t errlen)
 			goto oom;
 	}
 	for (int i = 0; i < n; i++)
-		rs->fl[i] = (struct filler){ rs, { d->path, NULL, d->layout, 0 },
-		    NULL, NULL, 0, i };
+		rs->fl[i] = (struct filler){ .rs = rs, .d = { d->path, NULL,
+		    d->layout, 0 }, .index = i };
 	if (rs->nthreads == 0) {
 		rs->fl[0].d = *d;
 		return filler_prepare(&rs->fl[0], err, errlen);
@@ -242,7 +290,7 @@ rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 {
 	struct rowscan *rs;
 	char *ids;
-	int64_t hi = 0;
+	int64_t hi = 0, bytes = 0;
 	int rc;
 
 	if ((rs = calloc(1, sizeof(*rs))) == NULL) {
@@ -255,13 +303,14 @@ rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 	rs->cols = cols;
 	rs->ncols = ncols;
 	rs->stride = ncols + 1;
-	if ((rc = id_range(d, &rs->lo, &hi, err, errlen)) == -1)
+	if ((rc = id_range(d, &rs->lo, &hi, &bytes, err, errlen)) == -1)
 		goto fail;
-	rs->nchunk = rc == 1 ? 0 : (hi - rs->lo) / CHUNK_IDS + 1;
-	if (jobs > 1 && rs->nchunk > 1)
-		rs->nthreads = rs->nchunk < jobs ? (int)rs->nchunk : jobs;
+	rs->from = rs->lo;
+	rs->done = rc == 1;
+	if (rc == 0)
+		plan(rs, hi, bytes, jobs);
 	if ((ids = rowids_filter_sql(x, f)) == NULL ||
-	    asprintf(&rs->where, "id >= ?5 AND id < ?6 AND (%s)%s", where,
+	    asprintf(&rs->where, "id >= ?5 AND id <= ?6 AND (%s)%s", where,
 	    ids) == -1) {
 		rs->where = NULL;
 		free(ids);
@@ -309,28 +358,38 @@ wait_chunk(struct rowscan *rs, int64_t c, char *err, size_t errlen)
 	return s;
 }
 
+/* Without threads: the next CHUNK_IDS rows into the one slot. */
+static struct slot *
+next_rows(struct rowscan *rs, char *err, size_t errlen)
+{
+	struct filler *fl = &rs->fl[0];
+
+	if (fill(fl, &rs->slot[0], rs->from, INT64_MAX, err, errlen) == -1)
+		return NULL;
+	rs->done = !fl->full || fl->last_id == INT64_MAX;
+	rs->from = fl->last_id + !rs->done;
+	return &rs->slot[0];
+}
+
 int
 rowscan_next(struct rowscan *rs, const int64_t **rows, size_t *n, char *err,
     size_t errlen)
 {
-	while (rs->next < rs->nchunk) {
-		int64_t c = rs->next++;
-
-		release(rs);
-		if (rs->nthreads == 0) {
-			if (fill_chunk(&rs->fl[0], &rs->slot[0], c, err,
-			    errlen) == -1)
-				return -1;
-			rs->held = &rs->slot[0];
-		} else if ((rs->held = wait_chunk(rs, c, err, errlen)) == NULL)
+	release(rs);
+	while (rs->nthreads > 0 ? rs->next < rs->nchunk : !rs->done) {
+		if (rs->nthreads == 0)
+			rs->held = next_rows(rs, err, errlen);
+		else
+			rs->held = wait_chunk(rs, rs->next++, err, errlen);
+		if (rs->held == NULL)
 			return -1;
 		if (rs->held->n > 0) {
 			*rows = rs->held->v;
 			*n = rs->held->n;
 			return 1;
 		}
+		release(rs);
 	}
-	release(rs);
 	*n = 0;
 	return 0;
 }
@@ -353,7 +412,7 @@ rowscan_close(struct rowscan *rs)
 		sqlite3_finalize(rs->fl[0].st);
 		if (rs->fl[0].d.db != NULL)
 			sqlite3_create_function(rs->fl[0].d.db, "rlg_rowscan",
-			    rs->ncols, SQLITE_UTF8, NULL, NULL, NULL, NULL);
+			    rs->ncols + 1, SQLITE_UTF8, NULL, NULL, NULL, NULL);
 	}
 	for (size_t i = 0; rs->slot != NULL && i < rs->nslot; i++)
 		free(rs->slot[i].v);

@@ -457,7 +457,8 @@ scan_rows(const char *path, const struct filter *f, const char *where,
  * hands over the same rows once, in id order: 18000, 1800 keyless, their
  * ms after BASE summing to 449985000 - 179982000; with a time filter, a
  * where clause, and a rule and key (found by id; none for names no row
- * has) as well; and the consumer stops a scan at its row.
+ * has) as well; and the consumer stops a scan at its row. Then ids that
+ * leap to 2^62 and 2^63 - 1.
  */
 static void
 test_rowscan(void **state)
@@ -516,6 +517,23 @@ test_rowscan(void **state)
 		s = scan_rows(path, &all, "1", jobs[j], 10000, &rc);
 		assert_int_equal(rc, 1);
 		assert_int_equal(s.n, 10000);
+	}
+	/* Ids leaping to 2^62 and to the last one (a hand-made file): read
+	 * by rows, on one thread whatever -j says, each row once. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "INSERT INTO rlg_rows SELECT "
+	    "4611686018427387904, ts_ms, rq, rn, rule, key, outcome, cost, "
+	    "remaining, retry_after_ms, delay_ms, path, client_ip, latency_us "
+	    "FROM rlg_rows WHERE id = 30000; INSERT INTO rlg_rows SELECT "
+	    "9223372036854775807, ts_ms, rq, rn, rule, key, outcome, cost, "
+	    "remaining, retry_after_ms, delay_ms, path, client_ip, latency_us "
+	    "FROM rlg_rows WHERE id = 30000", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
+		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18002);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, INT64_MAX);
 	}
 	rm_db(dir);
 }
