@@ -9,7 +9,8 @@
  * the first. The reader takes chunk 0, 1, 2 ... in order, so it sees the
  * rows as a single scan would. With one job there is no thread: the
  * reader decodes the next CHUNK_IDS rows itself, on the file's own
- * connection, when it asks for them.
+ * connection, when it asks for them; rowscan_run's rows go from SQLite's
+ * step straight to its function, with no slot.
  *
  * A file being written: the scan reads the ids that were in the file when
  * it began, as a single scan would; rows that [audit] keep_rows deletes
@@ -66,6 +67,9 @@ struct rowscan {
 	int64_t		 next;		/* the chunk the reader takes next */
 	int64_t		 from;		/* without threads: the next id */
 	int		 done;		/* without threads: no rows after */
+	rowscan_fn	 fn;		/* rowscan_run's, without threads */
+	void		*arg;
+	int		 stopped;	/* fn said stop */
 	struct slot	*held;		/* the reader's, until the next call */
 	struct filler	*fl;		/* nthreads, or the file's own one */
 };
@@ -74,25 +78,34 @@ struct rowscan {
  * A filler's aggregate step, rlg_rowscan(id, cols): the row, as stride
  * integers (the NULL mask, then the columns), into the slot it fills. A
  * full slot stops the scan (an error SQLite returns, which fill() knows).
+ * For rowscan_run without threads, rlg_rowscan(cols): the row to its
+ * function.
  */
 static void
 collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct filler *fl = sqlite3_user_data(ctx);
+	struct rowscan *rs = fl->rs;
 	struct slot *s = fl->fill;
-	int64_t *out = s->v + s->n++ * (size_t)fl->rs->stride;
+	int64_t own[ROWSCAN_MAXCOLS + 1];
+	int64_t *out = rs->fn != NULL ? own : s->v + s->n++ * (size_t)rs->stride;
+	int k = rs->fn == NULL;		/* argv[0] is the id */
 	uint32_t nulls = 0;
 
-	fl->last_id = sqlite3_value_int64(argv[0]);
-	for (int i = 1; i < argc; i++) {
-		if (sqlite3_value_type(argv[i]) == SQLITE_NULL) {
-			nulls |= 1u << (i - 1);
-			out[i] = 0;
-		} else
-			out[i] = sqlite3_value_int64(argv[i]);
-	}
+	if (k)
+		fl->last_id = sqlite3_value_int64(argv[0]);
+	for (int i = k; i < argc; i++)
+		/* NULL reads 0: only a 0 may be one. */
+		if ((out[i - k + 1] = sqlite3_value_int64(argv[i])) == 0 &&
+		    sqlite3_value_type(argv[i]) == SQLITE_NULL)
+			nulls |= 1u << (i - k);
 	out[0] = nulls;
-	if (s->n == CHUNK_IDS) {
+	if (rs->fn != NULL) {
+		if (rs->fn(rs->arg, out + 1, nulls) != 0) {
+			rs->stopped = 1;
+			sqlite3_result_error(ctx, "stopped", -1);
+		}
+	} else if (s->n == CHUNK_IDS) {
 		fl->full = 1;
 		sqlite3_result_error(ctx, "a full slot", -1);
 	}
@@ -112,20 +125,22 @@ filler_prepare(struct filler *fl, char *err, size_t errlen)
 	struct filter times = { NULL, NULL, rs->f->since_ms, rs->f->until_ms };
 	char sel[512];
 
-	if (sqlite3_create_function(fl->d.db, "rlg_rowscan", rs->ncols + 1,
-	    SQLITE_UTF8, fl, NULL, collect_row, collect_done) != SQLITE_OK) {
+	if (sqlite3_create_function(fl->d.db, "rlg_rowscan", rs->ncols +
+	    (rs->fn == NULL), SQLITE_UTF8, fl, NULL, collect_row,
+	    collect_done) != SQLITE_OK) {
 		snprintf(err, errlen, "%s: %s", fl->d.path,
 		    sqlite3_errmsg(fl->d.db));
 		return -1;
 	}
-	snprintf(sel, sizeof(sel), "rlg_rowscan(id, %s)", rs->cols);
+	snprintf(sel, sizeof(sel), "rlg_rowscan(%s%s)", rs->fn == NULL ?
+	    "id, " : "", rs->cols);
 	fl->st = db_select_from(&fl->d, &times, sel, "rlg_rows", "", "",
 	    rs->where, err, errlen);
 	return fl->st == NULL ? -1 : 0;
 }
 
-/* Decodes the rows of ids from to to, up to a full slot, into s. 0, or
- * -1 with err set. */
+/* Decodes the rows of ids from to to (without threads: from on), up to a
+ * full slot, into s. 0, or -1 with err set. */
 static int
 fill(struct filler *fl, struct slot *s, int64_t from, int64_t to, char *err,
     size_t errlen)
@@ -136,13 +151,14 @@ fill(struct filler *fl, struct slot *s, int64_t from, int64_t to, char *err,
 	fl->full = 0;
 	s->n = 0;
 	sqlite3_bind_int64(fl->st, 5, from);
-	sqlite3_bind_int64(fl->st, 6, to);
+	if (fl->rs->nthreads > 0)
+		sqlite3_bind_int64(fl->st, 6, to);
 	while ((rc = sqlite3_step(fl->st)) == SQLITE_ROW)
 		;
-	if (rc != SQLITE_DONE && !fl->full)
+	if (rc != SQLITE_DONE && !fl->full && !fl->rs->stopped)
 		db_read_error(&fl->d, err, errlen);
 	sqlite3_reset(fl->st);
-	return rc == SQLITE_DONE || fl->full ? 0 : -1;
+	return rc == SQLITE_DONE || fl->full || fl->rs->stopped ? 0 : -1;
 }
 
 /* Decodes chunk c (its CHUNK_IDS ids) into s. */
@@ -283,10 +299,11 @@ oom:
 	return -1;
 }
 
-struct rowscan *
-rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
-    const char *cols, int ncols, const char *where, int jobs, char *err,
-    size_t errlen)
+/* rowscan_open, and for rowscan_run its function fn (NULL: none). */
+static struct rowscan *
+scan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
+    const char *cols, int ncols, const char *where, int jobs, rowscan_fn fn,
+    void *arg, char *err, size_t errlen)
 {
 	struct rowscan *rs;
 	char *ids;
@@ -300,6 +317,8 @@ rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 	pthread_mutex_init(&rs->mu, NULL);
 	pthread_cond_init(&rs->cv, NULL);
 	rs->f = f;
+	rs->fn = fn;
+	rs->arg = arg;
 	rs->cols = cols;
 	rs->ncols = ncols;
 	rs->stride = ncols + 1;
@@ -309,9 +328,11 @@ rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 	rs->done = rc == 1;
 	if (rc == 0)
 		plan(rs, hi, bytes, jobs);
+	if (rs->nthreads > 0)
+		rs->fn = NULL;	/* the threads fill slots, rowscan_run reads them */
 	if ((ids = rowids_filter_sql(x, f)) == NULL ||
-	    asprintf(&rs->where, "id >= ?5 AND id <= ?6 AND (%s)%s", where,
-	    ids) == -1) {
+	    asprintf(&rs->where, "id >= ?5%s AND (%s)%s", rs->nthreads > 0 ?
+	    " AND id <= ?6" : "", where, ids) == -1) {
 		rs->where = NULL;
 		free(ids);
 		snprintf(err, errlen, "out of memory");
@@ -323,6 +344,15 @@ rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 fail:
 	rowscan_close(rs);
 	return NULL;
+}
+
+struct rowscan *
+rowscan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
+    const char *cols, int ncols, const char *where, int jobs, char *err,
+    size_t errlen)
+{
+	return scan_open(d, x, f, cols, ncols, where, jobs, NULL, NULL, err,
+	    errlen);
 }
 
 /* Gives the reader's slot back to the threads. */
@@ -412,7 +442,8 @@ rowscan_close(struct rowscan *rs)
 		sqlite3_finalize(rs->fl[0].st);
 		if (rs->fl[0].d.db != NULL)
 			sqlite3_create_function(rs->fl[0].d.db, "rlg_rowscan",
-			    rs->ncols + 1, SQLITE_UTF8, NULL, NULL, NULL, NULL);
+			    rs->ncols + (rs->fn == NULL), SQLITE_UTF8, NULL,
+			    NULL, NULL, NULL);
 	}
 	for (size_t i = 0; rs->slot != NULL && i < rs->nslot; i++)
 		free(rs->slot[i].v);
@@ -434,9 +465,16 @@ rowscan_run(struct rdb *d, const struct rowids *x, const struct filter *f,
 	size_t n;
 	int rc;
 
-	if ((rs = rowscan_open(d, x, f, cols, ncols, where, jobs, err,
+	if ((rs = scan_open(d, x, f, cols, ncols, where, jobs, fn, arg, err,
 	    errlen)) == NULL)
 		return -1;
+	if (rs->fn != NULL) {
+		rc = rs->done ? 0 : fill(&rs->fl[0], &rs->slot[0], rs->lo,
+		    INT64_MAX, err, errlen);
+		rc = rs->stopped ? 1 : rc;
+		rowscan_close(rs);
+		return rc;
+	}
 	while ((rc = rowscan_next(rs, &rows, &n, err, errlen)) == 1)
 		for (size_t i = 0; i < n; i++) {
 			const int64_t *row = rows + i * (size_t)(ncols + 1);

@@ -451,14 +451,45 @@ scan_rows(const char *path, const struct filter *f, const char *where,
 	return s;
 }
 
+/* The same through rowscan_next(): rows a chunk at a time. */
+static struct seen
+pull_rows(const char *path, const struct filter *f, int jobs)
+{
+	struct seen s = { 0, 0, 0, 0, 0, 0 };
+	const int64_t *rows;
+	struct rowscan *rs;
+	struct rowids x;
+	struct rdbs dbs;
+	char err[512];
+	size_t n;
+	int rc;
+
+	open_db(&dbs, path);
+	assert_int_equal(rowids_load(&dbs.v[0], &x, err, sizeof(err)), 0);
+	if ((rs = rowscan_open(&dbs.v[0], &x, f, "id, key, ts_ms", 3, "1", jobs,
+	    err, sizeof(err))) == NULL)
+		fail_msg("%s", err);
+	while ((rc = rowscan_next(rs, &rows, &n, err, sizeof(err))) == 1) {
+		assert_true(n > 0 && n <= 8192);
+		for (size_t i = 0; i < n; i++)
+			see_row(&s, rows + i * 4 + 1, (uint32_t)rows[i * 4]);
+	}
+	if (rc == -1)
+		fail_msg("%s", err);
+	rowscan_close(rs);
+	rowids_free(&x);
+	db_close_all(&dbs);
+	return s;
+}
+
 /*
  * 30000 rows, one a ms (ids 1 to 30000), every tenth without a key; ids
  * 9000 to 20999 deleted, a gap wider than a chunk. Every number of threads
  * hands over the same rows once, in id order: 18000, 1800 keyless, their
  * ms after BASE summing to 449985000 - 179982000; with a time filter, a
  * where clause, and a rule and key (found by id; none for names no row
- * has) as well; and the consumer stops a scan at its row. Then ids that
- * leap to 2^62 and 2^63 - 1.
+ * has) as well; and the consumer stops a scan at its row; pulled a chunk
+ * at a time, the same. Then ids that leap to 2^62 and 2^63 - 1.
  */
 static void
 test_rowscan(void **state)
@@ -517,6 +548,12 @@ test_rowscan(void **state)
 		s = scan_rows(path, &all, "1", jobs[j], 10000, &rc);
 		assert_int_equal(rc, 1);
 		assert_int_equal(s.n, 10000);
+		s = pull_rows(path, &all, jobs[j]);
+		assert_int_equal(s.n, 18000);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.keyless, 1800);
+		assert_int_equal(s.at_sum, 449985000 - 179982000);
+		assert_int_equal(pull_rows(path, &span, jobs[j]).n, 3999 + 4001);
 	}
 	/* Ids leaping to 2^62 and to the last one (a hand-made file): read
 	 * by rows, on one thread whatever -j says, each row once. */
@@ -531,6 +568,10 @@ test_rowscan(void **state)
 	sqlite3_close(db);
 	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
 		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18002);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, INT64_MAX);
+		s = pull_rows(path, &all, jobs[j]);
 		assert_int_equal(s.n, 18002);
 		assert_int_equal(s.disorder, 0);
 		assert_int_equal(s.last_id, INT64_MAX);
