@@ -47,7 +47,7 @@ struct filler {
 	sqlite3_stmt	*st;
 	struct slot	*fill;		/* the slot being filled */
 	int64_t		 last_id;	/* of the last row it took */
-	int		 full;		/* the slot is: the scan stopped */
+	int		 full;		/* the slot filled up and stopped the scan */
 	pthread_t	 tid;
 	int		 index;
 };
@@ -310,6 +310,11 @@ scan_open(struct rdb *d, const struct rowids *x, const struct filter *f,
 	int64_t hi = 0, bytes = 0;
 	int rc;
 
+	if (ncols > ROWSCAN_MAXCOLS) {
+		snprintf(err, errlen, "a scan of more than %d columns",
+		    ROWSCAN_MAXCOLS);
+		return NULL;
+	}
 	if ((rs = calloc(1, sizeof(*rs))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
