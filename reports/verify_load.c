@@ -636,6 +636,7 @@ static int
 plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
 {
 	uint64_t rows = 0;
+	size_t bufsz;
 
 	for (size_t i = 0; i < dbs->n; i++) {
 		sqlite3_stmt *st = db_prepare(&dbs->v[i], "SELECT max(id) FROM decisions",
@@ -652,16 +653,23 @@ plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
 	pv->nparts = (size_t)((rows * sizeof(struct rec) + PART_BYTES - 1) / PART_BYTES);
 	if (pv->nparts > MAX_PARTS)
 		pv->nparts = MAX_PARTS;
-	if ((pv->part = calloc(pv->nparts, sizeof(*pv->part))) == NULL) {
+	/* The buffers take no more than the records in memory do, and at
+	 * most 256 KB each: one write(2) per 256 KB rather than per 4 KB. */
+	bufsz = PART_BYTES / pv->nparts;
+	bufsz = bufsz > (256u << 10) ? 256u << 10 : bufsz;
+	if ((pv->part = calloc(pv->nparts, sizeof(*pv->part))) == NULL ||
+	    (pv->partbuf = malloc(pv->nparts * bufsz)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (size_t k = 0; k < pv->nparts; k++)
+	for (size_t k = 0; k < pv->nparts; k++) {
 		if ((pv->part[k] = tmpfile()) == NULL) {
 			snprintf(err, errlen, "cannot create a temporary file: %s",
 			    strerror(errno));
 			return -1;
 		}
+		setvbuf(pv->part[k], pv->partbuf + k * bufsz, _IOFBF, bufsz);
+	}
 	return 0;
 }
 
