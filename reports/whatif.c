@@ -594,11 +594,14 @@ attempt_of_row(struct ctx *c, const struct wrow *row, uint32_t r,
 }
 
 /* NEW.ini's rules that no row of the request names, where the record
- * tells whether and how they apply; appended to c->at from n on. */
-static size_t
-attempts_new(struct ctx *c, size_t n)
+ * tells whether and how they apply; appended to c->at from *np on. A rule
+ * of the record no row has named yet is made here. 0, or -1 out of
+ * memory. */
+static int
+attempts_new(struct ctx *c, size_t *np)
 {
 	const struct conf *cf = c->wc->c;
+	size_t n = *np;
 
 	for (size_t j = 0; j < c->nfresh && n < sizeof(c->at) / sizeof(c->at[0]); j++) {
 		uint32_t i = c->fresh[j];
@@ -608,6 +611,8 @@ attempts_new(struct ctx *c, size_t n)
 		if (c->seen[i] || !rule_fits(ru, &c->req) ||
 		    rule_expand(&ru->key, ru, &c->req, c->kbuf[n], RLG_MAX_KEY) < 0)
 			continue;
+		if (c->c2r[i] == NONE && add_rule(c, ru->name, (int)i) == NONE)
+			return -1;
 		memset(a, 0, sizeof(*a));
 		a->rule = c->c2r[i];
 		a->key = c->kbuf[n];
@@ -616,7 +621,8 @@ attempts_new(struct ctx *c, size_t n)
 		attempt_params(a, params_for(c, a->rule, NULL, 0, a->cost));
 		n++;
 	}
-	return n;
+	*np = n;
+	return 0;
 }
 
 /* Decides the attempts at[0..n) all or nothing, as lua/decide.lua. */
@@ -716,7 +722,8 @@ replay(struct ctx *c, const struct wrow *const *rows, size_t n)
 			na++;
 		}
 	}
-	na = attempts_new(c, na);
+	if (attempts_new(c, &na) == -1)
+		return -1;
 	if (na == 0)
 		return 0;
 	/* Keys idle by now go before this request's come. */

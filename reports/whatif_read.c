@@ -280,14 +280,17 @@ row_ids(const struct wsrc *s, const int64_t *v, uint32_t nulls,
     struct wrow *w)
 {
 	int64_t rule = v[4], o = v[6];
+	/* NULL reads as UINT64_MAX; lone by the NULLs alone, for rn -1 is
+	 * the id ffffffffffffffff. */
+	int rq_null = (nulls & 1u << 2) != 0, rn_null = (nulls & 1u << 3) != 0;
 
 	if (rule < 0 || (size_t)rule >= s->nrule || s->grule[rule] ==
 	    RLG_WHATIF_NONE)
 		return 0;
 	w->id = v[0];
 	w->ts_ms = v[1];
-	w->rq = (uint64_t)col_or(v, nulls, 2);
-	w->rn = (uint64_t)col_or(v, nulls, 3);
+	w->rq = rq_null ? UINT64_MAX : (uint64_t)v[2];
+	w->rn = rn_null ? UINT64_MAX : (uint64_t)v[3];
 	w->cost = col_or(v, nulls, 7);
 	w->src = s->idx;
 	w->rule = s->grule[rule];
@@ -307,7 +310,7 @@ row_ids(const struct wsrc *s, const int64_t *v, uint32_t nulls,
 		w->reason = WR_OTHER;
 		w->method = RLG_WHATIF_NONE;
 	}
-	w->lone = w->rq == UINT64_MAX && w->rn == UINT64_MAX;
+	w->lone = rq_null && rn_null;
 	w->done = 0;
 	w->next = 0;
 	return 1;
@@ -600,6 +603,15 @@ group_add(struct wreader *r, const struct wrow *w)
 		return -1;
 	h = req_hash(x);
 	i = slot_of(r, x, h);
+	/* Further from its leader than one request's rows are: the id's
+	 * next request, x its leader in the slot. The one before is closed
+	 * (out of the table), handed out as it is. */
+	if (r->slots[i].seq != 0 && x->ts_ms - RING(r, r->slots[i].seq -
+	    1).ts_ms > RLG_WHATIF_GROUP_MS) {
+		RING(r, r->slots[i].seq - 1).lone = 1;
+		r->slots[i].seq = seq + 1;
+		return 0;
+	}
 	if (r->slots[i].seq == 0) {
 		r->slots[i].seq = seq + 1;
 		r->slots[i].hash = h;
@@ -660,14 +672,18 @@ whatif_read_next(struct wreader *r, const struct wrow ***rows, size_t *n,
 	const struct wrow *w;
 	int rc;
 
-	/* Rows handed out before are gone now; members follow their leader. */
+	/*
+	 * Rows handed out before are gone now; members follow their leader.
+	 * A request is handed out once a row further than
+	 * RLG_WHATIF_GROUP_MS from its leader came: none later joins it.
+	 */
 	while (r->rhead < r->rtail && RING(r, r->rhead).done == 1)
 		r->rhead++;
 	for (;;) {
 		while (r->rhead < r->rtail && RING(r, r->rhead).done == 1)
 			r->rhead++;
 		if (r->rhead < r->rtail && (r->merged_eof ||
-		    RING(r, r->rhead).ts_ms + RLG_WHATIF_GROUP_MS <=
+		    RING(r, r->rhead).ts_ms + RLG_WHATIF_GROUP_MS <
 		    RING(r, r->rtail - 1).ts_ms))
 			break;
 		if (r->merged_eof)

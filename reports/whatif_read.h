@@ -52,7 +52,8 @@ struct wrow {
 	uint32_t	 params;	/* the file's parameter set (whatif_params()) */
 	uint8_t		 allowed;
 	uint8_t		 reason;	/* enum wr_reason */
-	uint8_t		 lone;		/* no request id: a request alone */
+	uint8_t		 lone;		/* not in the leaders' table: no request
+					 * id, or a request closed */
 	uint8_t		 done;		/* internal */
 	uint64_t	 next;		/* internal: the group's next row */
 };

@@ -1,11 +1,12 @@
 #!/bin/bash
 # rlgate-report --what-if NEW.ini: the record replayed under other rules.
 # Hand-made audits (sqlite3) with exact outcomes for each algorithm, in both
-# layouts and split over two files; NEW.ini's mistakes and the rules the
-# record cannot replay; the what-if admissions of lower limits checked by
-# --verify; and a run recorded through the real gateway (redis-server,
-# rlgate, lighttpd, ab): the seeds' demonstration and a self-check with
-# several rules, some requests denied by two of them.
+# layouts and split over two files; which rows are one request (each form
+# of request id, two processes' same counter, 200 ms); NEW.ini's mistakes
+# and the rules the record cannot replay; the what-if admissions of lower
+# limits checked by --verify; and a run recorded through the real gateway
+# (redis-server, rlgate, lighttpd, ab): the seeds' demonstration and a
+# self-check with several rules, some requests denied by two of them.
 . "$(dirname "$0")/../lib.sh"
 
 REPORT=$TOP/reports/rlgate-report
@@ -21,17 +22,25 @@ newdb() { rm -f "$1"; sqlite3 "$1" "$SCHEMA"; }
 # layout2 SRC DST: DST, the rows of SRC written by the gateway's writer.
 layout2() { rm -f "$2"; "$COPY" "$1" "$2" > /dev/null 2>&1; }
 
-# rows_sql RULE T...: one recorded request a time (ms after BASE), admitted
-# under a limit far away (fixed_window, 1000 per 1s), key k.
+# req_sql T ID RULE...: the request ID recorded at T (ms after BASE), a row
+# per RULE, each admitted under a limit far away (fixed_window, 1000 per
+# 1s), key k.
+req_sql() {
+	local t=$1 id=$2 rule; shift 2
+	for rule in "$@"; do
+		echo "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm,
+		allowed, reason, cost, limit_value, window_ms, burst, method, path,
+		client_ip, status) VALUES ($((BASE + t)), '$id', '$rule', 'k',
+		'fixed_window', 1, 'limit', 1, 1000, 1000, 1000, 'GET', '/', '127.0.0.1', 200);"
+	done
+}
+# rows_sql RULE T...: one recorded request a time, under RULE alone.
 N=0
 rows_sql() {
 	local rule=$1 t; shift
 	for t in "$@"; do
 		N=$((N + 1))
-		echo "INSERT INTO decisions (ts_ms, request_id, rule, key, algorithm,
-		allowed, reason, cost, limit_value, window_ms, burst, method, path,
-		client_ip, status) VALUES ($((BASE + t)), 'r$N', '$rule', 'k',
-		'fixed_window', 1, 'limit', 1, 1000, 1000, 1000, 'GET', '/', '127.0.0.1', 200);"
+		req_sql "$t" "r$N" "$rule"
 	done
 }
 
@@ -116,22 +125,113 @@ is "5 s out of order, after later rows were replayed: replayed late, counted" '"
 	"$("$REPORT" --what-if "$T/keys.ini" -w 1h -f json "$T/late.db" | grep -o '"late": [0-9]*,')"
 
 echo "# all or nothing: a request's rules decided together"
-newdb "$T/two.db"
 # Four requests, each under rule a (key k) and rule b (key k): a denies
 # the third and fourth in the what-if (limit 2), so b counts only two and
 # admits the fourth request no more than a does.
+printf '[rule:a]\nkey = {query.k}\nlimit = 2\nwindow = 1s\n[rule:b]\nkey = {query.k}\nlimit = 3\nwindow = 1s\n' > "$T/two.ini"
+# totals INI DB...: per rule of the what-if, in one window: rule, recorded
+# allowed, denied, what-if allowed, denied.
+totals() {
+	local ini=$1; shift
+	"$REPORT" --what-if "$ini" -w 1h -f csv "$@" | tail -n +2 | cut -d, -f4-
+}
+# both_layouts WHAT DB WANT: the totals of two.ini over DB, and over DB
+# written in the second layout (DB2, left for stored_as).
+both_layouts() {
+	is "$1 (first layout)" "$3" "$(totals "$T/two.ini" "$2")"
+	layout2 "$2" "${2%.db}2.db"
+	is "$1 (second layout)" "$3" "$(totals "$T/two.ini" "${2%.db}2.db")"
+}
+# stored_as DB2 WHAT RQ RN: the rows of DB2 whose rq and rn are (not) NULL,
+# as WHAT says: each form of request id is the one its check means.
+stored_as() {
+	is "$2: stored as rq $3, rn $4" \
+	    "$(sqlite3 "$1" "SELECT count(*) FROM rlg_rows")" \
+	    "$(sqlite3 "$1" "SELECT count(*) FROM rlg_rows WHERE rq IS $3 AND rn IS $4")"
+}
+# The three forms of a request id the second layout stores apart
+# (fcgi/audit.h): rlgate's "P-N" (rq and rn), 16 hex digits alone (rn),
+# any other text (rq); the 16-hex ids are the top four, the fourth
+# request's ffffffffffffffff stored as rn -1.
+for form in P-N hex text; do
+	newdb "$T/two-$form.db"
+	for i in 1 2 3 4; do
+		case $form in
+		P-N)	id=$(printf '%016x-%x' 3054 "$i") ;;
+		hex)	id=$(printf '%016x' $((i - 5))) ;;
+		text)	id=q$i ;;
+		esac
+		req_sql "$i" "$id" a b
+	done | sqlite3 "$T/two-$form.db"
+	both_layouts "ids $form: a's denials un-count b (b's limit 3 never reached: 2 + 2 each)" \
+	    "$T/two-$form.db" "a,4,0,2,2
+b,4,0,2,2"
+done
+stored_as "$T/two-P-N2.db" "P-N" "NOT NULL" "NOT NULL"
+stored_as "$T/two-hex2.db" "16 hex digits" NULL "NOT NULL"
+stored_as "$T/two-text2.db" "other ids" "NOT NULL" NULL
+
+echo "# one request per id: the same counter in two processes is two requests"
+# Processes a- and b- each number their requests 1, 2, ...: a's requests
+# are under rule a, b's under rule b, both recorded in the same ms. Taken
+# as one request (a-3 with b-3), a's denials would un-count b (2 + 2);
+# apart, b admits 3 of its 4 (limit 3). The same for a 16-hex id of the
+# same number, and for two files (two hosts) with the same ids, one's
+# rows under a, the other's under b.
+newdb "$T/procs.db"; newdb "$T/prochex.db"; newdb "$T/host1.db"; newdb "$T/host2.db"
 for i in 1 2 3 4; do
-	for r in a b; do
-		sqlite3 "$T/two.db" "INSERT INTO decisions (ts_ms, request_id, rule, key,
-		algorithm, allowed, reason, cost, limit_value, window_ms, burst, method,
-		path, client_ip, status) VALUES ($((BASE + i)), 'q$i', '$r', 'k',
-		'fixed_window', 1, 'limit', 1, 10, 1000, 10, 'GET', '/', '127.0.0.1', 200)"
+	req_sql "$i" "a-$i" a | sqlite3 "$T/procs.db"
+	req_sql "$i" "b-$i" b | sqlite3 "$T/procs.db"
+	req_sql "$i" "a-$i" a | sqlite3 "$T/prochex.db"
+	req_sql "$i" "$(printf '%016x' "$i")" b | sqlite3 "$T/prochex.db"
+	req_sql "$i" "a-$i" a | sqlite3 "$T/host1.db"
+	req_sql "$i" "a-$i" b | sqlite3 "$T/host2.db"
+done
+both_layouts "a-N and b-N: two requests (b 3 + 1)" "$T/procs.db" "a,4,0,2,2
+b,4,0,3,1"
+stored_as "$T/procs2.db" "a-N and b-N" "NOT NULL" "NOT NULL"
+is "a-N and b-N stored with the same rn, two rq" "4|2" \
+    "$(sqlite3 "$T/procs2.db" "SELECT count(DISTINCT rn), count(DISTINCT rq) FROM rlg_rows")"
+both_layouts "a-N and the 16-hex N: two requests (b 3 + 1)" "$T/prochex.db" "a,4,0,2,2
+b,4,0,3,1"
+layout2 "$T/host1.db" "$T/host12.db"; layout2 "$T/host2.db" "$T/host22.db"
+for l in "" 2; do
+	is "a-N in two files${l:+ of the second layout}: two requests (b 3 + 1)" "a,4,0,2,2
+b,4,0,3,1" "$(totals "$T/two.ini" "$T/host1$l.db" "$T/host2$l.db")"
+done
+
+echo "# one id reused: rows further apart than 200 ms are two requests"
+# a admits z-1 and z-2, denies x-1 (limit 2); x-1's row of rule b, GAP ms
+# later, is of the same request (b counts nothing: 0 + 1) within 200 ms,
+# and of a request of its own (admitted: 1 + 0) further apart. Another
+# request's row in that ms (y-1, rule c: not in two.ini, its recorded
+# limit) is replayed before x-1's (first) or after it (last): the split
+# does not hang on which row comes first.
+for gap in 199 200 201 5000; do
+	for y in first last; do
+		db=$T/gap$gap-$y.db
+		newdb "$db"
+		{ req_sql 0 z-1 a; req_sql 0 z-2 a; req_sql 0 x-1 a
+		  [ $y = first ] && req_sql "$gap" y-1 c
+		  req_sql "$gap" x-1 b
+		  [ $y = last ] && req_sql "$gap" y-1 c; } | sqlite3 "$db"
+		b=1,0,1,0
+		[ "$gap" -le 200 ] && b=1,0,0,1
+		both_layouts "x-1's rows $gap ms apart, y-1 $y" "$db" "a,3,0,2,1
+b,$b
+c,1,0,1,0"
 	done
 done
-printf '[rule:a]\nkey = {query.k}\nlimit = 2\nwindow = 1s\n[rule:b]\nkey = {query.k}\nlimit = 3\nwindow = 1s\n' > "$T/two.ini"
-is "a's denials un-count b (b's limit 3 never reached: 2 + 2 each)" \
-"$BASE,a,4,0,2,2
-$BASE,b,4,0,2,2" "$("$REPORT" --what-if "$T/two.ini" -f csv "$T/two.db" | tail -n +2 | cut -d, -f2,4-)"
+
+echo "# a rule of the record, met first where no row names it"
+# Rule ip ({ip}, any request) applies to every request the replay can
+# make its key for: q1 has a row of rule a only, and comes before ip's
+# first row (q2's). q1 takes ip's one admission, q2 is denied.
+newdb "$T/first.db"
+{ req_sql 0 q1 a; req_sql 10 q2 ip; } | sqlite3 "$T/first.db"
+printf '[rule:a]\nkey = {query.k}\nlimit = 5\nwindow = 1s\n[rule:ip]\nkey = {ip}\nlimit = 1\nwindow = 1s\n' > "$T/first.ini"
+is "rule ip applied to q1 before its first row: 1 + 1" "a,1,0,1,0
+ip,1,0,1,1" "$(totals "$T/first.ini" "$T/first.db")"
 
 echo "# memory: the keys in flight, not the keys seen"
 # 1000 keys, one request each, 2 s apart: a key's 1 s window is over

@@ -4,7 +4,8 @@
  * that millisecond timestamps allow (one ms less passes, one more fails),
  * driven through verify_check_run() (verify_int.h); and --verify's time
  * range on a database the gateway's own audit writer makes: --since
- * inclusive, --until exclusive. Linked with the report's objects
+ * inclusive, --until exclusive; the what-if's requests, by request id, in
+ * such a database. Linked with the report's objects
  * (Makefile), not their sources.
  */
 #include <setjmp.h>
@@ -27,6 +28,7 @@
 #include "../../reports/rowscan.h"
 #include "../../reports/verify.h"
 #include "../../reports/verify_int.h"
+#include "../../reports/whatif_read.h"
 #include "../../reports/window.h"
 
 #define BASE	1763805600000LL		/* 2025-11-22 10:00:00.000 UTC */
@@ -579,6 +581,77 @@ test_rowscan(void **state)
 	rm_db(dir);
 }
 
+/* A row of one request: its time (ms after BASE), request id and rule. */
+struct qrow {
+	int64_t		 at;
+	const char	*id, *rule;
+};
+
+/* The what-if's requests of the rows, written by the gateway's writer
+ * (second layout), as "ROW+ROW ROW ..." (rowids, a request each word). */
+static char *
+requests(const struct qrow *rows, size_t n, char *buf, size_t len)
+{
+	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64], err[512];
+	const struct wrow **g;
+	struct wreader *r;
+	struct rdbs dbs;
+	struct audit *a;
+	size_t i, ng, o = 0;
+	int rc;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	assert_non_null(a = audit_open_inline(path, 64, err, sizeof(err)));
+	for (i = 0; i < n; i++) {
+		struct audit_row q = { BASE + rows[i].at, rows[i].id,
+		    rows[i].rule, "k", "fixed_window", 1, "limit", 1, 100,
+		    1000, 100, -1, -1, -1, "GET", "/", "10.0.0.1", 200, 10 };
+
+		assert_int_equal(audit_push(a, &q), 0);
+	}
+	assert_int_equal(audit_close(a, 5000), 0);
+	open_db(&dbs, path);
+	if ((r = whatif_read_open(&dbs, INT64_MAX, 0, err, sizeof(err))) == NULL)
+		fail_msg("%s", err);
+	buf[0] = '\0';
+	while ((rc = whatif_read_next(r, &g, &ng, err, sizeof(err))) == 1)
+		for (i = 0; i < ng; i++)
+			o += (size_t)snprintf(buf + o, len - o, "%s%lld",
+			    i ? "+" : o ? " " : "", (long long)g[i]->id);
+	if (rc == -1)
+		fail_msg("%s", err);
+	whatif_read_free(r);
+	db_close_all(&dbs);
+	rm_db(dir);
+	return buf;
+}
+
+/*
+ * One request per request id (fcgi/audit.h's three forms: "P-N", 16 hex
+ * digits, other text), its rows at most RLG_WHATIF_GROUP_MS after its
+ * first: a-1 is not b-1 (the same N), nor the 16-hex 1; a-1's rule c row
+ * 200 ms after its first joins it, after z's row of that ms; b-1's rule a
+ * row 201 ms after its
+ * first is the next request of b-1, q's rule c 230 ms after its first
+ * that of q; ffffffffffffffff (rn -1) is an id as any other.
+ */
+static void
+test_whatif_requests(void **state)
+{
+	static const struct qrow rows[] = { { 0, "a-1", "a" },
+	    { 0, "b-1", "b" }, { 0, "0000000000000001", "b" },
+	    { 0, "a-1", "b" }, { 0, "ffffffffffffffff", "a" },
+	    { 10, "ffffffffffffffff", "b" }, { 20, "q", "a" }, { 30, "q", "b" },
+	    { 200, "z", "a" }, { 200, "a-1", "c" }, { 201, "b-1", "a" },
+	    { 250, "q", "c" } };
+	char b[256];
+
+	(void)state;
+	assert_string_equal(requests(rows, 12, b, sizeof(b)),
+	    "1+4+10 2 3 5+6 7+8 9 11 12");
+}
+
 int
 main(void)
 {
@@ -595,6 +668,7 @@ main(void)
 		cmocka_unit_test(test_verify_range),
 		cmocka_unit_test(test_agg_windows),
 		cmocka_unit_test(test_rowscan),
+		cmocka_unit_test(test_whatif_requests),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
