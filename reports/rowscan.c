@@ -40,17 +40,25 @@ struct slot {
 	int64_t		*v;		/* n rows of stride integers */
 };
 
-/* A connection that decodes chunks: a thread's, or the file's own. */
+/*
+ * A connection that decodes chunks: a thread's, or the file's own. What
+ * it writes a row lives here, on cache lines of its own (FILLER_ALIGN),
+ * not in the slot or the scan another core reads.
+ */
+#define FILLER_ALIGN	64
 struct filler {
 	struct rowscan	*rs;
 	struct rdb	 d;
 	sqlite3_stmt	*st;
-	struct slot	*fill;		/* the slot being filled */
+	int64_t		*out, *end;	/* the slot being filled: next row, end */
+	int		 stride;	/* the scan's, here to be read a row */
+	rowscan_fn	 fn;		/* the scan's */
+	void		*arg;
 	int64_t		 last_id;	/* of the last row it took */
 	int		 full;		/* the slot filled up and stopped the scan */
 	pthread_t	 tid;
 	int		 index;
-};
+} __attribute__((aligned(FILLER_ALIGN)));
 
 struct rowscan {
 	pthread_mutex_t	 mu;
@@ -85,11 +93,9 @@ static void
 collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
 	struct filler *fl = sqlite3_user_data(ctx);
-	struct rowscan *rs = fl->rs;
-	struct slot *s = fl->fill;
 	int64_t own[ROWSCAN_MAXCOLS + 1];
-	int64_t *out = rs->fn != NULL ? own : s->v + s->n++ * (size_t)rs->stride;
-	int k = rs->fn == NULL;		/* argv[0] is the id */
+	int64_t *out = fl->fn != NULL ? own : fl->out;
+	int k = fl->fn == NULL;		/* argv[0] is the id */
 	uint32_t nulls = 0;
 
 	if (k)
@@ -100,12 +106,12 @@ collect_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		    sqlite3_value_type(argv[i]) == SQLITE_NULL)
 			nulls |= 1u << (i - k);
 	out[0] = nulls;
-	if (rs->fn != NULL) {
-		if (rs->fn(rs->arg, out + 1, nulls) != 0) {
-			rs->stopped = 1;
+	if (fl->fn != NULL) {
+		if (fl->fn(fl->arg, out + 1, nulls) != 0) {
+			fl->rs->stopped = 1;
 			sqlite3_result_error(ctx, "stopped", -1);
 		}
-	} else if (s->n == CHUNK_IDS) {
+	} else if ((fl->out += fl->stride) == fl->end) {
 		fl->full = 1;
 		sqlite3_result_error(ctx, "a full slot", -1);
 	}
@@ -147,9 +153,9 @@ fill(struct filler *fl, struct slot *s, int64_t from, int64_t to, char *err,
 {
 	int rc;
 
-	fl->fill = s;
+	fl->out = s->v;
+	fl->end = s->v + CHUNK_IDS * (size_t)fl->stride;
 	fl->full = 0;
-	s->n = 0;
 	sqlite3_bind_int64(fl->st, 5, from);
 	if (fl->rs->nthreads > 0)
 		sqlite3_bind_int64(fl->st, 6, to);
@@ -158,6 +164,7 @@ fill(struct filler *fl, struct slot *s, int64_t from, int64_t to, char *err,
 	if (rc != SQLITE_DONE && !fl->full && !fl->rs->stopped)
 		db_read_error(&fl->d, err, errlen);
 	sqlite3_reset(fl->st);
+	s->n = (size_t)(fl->out - s->v) / (size_t)fl->stride;
 	return rc == SQLITE_DONE || fl->full || fl->rs->stopped ? 0 : -1;
 }
 
@@ -272,17 +279,19 @@ rowscan_start(struct rowscan *rs, struct rdb *d, char *err, size_t errlen)
 
 	rs->nslot = rs->nthreads > 0 ? 2 * (size_t)rs->nthreads : 1;
 	if ((rs->slot = calloc(rs->nslot, sizeof(*rs->slot))) == NULL ||
-	    (rs->fl = calloc((size_t)n, sizeof(*rs->fl))) == NULL)
+	    (rs->fl = aligned_alloc(FILLER_ALIGN, (size_t)n *
+	    sizeof(*rs->fl))) == NULL)
 		goto oom;
+	for (int i = 0; i < n; i++)
+		rs->fl[i] = (struct filler){ .rs = rs, .d = { d->path, NULL,
+		    d->layout, 0 }, .stride = rs->stride, .fn = rs->fn,
+		    .arg = rs->arg, .index = i };
 	for (size_t i = 0; i < rs->nslot; i++) {
 		rs->slot[i].chunk = (int64_t)i;
 		if ((rs->slot[i].v = malloc(CHUNK_IDS * sizeof(int64_t) *
 		    (size_t)rs->stride)) == NULL)
 			goto oom;
 	}
-	for (int i = 0; i < n; i++)
-		rs->fl[i] = (struct filler){ .rs = rs, .d = { d->path, NULL,
-		    d->layout, 0 }, .index = i };
 	if (rs->nthreads == 0) {
 		rs->fl[0].d = *d;
 		return filler_prepare(&rs->fl[0], err, errlen);
