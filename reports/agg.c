@@ -13,6 +13,7 @@
 #include "agg.h"
 #include "intern.h"
 #include "rowids.h"
+#include "rowscan.h"
 #include "window.h"
 
 struct cell {
@@ -269,68 +270,74 @@ out:
 	return ret;
 }
 
+/* The state of one scan by ids, for ids_row(). */
+struct scan {
+	const struct rowids	*x;
+	struct agg		*a;
+	struct intern		*ids;
+	struct cells		*cells;
+	struct latests		*lt;
+	struct rowids_memo	 memo;
+	int64_t			 last_rule, last_key;
+	uint32_t		 sid;
+	struct cell		*last;
+};
+
 /*
- * A second-layout file: rlg_rows' integers, names and parameters by id
- * (rowids.h). A run of one (rule id, key id) is interned once.
+ * One row (ts_ms, rule, key, outcome) of rowscan. A run of one (rule id,
+ * key id) is interned once. Returns 1 (stop) out of memory.
  */
 static int
-scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
-    struct agg *a, struct intern *ids, struct cells *cells,
-    struct latests *lt, char *err, size_t errlen)
+ids_row(void *arg, const int64_t *v, uint32_t nulls)
 {
-	struct rowids_memo memo = { 0 };
-	int64_t last_rule = -1, last_key = -1;
-	uint32_t sid = RLG_INTERN_FAIL;
-	struct cell *last = NULL;
-	sqlite3_stmt *st;
-	int rc, ret = -1;
+	struct scan *s = arg;
+	int64_t ts = v[0], rule = v[1];
+	int64_t key = s->a->by_key && !(nulls & 4) ? v[2] : -1;
+	const struct rowids_outcome *o = rowids_outcome(s->x, v[3]);
+	const struct rowids_rule *r = rowids_rule(s->x, rule);
+	int allowed = o != NULL && o->allowed != 0;
+	/* Admitted without a count (Redis did not decide it). */
+	int unchecked = allowed && strcmp(o->reason, "redis_error") == 0;
 
-	if ((st = rowids_select(d, f, "ts_ms, rule, coalesce(key, -1), outcome",
-	    "1", err, errlen)) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t ts = sqlite3_column_int64(st, 0);
-		int64_t rule = sqlite3_column_int64(st, 1);
-		int64_t key = a->by_key ? sqlite3_column_int64(st, 2) : -1;
-		const struct rowids_outcome *o = rowids_outcome(x,
-		    sqlite3_column_int64(st, 3));
-		const struct rowids_rule *r = rowids_rule(x, rule);
-		int allowed = o != NULL && o->allowed != 0;
-		/* Admitted without a count (Redis did not decide it). */
-		int unchecked = allowed && strcmp(o->reason, "redis_error") == 0;
+	if (s->sid == RLG_INTERN_FAIL || rule != s->last_rule ||
+	    key != s->last_key) {
+		if ((s->sid = rowids_pair(&s->memo, s->ids, s->x, rule, key)) ==
+		    RLG_INTERN_FAIL)
+			return 1;
+		s->last_rule = rule;
+		s->last_key = key;
+		s->last = NULL;
+	}
+	return latest_set(s->lt, s->sid, ts, r != NULL ? r->algorithm : NULL,
+	    r != NULL && r->has_limit ? r->limit_value : -1,
+	    r != NULL && r->has_window ? r->window_ms : -1,
+	    r != NULL && r->has_burst ? r->burst : -1) == -1 ||
+	    count_row(s->a, s->cells, &s->last, s->sid, ts, allowed,
+	    unchecked) == -1;
+}
 
-		if (sid == RLG_INTERN_FAIL || rule != last_rule || key != last_key) {
-			if ((sid = rowids_pair(&memo, ids, x, rule, key)) ==
-			    RLG_INTERN_FAIL)
-				goto oom;
-			last_rule = rule;
-			last_key = key;
-			last = NULL;
-		}
-		if (latest_set(lt, sid, ts, r != NULL ? r->algorithm : NULL,
-		    r != NULL && r->has_limit ? r->limit_value : -1,
-		    r != NULL && r->has_window ? r->window_ms : -1,
-		    r != NULL && r->has_burst ? r->burst : -1) == -1 ||
-		    count_row(a, cells, &last, sid, ts, allowed, unchecked) == -1)
-			goto oom;
-	}
-	if (rc != SQLITE_DONE) {
-		db_read_error(d, err, errlen);
-		goto out;
-	}
-	ret = 0;
-	goto out;
-oom:
-	snprintf(err, errlen, "out of memory");
-out:
-	sqlite3_finalize(st);
-	rowids_memo_free(&memo);
-	return ret;
+/* A second-layout file: rlg_rows' integers, names and parameters by id
+ * (rowids.h). */
+static int
+scan_ids(struct rdb *d, int jobs, const struct rowids *x,
+    const struct filter *f, struct agg *a, struct intern *ids,
+    struct cells *cells, struct latests *lt, char *err, size_t errlen)
+{
+	struct scan s = { x, a, ids, cells, lt, { 0 }, -1, -1,
+	    RLG_INTERN_FAIL, NULL };
+	int rc;
+
+	rc = rowscan_run(d, x, f, "ts_ms, rule, key, outcome", 4, "1", jobs,
+	    ids_row, &s, err, errlen);
+	if (rc == 1)
+		snprintf(err, errlen, "out of memory");
+	rowids_memo_free(&s.memo);
+	return rc == 0 ? 0 : -1;
 }
 
 /* One database's rows, read by ids when its layout allows. */
 static int
-scan_rows(struct rdb *d, const struct filter *f, struct agg *a,
+scan_rows(struct rdb *d, int jobs, const struct filter *f, struct agg *a,
     struct intern *ids, struct cells *cells, struct latests *lt, char *err,
     size_t errlen)
 {
@@ -340,7 +347,7 @@ scan_rows(struct rdb *d, const struct filter *f, struct agg *a,
 	if (d->layout < 2)
 		return scan_view(d, f, a, ids, cells, lt, err, errlen);
 	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
-		rc = scan_ids(d, &x, f, a, ids, cells, lt, err, errlen);
+		rc = scan_ids(d, jobs, &x, f, a, ids, cells, lt, err, errlen);
 	else if (rc == 1)
 		rc = scan_view(d, f, a, ids, cells, lt, err, errlen);
 	rowids_free(&x);
@@ -489,11 +496,14 @@ agg_run(struct agg *a, struct rdbs *dbs, const struct filter *f,
 
 	a->width_ms = width_ms;
 	a->by_key = by_key;
-	for (size_t i = 0; i < dbs->n; i++)
-		if ((counts_answer(&dbs->v[i], f, a) ? scan_counts :
-		    scan_rows)(&dbs->v[i], f, a, &ids, &cells, &lt, err,
-		    errlen) == -1)
+	for (size_t i = 0; i < dbs->n; i++) {
+		struct rdb *d = &dbs->v[i];
+
+		if ((counts_answer(d, f, a) ? scan_counts(d, f, a, &ids, &cells,
+		    &lt, err, errlen) : scan_rows(d, dbs->jobs, f, a, &ids,
+		    &cells, &lt, err, errlen)) == -1)
 			goto out;
+	}
 	if (ids.n > 0 && (a->series = calloc(ids.n, sizeof(*a->series))) == NULL)
 		goto oom;
 	a->nseries = ids.n;

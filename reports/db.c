@@ -351,6 +351,22 @@ db_paths_free(char **paths, size_t n)
 }
 
 int
+db_connect(const char *path, sqlite3 **db, char *err, size_t errlen)
+{
+	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+	    NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: cannot open: %s", path,
+		    *db ? sqlite3_errmsg(*db) : "out of memory");
+		return -1;
+	}
+	/* A gateway may be writing (WAL): wait for its locks, never fail. */
+	sqlite3_busy_timeout(*db, 10000);
+	/* Reading ten million rows: map the file rather than copy each page. */
+	sqlite3_exec(*db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
+	return 0;
+}
+
+int
 db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 {
 	struct columns want = { .n = 0 };
@@ -386,16 +402,8 @@ db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err, size_t errlen)
 			goto fail;
 		}
 		dbs->n++;
-		if (sqlite3_open_v2(paths[i], &d->db, SQLITE_OPEN_READONLY |
-		    SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "%s: cannot open: %s", paths[i],
-			    d->db ? sqlite3_errmsg(d->db) : "out of memory");
+		if (db_connect(paths[i], &d->db, err, errlen) == -1)
 			goto fail;
-		}
-		/* A gateway may be writing (WAL): wait for its locks, never fail. */
-		sqlite3_busy_timeout(d->db, 10000);
-		/* Reading ten million rows: map the file rather than copy each page. */
-		sqlite3_exec(d->db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
 		if (check_schema(d, &want, items, err, errlen) == -1)
 			goto fail;
 	}

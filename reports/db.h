@@ -25,6 +25,7 @@ struct rdb {
 struct rdbs {
 	struct rdb	*v;
 	size_t		 n;
+	int		 jobs;	/* threads that decode a file's rows (rowscan.h) */
 };
 
 /*
@@ -44,6 +45,14 @@ void		 db_paths_free(char **paths, size_t n);
  * table)"). Returns 0 or -1. The paths are copied.
  */
 int		 db_open_all(struct rdbs *dbs, char **paths, size_t n, char *err,
+		    size_t errlen);
+
+/*
+ * A read-only connection to path, as every reader opens one (waits for a
+ * writer's locks, maps the file). Returns 0, or -1 with a sentence in err;
+ * *db is to be closed either way.
+ */
+int		 db_connect(const char *path, sqlite3 **db, char *err,
 		    size_t errlen);
 
 /* Closes every database. Accepts a zeroed or half-opened set. */

@@ -18,6 +18,7 @@
 #include "conf.h"
 #include "db.h"
 #include "output.h"
+#include "rowscan.h"
 #include "top.h"
 #include "verify.h"
 #include "whatif.h"
@@ -32,7 +33,7 @@ static void
 usage(FILE *f)
 {
 	fputs("usage: rlgate-report [-w 1s] [-r RULE] [-k KEY] [--since T] [--until T]\n"
-	    "                     [-f text|csv|json|html] [-o FILE]\n"
+	    "                     [-f text|csv|json|html] [-o FILE] [-j N]\n"
 	    "                     [--verify [-p DUR] [--strict]]\n"
 	    "                     [--unmatched] [--top N] [--what-if NEW.ini]\n"
 	    "                     AUDIT.db|DIR|'GLOB' ...\n"
@@ -43,6 +44,7 @@ usage(FILE *f)
 	    "               \"YYYY-MM-DD HH:MM:SS.mmm\" UTC, YYYY-MM-DD, or epoch ms\n"
 	    "  -f FORMAT    text (default), csv, json or html\n"
 	    "  -o FILE      write to FILE instead of standard output\n"
+	    "  -j N         threads that read a file's rows (default: the CPUs, up to 16)\n"
 	    "  --verify     replay admitted decisions against each algorithm's promise;\n"
 	    "               exit 1 when any violation is found; with -f html, the\n"
 	    "               charts with each violation marked\n"
@@ -109,7 +111,7 @@ struct opts {
 	struct filter	 f;
 	enum out_format	 fmt;
 	int64_t		 width_ms, precision_ms;
-	long long	 top_n;
+	long long	 top_n, jobs;
 	int		 verify, strict, unmatched;
 	const char	*outpath;
 	const char	*whatif;	/* --what-if NEW.ini, or NULL */
@@ -135,6 +137,7 @@ parse_args(int argc, char **argv, struct opts *o)
 		{ "rule", required_argument, NULL, 'r' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "window", required_argument, NULL, 'w' },
+		{ "jobs", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -143,9 +146,9 @@ parse_args(int argc, char **argv, struct opts *o)
 	int ch;
 
 	*o = (struct opts){ { NULL, NULL, INT64_MIN, INT64_MAX }, OUT_TEXT,
-	    1000, 0, 0, 0, 0, 0, NULL, NULL, 0 };
+	    1000, 0, 0, rowscan_default_jobs(), 0, 0, 0, NULL, NULL, 0 };
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":w:r:k:f:o:p:hV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":w:r:k:f:o:p:j:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'w':
 			o->width_ms = parse_duration_opt("-w", optarg);
@@ -195,6 +198,11 @@ parse_args(int argc, char **argv, struct opts *o)
 		case OPT_TOP:
 			if (conf_parse_int(optarg, 1, 1000000, &o->top_n, &errstr) == -1)
 				die("--top \"%s\" %s (use a count from 1 to 1000000)", optarg, errstr);
+			break;
+		case 'j':
+			if (conf_parse_int(optarg, 1, 256, &o->jobs, &errstr) == -1)
+				die("-j \"%s\" %s (use a count of threads from 1 to 256)",
+				    optarg, errstr);
 			break;
 		case 'h':
 			usage(stdout);
@@ -441,6 +449,7 @@ main(int argc, char **argv)
 	outpath = o.outpath;
 	open_dbs(&dbs, argv + o.first, (size_t)(argc - o.first), o.whatif ?
 	    &(struct filter){ NULL, NULL, 0, 0 } : &o.f);
+	dbs.jobs = (int)o.jobs;
 	meta = (struct out_meta){ o.width_ms, &o.f, &dbs, NULL, o.unmatched,
 	    NULL };
 	if (o.whatif != NULL)

@@ -1,8 +1,9 @@
 /*
- * rowids: the second layout's interned tables as arrays by id, and the
- * scan of its rows. The arrays reproduce the view's LEFT JOINs: an id
- * that no row of a table holds reads as NULL. Not here: what a reader does
- * with a row (top.c, verify_load.c, agg.c).
+ * rowids: the second layout's interned tables as arrays by id, and a
+ * filter's names as ids. The arrays reproduce the view's LEFT JOINs: an
+ * id that no row of a table holds reads as NULL. Not here: the scan of
+ * the rows (rowscan.c), what a reader does with a row (agg.c, top.c,
+ * verify_load.c, whatif_read.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,15 +227,56 @@ rowids_text(const struct rowids *x, int64_t id)
 	return id >= 0 && (size_t)id < x->ntext ? x->text[id] : NULL;
 }
 
-sqlite3_stmt *
-rowids_select(struct rdb *d, const struct filter *f, const char *cols,
-    const char *where, char *err, size_t errlen)
+/* " AND col IN (ids)" into m: the ids below n whose name(x, id) is want;
+ * " AND 0" for none. */
+static void
+print_ids(FILE *m, const char *col, const struct rowids *x, size_t n,
+    const char *(*name)(const struct rowids *, int64_t), const char *want)
 {
-	/* rlg_rows has no index: a scan in id order, the view's own order. */
-	return db_select_from(d, f, cols, "rlg_rows",
-	    " AND rule IN (SELECT id FROM rlg_rules WHERE name = ?1)",
-	    " AND key IN (SELECT id FROM rlg_texts WHERE s = ?2)", where, err,
-	    errlen);
+	size_t found = 0;
+
+	for (size_t id = 0; id < n; id++) {
+		const char *s = name(x, (int64_t)id);
+
+		if (s == NULL || strcmp(s, want) != 0)
+			continue;
+		if (found++ == 0)
+			fprintf(m, " AND %s IN (", col);
+		else
+			fputs(", ", m);
+		fprintf(m, "%zu", id);
+	}
+	fputs(found ? ")" : " AND 0", m);
+}
+
+static const char *
+rule_name(const struct rowids *x, int64_t id)
+{
+	const struct rowids_rule *r = rowids_rule(x, id);
+
+	return r != NULL ? r->name : NULL;
+}
+
+char *
+rowids_filter_sql(const struct rowids *x, const struct filter *f)
+{
+	char *sql = NULL;
+	size_t len;
+	FILE *m;
+	int bad;
+
+	if ((m = open_memstream(&sql, &len)) == NULL)
+		return NULL;
+	if (f->rule != NULL)
+		print_ids(m, "rule", x, x->nrule, rule_name, f->rule);
+	if (f->key != NULL)
+		print_ids(m, "key", x, x->ntext, rowids_text, f->key);
+	bad = ferror(m);
+	if (fclose(m) == EOF || bad) {
+		free(sql);
+		return NULL;
+	}
+	return sql;
 }
 
 uint32_t

@@ -2,7 +2,7 @@
  * rowids: a file of the second layout read without its decisions view.
  * Its small interned tables (rlg_rules, rlg_outcomes, rlg_texts) are
  * loaded into memory once, as arrays indexed by their ids, and row readers
- * scan rlg_rows' integers: no join, no lookup a row. Not for first-layout
+ * scan rlg_rows' integers (rowscan.h): no join, no lookup a row. Not for first-layout
  * files, whose rows hold their strings (readers keep db_select() there).
  */
 #ifndef RLG_REPORT_ROWIDS_H
@@ -59,13 +59,12 @@ const struct rowids_outcome *rowids_outcome(const struct rowids *x, int64_t id);
 const char	*rowids_text(const struct rowids *x, int64_t id);
 
 /*
- * Prepares "SELECT cols FROM rlg_rows WHERE where" on d with f's clauses
- * (rule and key by name, as the view compares them) added and bound; cols
- * and where name rlg_rows' columns. Rows come in id order, as through the
- * view. Returns the statement, or NULL with a sentence in err.
+ * f's rule and key as conditions on rlg_rows' ids, found in x (no
+ * subquery that each scan of a range would run again): " AND rule IN
+ * (1, 4) AND key IN (7)"; " AND 0" where no id has the name; "" without
+ * them. A string to free(), or NULL out of memory.
  */
-sqlite3_stmt	*rowids_select(struct rdb *d, const struct filter *f,
-		    const char *cols, const char *where, char *err, size_t errlen);
+char		*rowids_filter_sql(const struct rowids *x, const struct filter *f);
 
 /*
  * Intern ids of (rule name, key) pairs, remembered by one database's key

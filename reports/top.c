@@ -8,6 +8,7 @@
 
 #include "intern.h"
 #include "rowids.h"
+#include "rowscan.h"
 #include "top.h"
 
 struct count {
@@ -112,91 +113,58 @@ struct scan {
 	struct rowids_memo	 memo;
 	int64_t			 last_rule, last_key;
 	uint32_t		 id;
-	int			 oom;
 };
 
 /*
- * One row (rule, key, outcome), as an SQL aggregate's step: SQLite
- * calls it inside its scan, so a row is not handed over a step at a time
- * (most of what a row cost). A run of one (rule id, key id) costs two
- * integer compares a row.
+ * One row (rule, key, outcome) of rowscan. A run of one (rule id, key id)
+ * costs two integer compares a row.
  */
-static void
-count_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+static int
+count_row(void *arg, const int64_t *v, uint32_t nulls)
 {
-	struct scan *s = sqlite3_user_data(ctx);
-	int64_t rule = sqlite3_value_int64(argv[0]);
-	int64_t key = sqlite3_value_type(argv[1]) == SQLITE_NULL ? -1 :
-	    sqlite3_value_int64(argv[1]);
+	struct scan *s = arg;
+	int64_t rule = v[0], key = nulls & 2 ? -1 : v[1];
 	const struct rowids_outcome *o;
 	const struct rowids_rule *r;
 
-	(void)argc;
-	if (s->oom)
-		return;
 	if (s->id == RLG_INTERN_FAIL || rule != s->last_rule || key != s->last_key) {
 		/* The view's "rule IS NOT NULL": a rule row with a name. */
 		if ((r = rowids_rule(s->x, rule)) == NULL || r->name == NULL)
-			return;
+			return 0;
 		if ((s->id = rowids_pair(&s->memo, s->ids, s->x, rule, key)) ==
 		    RLG_INTERN_FAIL || counts_reserve(s->cnt, s->id) == -1) {
 			s->id = RLG_INTERN_FAIL;
-			s->oom = 1;
-			return;
+			return 1;
 		}
 		s->last_rule = rule;
 		s->last_key = key;
 	}
-	o = rowids_outcome(s->x, sqlite3_value_int64(argv[2]));
+	o = rowids_outcome(s->x, v[2]);
 	s->cnt->v[s->id].total++;
 	s->cnt->v[s->id].denied += o == NULL || o->allowed == 0;
-}
-
-static void
-count_done(sqlite3_context *ctx)
-{
-	sqlite3_result_null(ctx);
+	return 0;
 }
 
 /* A second-layout file: rlg_rows' integers, names by id (rowids.h). */
 static int
 scan_ids(struct rdb *d, const struct rowids *x, const struct filter *f,
-    struct intern *ids, struct counts *cnt, char *err, size_t errlen)
+    int jobs, struct intern *ids, struct counts *cnt, char *err,
+    size_t errlen)
 {
-	struct scan s = { x, ids, cnt, { 0 }, -1, -1, RLG_INTERN_FAIL, 0 };
-	sqlite3_stmt *st = NULL;
-	int rc, ret = -1;
+	struct scan s = { x, ids, cnt, { 0 }, -1, -1, RLG_INTERN_FAIL };
+	int rc;
 
-	if (sqlite3_create_function(d->db, "rlg_top_count", 3, SQLITE_UTF8, &s,
-	    NULL, count_row, count_done) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", d->path, sqlite3_errmsg(d->db));
-		goto out;
-	}
-	if ((st = rowids_select(d, f, "rlg_top_count(rule, key, "
-	    "outcome)", "1", err, errlen)) == NULL)
-		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		;
-	if (s.oom) {
+	rc = rowscan_run(d, x, f, "rule, key, outcome", 3, "1", jobs, count_row,
+	    &s, err, errlen);
+	if (rc == 1)
 		snprintf(err, errlen, "out of memory");
-		goto out;
-	}
-	if (rc != SQLITE_DONE) {
-		db_read_error(d, err, errlen);
-		goto out;
-	}
-	ret = 0;
-out:
-	sqlite3_finalize(st);
-	sqlite3_create_function(d->db, "rlg_top_count", 3, SQLITE_UTF8, NULL,
-	    NULL, NULL, NULL);
 	rowids_memo_free(&s.memo);
-	return ret;
+	return rc == 0 ? 0 : -1;
 }
 
 /* One database, read by ids when its layout allows. */
 static int
-scan_one(struct rdb *d, const struct filter *f, struct intern *ids,
+scan_one(struct rdb *d, const struct filter *f, int jobs, struct intern *ids,
     struct counts *cnt, char *err, size_t errlen)
 {
 	struct rowids x;
@@ -205,7 +173,7 @@ scan_one(struct rdb *d, const struct filter *f, struct intern *ids,
 	if (d->layout < 2)
 		return scan_view(d, f, ids, cnt, err, errlen);
 	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
-		rc = scan_ids(d, &x, f, ids, cnt, err, errlen);
+		rc = scan_ids(d, &x, f, jobs, ids, cnt, err, errlen);
 	else if (rc == 1)
 		rc = scan_view(d, f, ids, cnt, err, errlen);
 	rowids_free(&x);
@@ -222,7 +190,8 @@ top_run(struct top *t, struct rdbs *dbs, const struct filter *f, size_t n,
 	int ret = -1;
 
 	for (size_t i = 0; i < dbs->n; i++)
-		if (scan_one(&dbs->v[i], f, &ids, &counts, err, errlen) == -1)
+		if (scan_one(&dbs->v[i], f, dbs->jobs, &ids, &counts, err,
+		    errlen) == -1)
 			goto out;
 	cnt = counts.v;
 	t->keys = (int64_t)ids.n;

@@ -857,6 +857,7 @@ verify_free(struct verify *v)
 			if (pv->part[k] != NULL)
 				fclose(pv->part[k]);
 		free(pv->part);
+		free(pv->partbuf);
 		free(pv);
 	}
 	free(v->v);

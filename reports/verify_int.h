@@ -57,6 +57,7 @@ struct priv {
 	size_t		 scap;
 	uint64_t	 seq;		/* records loaded in all */
 	FILE		**part;		/* spilled records, by kid % nparts */
+	char		*partbuf;	/* their stdio buffers */
 	size_t		 nparts;	/* 0: all in memory */
 };
 

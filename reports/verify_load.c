@@ -13,6 +13,7 @@
 #include "conf.h"
 #include "intern.h"
 #include "rowids.h"
+#include "rowscan.h"
 #include "verify_int.h"
 #include "verify_local.h"
 
@@ -377,87 +378,73 @@ struct scan {
 	struct rowids_memo	 memo;
 	int64_t			 last_rule, last_key;
 	uint32_t		 kid;
-	int			 failed;	/* err is set */
 	char			*err;
 	size_t			 errlen;
 };
 
-/* The columns load_row() takes, in its arguments' order. */
-#define LOAD_ARGS	"id, rule, key, outcome, ts_ms, cost, delay_ms, " \
+/* The columns load_row() takes, in rowscan's order. */
+#define LOAD_COLS	"id, rule, key, outcome, ts_ms, cost, delay_ms, " \
 			"retry_after_ms"
-#define LOAD_NARGS	8
+#define LOAD_NCOLS	8
 
-static int64_t
-arg_int(sqlite3_value **argv, int i, int *has)
-{
-	*has = sqlite3_value_type(argv[i]) != SQLITE_NULL;
-	return sqlite3_value_int64(argv[i]);
-}
-
-/* Row r of argv (LOAD_ARGS) with its rule ru and outcome o of flags w. */
+/* Row v of LOAD_COLS with its rule ru and outcome o of flags w. */
 static void
-ids_row(sqlite3_value **argv, const struct rowids *x,
+ids_row(const int64_t *v, uint32_t nulls, const struct rowids *x,
     const struct rowids_rule *ru, const struct rowids_outcome *o,
     unsigned char w, struct lrow *r)
 {
-	int has_key;
-	int64_t key = arg_int(argv, 2, &has_key);
-
 	*r = (struct lrow){
 		.rule = ru->name,
-		.key = has_key && key >= 0 ? rowids_text(x, key) : NULL,
+		.key = !(nulls & 1u << 2) && v[2] >= 0 ? rowids_text(x, v[2]) :
+		    NULL,
 		.alg = ru->algorithm,
-		.ts = sqlite3_value_int64(argv[4]),
+		.ts = v[4],
+		.cost = v[5],
 		.limit = ru->limit_value,
 		.window = ru->window_ms,
 		.burst = ru->burst,
+		.delay = v[6],
 		.allowed = o->allowed != 0,
 		.unchecked = (w & W_UNCHECKED) != 0,
+		.has_cost = !(nulls & 1u << 5),
 		.has_limit = ru->has_limit,
 		.has_window = ru->has_window,
 		.has_burst = ru->has_burst,
+		.has_delay = !(nulls & 1u << 6),
 	};
-	r->cost = arg_int(argv, 5, &r->has_cost);
-	r->delay = arg_int(argv, 6, &r->has_delay);
 	/* The retry time only matters for a denial. */
 	if (!r->allowed)
-		r->retry = sqlite3_value_int64(argv[7]);
+		r->retry = v[7];
 }
 
 /*
- * One row of rlg_rows (LOAD_ARGS), as an SQL aggregate's step: SQLite
- * calls it inside its scan, so a row is not handed over a step at a time
- * (most of what a row cost). A run of one (rule id, key id) is interned
- * once.
+ * One row of rlg_rows (LOAD_COLS) from rowscan. A run of one (rule id,
+ * key id) is interned once. Returns 1 (stop) with err set.
  */
-static void
-load_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+static int
+load_row(void *arg, const int64_t *v, uint32_t nulls)
 {
-	struct scan *s = sqlite3_user_data(ctx);
+	struct scan *s = arg;
 	const struct rowids *x = s->x;
-	int64_t oid = sqlite3_value_int64(argv[3]);
-	int64_t rule = sqlite3_value_int64(argv[1]);
+	int64_t oid = v[3], rule = v[1];
 	const struct rowids_rule *ru;
 	struct lrow r;
-	int has_key;
 
-	(void)argc;
-	if (s->failed || oid < 0 || (size_t)oid >= x->noutcome ||
+	if (oid < 0 || (size_t)oid >= x->noutcome ||
 	    !(s->wanted[oid] & W_READ) || (ru = rowids_rule(x, rule)) == NULL ||
 	    ru->name == NULL)
-		return;
-	ids_row(argv, x, ru, rowids_outcome(x, oid), s->wanted[oid], &r);
+		return 0;
+	ids_row(v, nulls, x, ru, rowids_outcome(x, oid), s->wanted[oid], &r);
 	if (row_skip(s->c, &r))
-		return;
+		return 0;
 	if ((s->wanted[oid] & W_LOCAL) && (r.proc = local_proc(s->pst,
-	    sqlite3_value_int64(argv[0]))) != NULL) {
+	    v[0])) != NULL) {
 		if ((s->kid = local_kid(s->c->p, &r)) == RLG_INTERN_FAIL)
 			goto oom;
 		s->last_rule = -1;
 	} else {
-		int64_t key = arg_int(argv, 2, &has_key);
+		int64_t key = nulls & 1u << 2 ? -1 : v[2];
 
-		key = has_key ? key : -1;
 		if (s->kid == RLG_INTERN_FAIL || rule != s->last_rule ||
 		    key != s->last_key) {
 			if ((s->kid = rowids_pair(&s->memo, &s->c->p->keys, x, rule,
@@ -467,18 +454,10 @@ load_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 			s->last_key = key;
 		}
 	}
-	if (row_add(s->c, &r, s->kid, s->err, s->errlen) == -1)
-		s->failed = 1;
-	return;
+	return row_add(s->c, &r, s->kid, s->err, s->errlen) == -1;
 oom:
 	snprintf(s->err, s->errlen, "out of memory");
-	s->failed = 1;
-}
-
-static void
-load_done(sqlite3_context *ctx)
-{
-	sqlite3_result_null(ctx);
+	return 1;
 }
 
 /*
@@ -486,16 +465,15 @@ load_done(sqlite3_context *ctx)
  * id (rowids.h), each row through load_row().
  */
 static int
-load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
-    size_t errlen)
+load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, int jobs,
+    char *err, size_t errlen)
 {
-	struct scan s = { c, x, NULL, NULL, { 0 }, -1, -1, RLG_INTERN_FAIL, 0,
+	struct scan s = { c, x, NULL, NULL, { 0 }, -1, -1, RLG_INTERN_FAIL,
 	    err, errlen };
 	unsigned char *wanted;
 	struct filter f;
-	sqlite3_stmt *st = NULL;
 	char where[256];
-	int rc, ret = -1;
+	int ret = -1;
 
 	load_filter(c, &f);
 	if ((wanted = outcome_wanted(x)) == NULL) {
@@ -507,28 +485,11 @@ load_ids(struct ctx *c, struct rdb *d, const struct rowids *x, char *err,
 	if ((s.pst = db_prepare(d, "SELECT " VERIFY_LOCAL_PROCESS " FROM "
 	    "decisions WHERE id = ?1", err, errlen)) == NULL)
 		goto out;
-	if (sqlite3_create_function(d->db, "rlg_verify_load", LOAD_NARGS,
-	    SQLITE_UTF8, &s, NULL, load_row, load_done) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", d->path, sqlite3_errmsg(d->db));
-		goto out;
-	}
-	if ((st = rowids_select(d, &f, "rlg_verify_load(" LOAD_ARGS ")", where,
-	    err, errlen)) == NULL)
-		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		;
-	if (s.failed)
-		goto out;
-	if (rc != SQLITE_DONE) {
-		db_read_error(d, err, errlen);
-		goto out;
-	}
-	ret = 0;
+	/* 1: load_row stopped with err set. */
+	ret = rowscan_run(d, x, &f, LOAD_COLS, LOAD_NCOLS, where, jobs, load_row,
+	    &s, err, errlen) == 0 ? 0 : -1;
 out:
-	sqlite3_finalize(st);
 	sqlite3_finalize(s.pst);
-	sqlite3_create_function(d->db, "rlg_verify_load", LOAD_NARGS, SQLITE_UTF8,
-	    NULL, NULL, NULL, NULL);
 	rowids_memo_free(&s.memo);
 	free(wanted);
 	return ret;
@@ -536,7 +497,7 @@ out:
 
 /* One database, read by ids when its layout allows. */
 static int
-load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
+load_one(struct ctx *c, struct rdb *d, int jobs, char *err, size_t errlen)
 {
 	struct rowids x;
 	int rc;
@@ -544,7 +505,7 @@ load_one(struct ctx *c, struct rdb *d, char *err, size_t errlen)
 	if (d->layout < 2)
 		return load_view(c, d, err, errlen);
 	if ((rc = rowids_load(d, &x, err, errlen)) == 0)
-		rc = load_ids(c, d, &x, err, errlen);
+		rc = load_ids(c, d, &x, jobs, err, errlen);
 	else if (rc == 1)
 		rc = load_view(c, d, err, errlen);
 	rowids_free(&x);
@@ -675,6 +636,7 @@ static int
 plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
 {
 	uint64_t rows = 0;
+	size_t bufsz;
 
 	for (size_t i = 0; i < dbs->n; i++) {
 		sqlite3_stmt *st = db_prepare(&dbs->v[i], "SELECT max(id) FROM decisions",
@@ -691,16 +653,23 @@ plan_parts(struct priv *pv, struct rdbs *dbs, char *err, size_t errlen)
 	pv->nparts = (size_t)((rows * sizeof(struct rec) + PART_BYTES - 1) / PART_BYTES);
 	if (pv->nparts > MAX_PARTS)
 		pv->nparts = MAX_PARTS;
-	if ((pv->part = calloc(pv->nparts, sizeof(*pv->part))) == NULL) {
+	/* The buffers take no more than the records in memory do, and at
+	 * most 256 KB each: one write(2) per 256 KB rather than per 4 KB. */
+	bufsz = PART_BYTES / pv->nparts;
+	bufsz = bufsz > (256u << 10) ? 256u << 10 : bufsz;
+	if ((pv->part = calloc(pv->nparts, sizeof(*pv->part))) == NULL ||
+	    (pv->partbuf = malloc(pv->nparts * bufsz)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (size_t k = 0; k < pv->nparts; k++)
+	for (size_t k = 0; k < pv->nparts; k++) {
 		if ((pv->part[k] = tmpfile()) == NULL) {
 			snprintf(err, errlen, "cannot create a temporary file: %s",
 			    strerror(errno));
 			return -1;
 		}
+		setvbuf(pv->part[k], pv->partbuf + k * bufsz, _IOFBF, bufsz);
+	}
 	return 0;
 }
 
@@ -713,7 +682,7 @@ verify_load(struct ctx *c, struct rdbs *dbs, int64_t precision_ms,
 	if (plan_parts(pv, dbs, err, errlen) == -1)
 		return -1;
 	for (size_t i = 0; i < dbs->n; i++)
-		if (load_one(c, &dbs->v[i], err, errlen) == -1)
+		if (load_one(c, &dbs->v[i], dbs->jobs, err, errlen) == -1)
 			return -1;
 	for (size_t i = 0; i < pv->npi; i++) {
 		if (pv->pi[i].alg != RLG_SLIDING_WINDOW)

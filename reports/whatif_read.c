@@ -1,10 +1,10 @@
 /*
  * whatif_read: the audit's requests in time order for the what-if replay
- * (whatif_read.h): a reader per file (by ids, its rows staged inside
- * SQLite's scan; or through the view), a reorder buffer per file, the
- * merge of the files, the grouping by request id. Memory: the stages, the
- * reorder buffers, the requests within RLG_WHATIF_GROUP_MS, and the files'
- * interned texts; never every row.
+ * (whatif_read.h): a reader per file (by ids, its rows decoded by
+ * rowscan.h's threads; or through the view), a reorder buffer per file,
+ * the merge of the files, the grouping by request id. Memory: the scans'
+ * chunks, the reorder buffers, the requests within RLG_WHATIF_GROUP_MS,
+ * and the files' interned texts; never every row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +12,8 @@
 
 #include "intern.h"
 #include "rowids.h"
+#include "rowscan.h"
 #include "whatif_read.h"
-
-/* Rows a file's scan hands over at a time (by ids). */
-#define STAGE_ROWS	1024
 
 /* One file: its statement, its tables, its reorder buffer. */
 struct wsrc {
@@ -32,13 +30,14 @@ struct wsrc {
 		uint32_t method;
 	}		*out;
 	size_t		 nout;
-	/* by ids: rows rlg_whatif_row() took inside SQLite's scan, handed
-	 * to the reorder buffer in the file's order */
-	struct wrow	*stage;
-	size_t		 stage_head, stage_n;
-	int64_t		 until_ms;
+	/* by ids: the scan, and the rows of its chunk not yet taken */
+	struct rowscan	*rs;
+	struct filter	 f;
+	const int64_t	*rows;
+	size_t		 nrows, row;
+	struct wrow	 cur;
 	uint32_t	 idx;		/* the file's index */
-	int		 fields, scan_done;
+	int		 fields;
 	/* the view: its texts interned here */
 	struct intern	 texts;
 	struct db_str	 sb[8];
@@ -255,55 +254,52 @@ row_view(struct wreader *r, struct wsrc *s, struct wrow *w)
 	return oom ? -1 : 1;
 }
 
-/* An argument as the view's coalesce(col, -1) reads it. */
+/* Column i of a scanned row as the view's coalesce(col, -1) reads it. */
 static int64_t
-arg_or(sqlite3_value *v)
+col_or(const int64_t *v, uint32_t nulls, int i)
 {
-	return sqlite3_value_type(v) == SQLITE_NULL ? -1 :
-	    sqlite3_value_int64(v);
+	return nulls & 1u << i ? -1 : v[i];
 }
 
 static uint32_t
-id_arg(sqlite3_value *v, size_t n)
+id_col(const int64_t *v, uint32_t nulls, int i, size_t n)
 {
-	int64_t id = arg_or(v);
+	int64_t id = col_or(v, nulls, i);
 
 	return id < 0 || (uint64_t)id >= n ? RLG_WHATIF_NONE : (uint32_t)id;
 }
 
-/* A row of rlg_rows (id, ts_ms, rq, rn, rule, key, outcome, cost[, path,
- * client_ip]) into w. 1, or 0 to skip it. */
-static int
-row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
-{
-	int64_t rule = sqlite3_value_int64(argv[4]);
-	int64_t o = sqlite3_value_int64(argv[6]);
-	int64_t ts = sqlite3_value_int64(argv[1]);
-	int rq_null, rn_null;
+/* The columns of rlg_rows a scan by ids reads (path, client_ip: fields). */
+#define IDS_COLS	"id, ts_ms, rq, rn, rule, key, outcome, cost"
+#define IDS_NCOLS	8
 
-	/* The file's filter again: SQLite may call this before it. */
-	if (s->until_ms != INT64_MAX && ts >= s->until_ms)
-		return 0;
+/* A row of rlg_rows (IDS_COLS[, path, client_ip]) into w. 1, or 0 to
+ * skip it. */
+static int
+row_ids(const struct wsrc *s, const int64_t *v, uint32_t nulls,
+    struct wrow *w)
+{
+	int64_t rule = v[4], o = v[6];
+	/* NULL reads as UINT64_MAX; lone by the NULLs alone, for rn -1 is
+	 * the id ffffffffffffffff. */
+	int rq_null = (nulls & 1u << 2) != 0, rn_null = (nulls & 1u << 3) != 0;
+
 	if (rule < 0 || (size_t)rule >= s->nrule || s->grule[rule] ==
 	    RLG_WHATIF_NONE)
 		return 0;
-	w->id = sqlite3_value_int64(argv[0]);
-	w->ts_ms = ts;
-	/* NULL reads as UINT64_MAX; lone by the NULLs alone, for rn -1 is
-	 * the id ffffffffffffffff. */
-	rq_null = sqlite3_value_type(argv[2]) == SQLITE_NULL;
-	rn_null = sqlite3_value_type(argv[3]) == SQLITE_NULL;
-	w->rq = rq_null ? UINT64_MAX : (uint64_t)sqlite3_value_int64(argv[2]);
-	w->rn = rn_null ? UINT64_MAX : (uint64_t)sqlite3_value_int64(argv[3]);
-	w->cost = arg_or(argv[7]);
+	w->id = v[0];
+	w->ts_ms = v[1];
+	w->rq = rq_null ? UINT64_MAX : (uint64_t)v[2];
+	w->rn = rn_null ? UINT64_MAX : (uint64_t)v[3];
+	w->cost = col_or(v, nulls, 7);
 	w->src = s->idx;
 	w->rule = s->grule[rule];
 	w->params = s->gparams[rule];
-	w->key = id_arg(argv[5], s->x.ntext);
+	w->key = id_col(v, nulls, 5, s->x.ntext);
 	w->path = w->ip = RLG_WHATIF_NONE;
 	if (s->fields) {
-		w->path = id_arg(argv[8], s->x.ntext);
-		w->ip = id_arg(argv[9], s->x.ntext);
+		w->path = id_col(v, nulls, 8, s->x.ntext);
+		w->ip = id_col(v, nulls, 9, s->x.ntext);
 	}
 	if (o >= 0 && (size_t)o < s->nout && s->out[o].present) {
 		w->allowed = s->out[o].allowed;
@@ -320,63 +316,31 @@ row_ids(const struct wsrc *s, sqlite3_value **argv, struct wrow *w)
 	return 1;
 }
 
-/*
- * rlg_whatif_row(), a WHERE term: SQLite calls it inside its scan and it
- * keeps the row in s's stage, so rows are not handed over a step at a time
- * (most of what a row cost). It is true, ending the step, once the stage
- * is full.
- */
-static void
-stage_row(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-	struct wsrc *s = sqlite3_user_data(ctx);
-
-	(void)argc;
-	if (s->stage_n < STAGE_ROWS)
-		s->stage_n += (size_t)row_ids(s, argv, &s->stage[s->stage_n]);
-	sqlite3_result_int(ctx, s->stage_n == STAGE_ROWS);
-}
-
 static int
-open_src(struct wreader *r, struct wsrc *s, int64_t until_ms, char *err,
-    size_t errlen)
+open_src(struct wreader *r, struct wsrc *s, int64_t until_ms, int jobs,
+    char *err, size_t errlen)
 {
-	struct filter f = { NULL, NULL, INT64_MIN, until_ms };
 	int rc = 1;
 
+	s->f = (struct filter){ NULL, NULL, INT64_MIN, until_ms };
 	if (s->d->layout >= 2 && (rc = rowids_load(s->d, &s->x, err,
 	    errlen)) == -1)
 		return -1;
 	s->by_ids = rc == 0;
 	s->max_ts = s->last_out_ts = INT64_MIN;
+	s->idx = (uint32_t)(s - r->src);
+	s->fields = r->fields;
 	if (s->by_ids) {
 		if (load_ids(r, s, err, errlen) == -1)
 			return -1;
-		if ((s->stage = malloc(STAGE_ROWS * sizeof(*s->stage))) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		s->idx = (uint32_t)(s - r->src);
-		s->fields = r->fields;
-		s->until_ms = until_ms;
-		if (sqlite3_create_function(s->d->db, "rlg_whatif_row",
-		    r->fields ? 10 : 8, SQLITE_UTF8, s, stage_row, NULL,
-		    NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "%s: %s", s->d->path,
-			    sqlite3_errmsg(s->d->db));
-			return -1;
-		}
-		s->st = rowids_select(s->d, &f, "1", r->fields ?
-		    "rlg_whatif_row(id, ts_ms, rq, rn, rule, key, outcome, "
-		    "cost, path, client_ip)" :
-		    "rlg_whatif_row(id, ts_ms, rq, rn, rule, key, outcome, "
-		    "cost)", err, errlen);
-	} else {
-		s->st = db_select(s->d, &f, "id, ts_ms, request_id, rule, key, "
-		    "algorithm, allowed, reason, cost, limit_value, window_ms, "
-		    "burst, method, path, client_ip", "rule IS NOT NULL", err,
-		    errlen);
+		s->rs = rowscan_open(s->d, &s->x, &s->f, r->fields ? IDS_COLS
+		    ", path, client_ip" : IDS_COLS, IDS_NCOLS + 2 * r->fields,
+		    "1", jobs, err, errlen);
+		return s->rs == NULL ? -1 : 0;
 	}
+	s->st = db_select(s->d, &s->f, "id, ts_ms, request_id, rule, key, "
+	    "algorithm, allowed, reason, cost, limit_value, window_ms, "
+	    "burst, method, path, client_ip", "rule IS NOT NULL", err, errlen);
 	return s->st == NULL ? -1 : 0;
 }
 
@@ -452,28 +416,27 @@ view_next(struct wreader *r, struct wsrc *s, struct wrow *w, char *err,
 	return 0;
 }
 
-/* The file's next row by ids: *w in its stage. 1, 0 at the end, -1. */
+/* The file's next row by ids: *w in s. 1, 0 at the end, -1. */
 static int
 ids_next(struct wsrc *s, const struct wrow **w, char *err, size_t errlen)
 {
+	size_t stride = (size_t)(IDS_NCOLS + 2 * s->fields + 1);
 	int rc;
 
-	if (s->stage_head == s->stage_n) {
-		s->stage_head = s->stage_n = 0;
-		if (s->scan_done)
-			return 0;
-		rc = sqlite3_step(s->st);
-		if (rc == SQLITE_DONE)
-			s->scan_done = 1;
-		else if (rc != SQLITE_ROW) {
-			db_read_error(s->d, err, errlen);
-			return -1;
+	for (;;) {
+		while (s->row < s->nrows) {
+			const int64_t *v = s->rows + s->row++ * stride;
+
+			if (row_ids(s, v + 1, (uint32_t)v[0], &s->cur)) {
+				*w = &s->cur;
+				return 1;
+			}
 		}
-		if (s->stage_n == 0)
-			return 0;
+		s->row = 0;
+		if ((rc = rowscan_next(s->rs, &s->rows, &s->nrows, err,
+		    errlen)) != 1)
+			return rc;
 	}
-	*w = &s->stage[s->stage_head++];
-	return 1;
 }
 
 /* Fills s's buffer until its first row is ready. 0, or -1 with err. */
@@ -749,6 +712,9 @@ whatif_read_open(struct rdbs *dbs, int64_t until_ms, int fields, char *err,
     size_t errlen)
 {
 	struct wreader *r;
+	/* The files are read at once, merged: the threads are shared out. */
+	int jobs = dbs->n > 0 && (size_t)dbs->jobs > dbs->n ?
+	    dbs->jobs / (int)dbs->n : 1;
 
 	if ((r = calloc(1, sizeof(*r))) == NULL ||
 	    (r->src = calloc(dbs->n + 1, sizeof(*r->src))) == NULL) {
@@ -762,7 +728,8 @@ whatif_read_open(struct rdbs *dbs, int64_t until_ms, int fields, char *err,
 		r->nsrc++;
 		if (dbs->v[i].rows_gone)
 			r->src[i].eof = 1;
-		else if (open_src(r, &r->src[i], until_ms, err, errlen) == -1) {
+		else if (open_src(r, &r->src[i], until_ms, jobs, err,
+		    errlen) == -1) {
 			whatif_read_free(r);
 			return NULL;
 		}
@@ -779,11 +746,7 @@ whatif_read_free(struct wreader *r)
 		struct wsrc *s = &r->src[i];
 
 		sqlite3_finalize(s->st);
-		if (s->stage != NULL)
-			sqlite3_create_function(s->d->db, "rlg_whatif_row",
-			    r->fields ? 10 : 8, SQLITE_UTF8, NULL, NULL, NULL,
-			    NULL);
-		free(s->stage);
+		rowscan_close(s->rs);
 		rowids_free(&s->x);
 		free(s->grule);
 		free(s->gparams);

@@ -2,7 +2,9 @@
 # Benchmark (not a test): rlgate-report on a generated audit database of
 # 10 million decisions (six rules, one per algorithm, 1000 keys, about half
 # an hour of traffic at 1.5 x the limit). Prints the time of a per-second
-# report, of --verify, of --top and of --what-if, each the best of two runs.
+# report, of --verify, of --top and of --what-if, each the best of two runs;
+# the last three also on one thread (-j 1; by default the rows are decoded
+# on every CPU, reports/rowscan.c).
 # Then a per-minute report of one day at 1000 decisions a second (86.4
 # million) from its summaries alone, the rows deleted as [audit] keep_rows
 # does.
@@ -60,13 +62,16 @@ run "1 ms windows, one key (csv)" -w 1ms -r gcra -k k00004 -f csv "$DB"
 run "html, 10 s windows" -w 10s -f html "$DB"
 run "--verify (all rules, all keys)" --verify "$DB"
 grep -E '^(ok|FAIL|rlgate-report: verify)' "$DIR/out" | sed 's/^/    /'
+run "--verify, one thread (-j 1)" --verify -j 1 "$DB"
 run "--verify -r fixed_window" --verify -r fixed_window "$DB"
 run "--top 10" --top 10 "$DB"
+run "--top 10, one thread (-j 1)" --top 10 -j 1 "$DB"
 # --what-if: the six rules at 3 a second instead of 5, every row replayed.
 for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
 	printf '[rule:%s]\nkey = {query.k}\nalgorithm = %s\nlimit = 3\nwindow = 1s\n\n' "$a" "$a"
 done > "$DIR/whatif.ini"
 run "--what-if (the six rules at 3 per 1s)" --what-if "$DIR/whatif.ini" "$DB"
+run "--what-if, one thread (-j 1)" --what-if "$DIR/whatif.ini" -j 1 "$DB"
 
 # One day at 1000 decisions a second: the file the gateway's writer makes
 # (audit_bench: its schema, its rule), its rows deleted and VACUUMed as

@@ -188,6 +188,49 @@ for how in "--verify" "--verify --strict" "--verify -r gcra" "--top 100" \
 	check "by ids, $how: the report the first layout's rows give" cmp -s "$T/ids1.out" "$T/ids2.out"
 done
 
+# ---- the rows read by several threads (reports/rowscan.c) ------------------
+# 60000 rows hold ids in more chunks than threads, and 20000 deleted ids a
+# gap wider than a chunk: -j 1, 2 and 3 give the first layout's reports
+# (--verify, --top, the reports that read rows, --what-if).
+"$TOP/tests/tools/gen_audit" -o "$T/par1.db" -a mix -n 60000 -k 40 -l 5 -w 1000 -c 2 -s 11 > /dev/null
+sqlite3 "$T/par1.db" "
+UPDATE decisions SET reason = 'redis_error', allowed = 1 WHERE id % 7 = 0;
+UPDATE decisions SET reason = 'local', request_id = 'aaaa-' || id WHERE id % 11 = 0;
+UPDATE decisions SET key = NULL WHERE id % 13 = 0;"
+"$COPY" "$T/par1.db" "$T/par2.db" > /dev/null
+sqlite3 "$T/par1.db" "DELETE FROM decisions WHERE id BETWEEN 20000 AND 39999"
+sqlite3 "$T/par2.db" "DELETE FROM rlg_rows WHERE id BETWEEN 20000 AND 39999"
+read -r lo hi <<< "$(sqlite3 -separator ' ' "$T/par1.db" "SELECT min(ts_ms), max(ts_ms) FROM decisions")"
+is "threads: the same 40000 rows left in each layout" "40000 40000" \
+	"$(sqlite3 "$T/par1.db" "SELECT count(*) FROM decisions") $(sqlite3 "$T/par2.db" "SELECT count(*) FROM decisions")"
+for a in fixed_window sliding_window sliding_log token_bucket gcra leaky_bucket; do
+	printf '[rule:%s]\nkey = {query.k}\nalgorithm = %s\nlimit = 3\nwindow = 1s\n\n' "$a" "$a"
+done > "$T/par.ini"
+for how in "--verify" "--verify --strict" "--top 100" "--top 5 -r token_bucket" \
+    "--verify -r gcra --since $((lo + (hi - lo) / 8)) --until $((hi - (hi - lo) / 8))" \
+    "-w 100ms -f csv -r sliding_log" "-w 1s -k k00007" "--what-if $T/par.ini -f csv"; do
+	# shellcheck disable=SC2086
+	"$REPORT" -j 1 $how "$T/par1.db" > "$T/par1.out" 2>&1
+	for j in 1 2 3; do
+		# shellcheck disable=SC2086
+		"$REPORT" -j $j $how "$T/par2.db" > "$T/par2.out" 2>&1
+		check "threads, -j $j $how: the first layout's report" cmp -s "$T/par1.out" "$T/par2.out"
+	done
+done
+check "threads: the what-if report is not empty" grep -q '^[0-9-]* [0-9:.]*,[0-9]*,1000,gcra,' "$T/par1.out"
+head -c $(( $(stat -c %s "$T/par2.db") * 3 / 4 )) "$T/par2.db" > "$T/par-cut.db"
+for how in "--verify" "--top 3" "-w 100ms -r gcra" "--what-if $T/par.ini"; do
+	# shellcheck disable=SC2086
+	"$REPORT" -j 3 $how "$T/par-cut.db" > /dev/null 2> "$T/bad.err"
+	rc=$?
+	is "threads: a truncated file, -j 3 $how: exit 2, SQLite's word for it, naming the file" \
+		"2 rlgate-report: $T/par-cut.db: cannot read: database disk image is malformed" \
+		"$rc $(cat "$T/bad.err")"
+done
+is "-j 0: refused, with the range" \
+	'rlgate-report: -j "0" is too small (use a count of threads from 1 to 256)' \
+	"$("$REPORT" -j 0 --top 3 "$T/par2.db" 2>&1)"
+
 # ---- bad input: the report --------------------------------------------------
 "$TOP/tests/tools/gen_audit" -o "$T/big1.db" -a mix -n 3000 > /dev/null
 "$COPY" "$T/big1.db" "$T/big.db" > /dev/null

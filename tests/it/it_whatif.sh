@@ -383,8 +383,8 @@ for spec in "fixed_window 5 5" "sliding_window 5 5" "sliding_log 5 5" "token_buc
 	is "$1: --verify passes the what-if admissions" 0 "$rc"
 done
 
-# A second-layout file's rows come through SQLite's scan a stage of
-# STAGE_ROWS (1024) at a time (whatif_read.c): all 6000, as the view reads them.
+# A second-layout file's rows come through rowscan a chunk at a time
+# (whatif_read.c): all 6000, as the view reads them.
 layout2 "$GENDB" "$T/gen2.db"
 out=$("$REPORT" --what-if "$T/low.ini" -f json "$T/gen2.db")
 is "6000 rows of the second layout: all replayed" '"decisions": 6000,' \

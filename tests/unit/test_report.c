@@ -24,6 +24,8 @@
 #include "../../reports/agg.h"
 #include "../../reports/db.h"
 #include "../../reports/intern.h"
+#include "../../reports/rowids.h"
+#include "../../reports/rowscan.h"
 #include "../../reports/verify.h"
 #include "../../reports/verify_int.h"
 #include "../../reports/whatif_read.h"
@@ -411,6 +413,174 @@ test_agg_windows(void **state)
 	assert_true(agg_per_second(3, 60000) == 0.05);
 }
 
+/* What a scan handed over (rowscan's consumer below). */
+struct seen {
+	int64_t		 n, last_id, keyless, at_sum;
+	int64_t		 stop_at;	/* the row that stops the scan; 0: none */
+	int		 disorder;	/* an id not above the one before */
+};
+
+/* Rows of (id, key, ts_ms). */
+static int
+see_row(void *arg, const int64_t *v, uint32_t nulls)
+{
+	struct seen *s = arg;
+
+	s->disorder |= v[0] <= s->last_id;
+	s->last_id = v[0];
+	s->keyless += nulls == 2 && v[1] == 0;
+	s->at_sum += v[2] - BASE;
+	return ++s->n == s->stop_at;
+}
+
+static struct seen
+scan_rows(const char *path, const struct filter *f, const char *where,
+    int jobs, int64_t stop_at, int *rc)
+{
+	struct seen s = { 0, 0, 0, 0, stop_at, 0 };
+	struct rowids x;
+	struct rdbs dbs;
+	char err[512];
+
+	open_db(&dbs, path);
+	assert_int_equal(rowids_load(&dbs.v[0], &x, err, sizeof(err)), 0);
+	*rc = rowscan_run(&dbs.v[0], &x, f, "id, key, ts_ms", 3, where, jobs,
+	    see_row, &s, err, sizeof(err));
+	if (*rc == -1)
+		fail_msg("%s", err);
+	rowids_free(&x);
+	db_close_all(&dbs);
+	return s;
+}
+
+/* The same through rowscan_next(): rows a chunk at a time. */
+static struct seen
+pull_rows(const char *path, const struct filter *f, int jobs)
+{
+	struct seen s = { 0, 0, 0, 0, 0, 0 };
+	const int64_t *rows;
+	struct rowscan *rs;
+	struct rowids x;
+	struct rdbs dbs;
+	char err[512];
+	size_t n;
+	int rc;
+
+	open_db(&dbs, path);
+	assert_int_equal(rowids_load(&dbs.v[0], &x, err, sizeof(err)), 0);
+	if ((rs = rowscan_open(&dbs.v[0], &x, f, "id, key, ts_ms", 3, "1", jobs,
+	    err, sizeof(err))) == NULL)
+		fail_msg("%s", err);
+	while ((rc = rowscan_next(rs, &rows, &n, err, sizeof(err))) == 1) {
+		assert_true(n > 0 && n <= 8192);
+		for (size_t i = 0; i < n; i++)
+			see_row(&s, rows + i * 4 + 1, (uint32_t)rows[i * 4]);
+	}
+	if (rc == -1)
+		fail_msg("%s", err);
+	rowscan_close(rs);
+	rowids_free(&x);
+	db_close_all(&dbs);
+	return s;
+}
+
+/*
+ * 30000 rows, one a ms (ids 1 to 30000), every tenth without a key; ids
+ * 9000 to 20999 deleted, a gap wider than a chunk. Every number of threads
+ * hands over the same rows once, in id order: 18000, 1800 keyless, their
+ * ms after BASE summing to 449985000 - 179982000; with a time filter, a
+ * where clause, and a rule and key (found by id; none for names no row
+ * has) as well; and the consumer stops a scan at its row; pulled a chunk
+ * at a time, the same. Then ids that leap to 2^62 and 2^63 - 1.
+ */
+static void
+test_rowscan(void **state)
+{
+	static const int jobs[] = { 1, 2, 3, 8 };
+	const struct filter all = { NULL, NULL, INT64_MIN, INT64_MAX },
+	    span = { NULL, NULL, BASE + 5000, BASE + 25000 },
+	    org1 = { "api", "org1", INT64_MIN, INT64_MAX },
+	    nokey = { "api", "org2", INT64_MIN, INT64_MAX },
+	    norule = { "web", NULL, INT64_MIN, INT64_MAX };
+	char dir[] = "/tmp/rlgate-test-report.XXXXXX", path[64], err[256];
+	struct audit *a;
+	struct seen s;
+	sqlite3 *db;
+	int rc;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/audit.db", dir);
+	/* The rows in one queue: inline, the writer takes them at the close. */
+	assert_non_null(a = audit_open_inline(path, 30000, err, sizeof(err)));
+	for (int i = 0; i < 30000; i++) {
+		struct audit_row r = { BASE + i, "r", "api", i % 10 ? "org1" :
+		    NULL, "fixed_window", 1, "limit", 1, 100, 1000, 100, -1, -1,
+		    -1, "GET", "/", "10.0.0.1", 200, 10 };
+
+		assert_int_equal(audit_push(a, &r), 0);
+	}
+	assert_int_equal(audit_close(a, 5000), 0);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "DELETE FROM rlg_rows WHERE id "
+	    "BETWEEN 9000 AND 20999", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
+		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
+		assert_int_equal(rc, 0);
+		assert_int_equal(s.n, 18000);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, 30000);
+		assert_int_equal(s.keyless, 1800);
+		assert_int_equal(s.at_sum, 449985000 - 179982000);
+		/* ms 5000 to 8998 and 20999 to 24999. */
+		s = scan_rows(path, &span, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 3999 + 4001);
+		assert_int_equal(s.disorder, 0);
+		s = scan_rows(path, &all, "key IS NOT NULL", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18000 - 1800);
+		assert_int_equal(s.keyless, 0);
+		/* The filter's rule and key, found by id. */
+		s = scan_rows(path, &org1, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18000 - 1800);
+		assert_int_equal(scan_rows(path, &nokey, "1", jobs[j], 0,
+		    &rc).n, 0);
+		assert_int_equal(scan_rows(path, &norule, "1", jobs[j], 0,
+		    &rc).n, 0);
+		s = scan_rows(path, &all, "1", jobs[j], 10000, &rc);
+		assert_int_equal(rc, 1);
+		assert_int_equal(s.n, 10000);
+		s = pull_rows(path, &all, jobs[j]);
+		assert_int_equal(s.n, 18000);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.keyless, 1800);
+		assert_int_equal(s.at_sum, 449985000 - 179982000);
+		assert_int_equal(pull_rows(path, &span, jobs[j]).n, 3999 + 4001);
+	}
+	/* Ids leaping to 2^62 and to the last one (a hand-made file): read
+	 * by rows, on one thread whatever -j says, each row once. */
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "INSERT INTO rlg_rows SELECT "
+	    "4611686018427387904, ts_ms, rq, rn, rule, key, outcome, cost, "
+	    "remaining, retry_after_ms, delay_ms, path, client_ip, latency_us "
+	    "FROM rlg_rows WHERE id = 30000; INSERT INTO rlg_rows SELECT "
+	    "9223372036854775807, ts_ms, rq, rn, rule, key, outcome, cost, "
+	    "remaining, retry_after_ms, delay_ms, path, client_ip, latency_us "
+	    "FROM rlg_rows WHERE id = 30000", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
+		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
+		assert_int_equal(s.n, 18002);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, INT64_MAX);
+		s = pull_rows(path, &all, jobs[j]);
+		assert_int_equal(s.n, 18002);
+		assert_int_equal(s.disorder, 0);
+		assert_int_equal(s.last_id, INT64_MAX);
+	}
+	rm_db(dir);
+}
+
 /* A row of one request: its time (ms after BASE), request id and rule. */
 struct qrow {
 	int64_t		 at;
@@ -497,6 +667,7 @@ main(void)
 		cmocka_unit_test(test_leaky_bucket),
 		cmocka_unit_test(test_verify_range),
 		cmocka_unit_test(test_agg_windows),
+		cmocka_unit_test(test_rowscan),
 		cmocka_unit_test(test_whatif_requests),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
