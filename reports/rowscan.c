@@ -438,6 +438,12 @@ rowscan_next(struct rowscan *rs, const int64_t **rows, size_t *n, char *err,
 	return 0;
 }
 
+int
+rowscan_threads(const struct rowscan *rs)
+{
+	return rs->nthreads;
+}
+
 void
 rowscan_close(struct rowscan *rs)
 {

@@ -38,6 +38,9 @@ struct rowscan	*rowscan_open(struct rdb *d, const struct rowids *x,
 int		 rowscan_next(struct rowscan *rs, const int64_t **rows,
 		    size_t *n, char *err, size_t errlen);
 
+/* The threads decoding for rs: 0 when the reader decodes alone. */
+int		 rowscan_threads(const struct rowscan *rs);
+
 /* Stops the threads and frees rs (NULL is fine). */
 void		 rowscan_close(struct rowscan *rs);
 

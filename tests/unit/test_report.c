@@ -453,9 +453,10 @@ scan_rows(const char *path, const struct filter *f, const char *where,
 	return s;
 }
 
-/* The same through rowscan_next(): rows a chunk at a time. */
+/* The same through rowscan_next(): rows a chunk at a time, by threads
+ * threads (-1: any number). */
 static struct seen
-pull_rows(const char *path, const struct filter *f, int jobs)
+pull_rows(const char *path, const struct filter *f, int jobs, int threads)
 {
 	struct seen s = { 0, 0, 0, 0, 0, 0 };
 	const int64_t *rows;
@@ -471,6 +472,8 @@ pull_rows(const char *path, const struct filter *f, int jobs)
 	if ((rs = rowscan_open(&dbs.v[0], &x, f, "id, key, ts_ms", 3, "1", jobs,
 	    err, sizeof(err))) == NULL)
 		fail_msg("%s", err);
+	if (threads >= 0)
+		assert_int_equal(rowscan_threads(rs), threads);
 	while ((rc = rowscan_next(rs, &rows, &n, err, sizeof(err))) == 1) {
 		assert_true(n > 0 && n <= 8192);
 		for (size_t i = 0; i < n; i++)
@@ -550,12 +553,15 @@ test_rowscan(void **state)
 		s = scan_rows(path, &all, "1", jobs[j], 10000, &rc);
 		assert_int_equal(rc, 1);
 		assert_int_equal(s.n, 10000);
-		s = pull_rows(path, &all, jobs[j]);
+		/* Ids 1 to 30000: 4 chunks, as many threads as -j up to 4. */
+		s = pull_rows(path, &all, jobs[j], jobs[j] == 1 ? 0 :
+		    jobs[j] < 4 ? jobs[j] : 4);
 		assert_int_equal(s.n, 18000);
 		assert_int_equal(s.disorder, 0);
 		assert_int_equal(s.keyless, 1800);
 		assert_int_equal(s.at_sum, 449985000 - 179982000);
-		assert_int_equal(pull_rows(path, &span, jobs[j]).n, 3999 + 4001);
+		assert_int_equal(pull_rows(path, &span, jobs[j], -1).n,
+		    3999 + 4001);
 	}
 	/* Ids leaping to 2^62 and to the last one (a hand-made file): read
 	 * by rows, on one thread whatever -j says, each row once. */
@@ -569,11 +575,12 @@ test_rowscan(void **state)
 	    "FROM rlg_rows WHERE id = 30000", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	for (size_t j = 0; j < sizeof(jobs) / sizeof(jobs[0]); j++) {
-		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
+		/* No threads: the ids are far too sparse to cut. */
+		s = pull_rows(path, &all, jobs[j], 0);
 		assert_int_equal(s.n, 18002);
 		assert_int_equal(s.disorder, 0);
 		assert_int_equal(s.last_id, INT64_MAX);
-		s = pull_rows(path, &all, jobs[j]);
+		s = scan_rows(path, &all, "1", jobs[j], 0, &rc);
 		assert_int_equal(s.n, 18002);
 		assert_int_equal(s.disorder, 0);
 		assert_int_equal(s.last_id, INT64_MAX);
