@@ -489,7 +489,7 @@ rowscan_run(struct rdb *d, const struct rowids *x, const struct filter *f,
 	    errlen)) == NULL)
 		return -1;
 	if (rs->fn != NULL) {
-		rc = rs->done ? 0 : fill(&rs->fl[0], &rs->slot[0], rs->lo,
+		rc = rs->done ? 0 : fill(&rs->fl[0], &rs->slot[0], rs->from,
 		    INT64_MAX, err, errlen);
 		rc = rs->stopped ? 1 : rc;
 		rowscan_close(rs);
